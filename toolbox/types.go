@@ -1,0 +1,162 @@
+package toolbox
+
+// Wire types of the Daytona toolbox API. Field names and JSON tags follow
+// the published spec (toolbox.json); decoding ignores unknown fields.
+
+// ExecuteRequest is the body of POST /process/execute.
+type ExecuteRequest struct {
+	Command string            `json:"command"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Envs    map[string]string `json:"envs,omitempty"`
+	// Timeout in seconds; 0 means none.
+	Timeout int `json:"timeout,omitempty"`
+}
+
+// ExecuteResponse is the answer of POST /process/execute. Result holds
+// stdout and stderr merged.
+type ExecuteResponse struct {
+	ExitCode int    `json:"exitCode"`
+	Result   string `json:"result"`
+}
+
+// CreateSessionRequest is the body of POST /process/session.
+type CreateSessionRequest struct {
+	SessionID string `json:"sessionId"`
+}
+
+// Session describes a session and the commands it ran.
+type Session struct {
+	SessionID string    `json:"sessionId"`
+	Commands  []Command `json:"commands"`
+}
+
+// Command describes a session command. ExitCode is nil while it runs.
+type Command struct {
+	ID       string `json:"id"`
+	Command  string `json:"command"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+// SessionExecuteRequest is the body of POST /process/session/{id}/exec.
+type SessionExecuteRequest struct {
+	Command  string `json:"command"`
+	RunAsync bool   `json:"runAsync,omitempty"`
+	// Async is the legacy alias of RunAsync.
+	Async             bool `json:"async,omitempty"`
+	SuppressInputEcho bool `json:"suppressInputEcho,omitempty"`
+}
+
+// SessionExecuteResponse is the answer of a session exec. For an async exec
+// only CmdID is set. Output holds the raw log (with stream markers when the
+// client announced a recent SDK version); Stdout and Stderr are split by
+// the server.
+type SessionExecuteResponse struct {
+	CmdID    string  `json:"cmdId"`
+	Output   *string `json:"output,omitempty"`
+	Stdout   *string `json:"stdout,omitempty"`
+	Stderr   *string `json:"stderr,omitempty"`
+	ExitCode *int    `json:"exitCode,omitempty"`
+}
+
+// SessionSendInputRequest is the body of POST …/command/{id}/input.
+type SessionSendInputRequest struct {
+	Data string `json:"data"`
+}
+
+// SessionCommandLogsResponse is the JSON form of GET …/command/{id}/logs,
+// served to SDK versions >= 0.167.0.
+type SessionCommandLogsResponse struct {
+	Output string `json:"output"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+// FileInfo describes a file, as GET /files and /files/info return it.
+type FileInfo struct {
+	Name        string `json:"name"`
+	Path        string `json:"path,omitempty"`
+	Size        int64  `json:"size"`
+	Mode        string `json:"mode"`
+	Permissions string `json:"permissions"`
+	IsDir       bool   `json:"isDir"`
+	Owner       string `json:"owner"`
+	Group       string `json:"group"`
+	ModifiedAt  string `json:"modifiedAt"`
+	// ModTime is deprecated in the spec (Go's time.String layout).
+	ModTime string `json:"modTime"`
+}
+
+// FilesDownloadRequest is the body of POST /files/bulk-download.
+type FilesDownloadRequest struct {
+	Paths []string `json:"paths"`
+}
+
+// UploadedFile is the answer of POST /files/upload-v2.
+type UploadedFile struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	Type string `json:"type,omitempty"`
+}
+
+// BulkUploadResponse is the answer of POST /files/bulk-upload.
+type BulkUploadResponse struct {
+	Files  []BulkUploadedFile `json:"files"`
+	Errors []string           `json:"errors,omitempty"`
+}
+
+// BulkUploadedFile is one entry of BulkUploadResponse.
+type BulkUploadedFile struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// VersionResponse is the answer of GET /version.
+type VersionResponse struct {
+	Version string `json:"version"`
+}
+
+// DirResponse is the answer of GET /work-dir and GET /user-home-dir.
+type DirResponse struct {
+	Dir string `json:"dir"`
+}
+
+// ErrorResponse is the body of an error answer.
+type ErrorResponse struct {
+	StatusCode int    `json:"statusCode"`
+	Message    string `json:"message"`
+	Code       string `json:"code,omitempty"`
+	Timestamp  string `json:"timestamp"`
+	Path       string `json:"path"`
+	Method     string `json:"method,omitempty"`
+	Source     string `json:"source,omitempty"`
+}
+
+// Log stream markers: each chunk of a command log starts with one of these.
+var (
+	StdoutMarker = []byte{0x01, 0x01, 0x01}
+	StderrMarker = []byte{0x02, 0x02, 0x02}
+)
+
+// Protocol headers.
+const (
+	// HeaderSDKVersion carries the client's SDK version; >= 0.167.0 selects
+	// JSON logs with server-split stdout and stderr.
+	HeaderSDKVersion = "X-Daytona-SDK-Version"
+	// HeaderSource names the client.
+	HeaderSource = "X-Daytona-Source"
+	// HeaderSplitOutput asks old servers for raw logs with markers.
+	HeaderSplitOutput = "X-Daytona-Split-Output"
+	// HeaderExtensions is sent by agentbox servers on every response; its
+	// value lists the agentbox protocol extensions they support, comma
+	// separated. Plain Daytona servers do not send it.
+	HeaderExtensions = "X-Agentbox-Extensions"
+	// HeaderUseExtensions is sent by a client that wants the listed
+	// extensions for this request.
+	HeaderUseExtensions = "X-Agentbox-Use"
+)
+
+// SDKVersion is the Daytona SDK version this client announces.
+const SDKVersion = "0.205.1"
+
+// SourceName is the X-Daytona-Source this client announces.
+const SourceName = "agentbox-go"
