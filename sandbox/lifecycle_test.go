@@ -31,8 +31,16 @@ func (d *fakeDriver) Acquire(ctx context.Context) (Outcome, error) {
 	}
 	return OutcomeCreated, nil
 }
-func (d *fakeDriver) Release(ctx context.Context) error  { d.releases.Add(1); d.running.Store(false); return nil }
-func (d *fakeDriver) Teardown(ctx context.Context) error { d.teardowns.Add(1); d.running.Store(false); return nil }
+func (d *fakeDriver) Release(ctx context.Context) error {
+	d.releases.Add(1)
+	d.running.Store(false)
+	return nil
+}
+func (d *fakeDriver) Teardown(ctx context.Context) error {
+	d.teardowns.Add(1)
+	d.running.Store(false)
+	return nil
+}
 
 func TestLifecycleTransitions(t *testing.T) {
 	ctx := context.Background()

@@ -1,0 +1,550 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// result is the outcome of one agentbox invocation.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+}
+
+// harness runs agentbox command lines in-process against one engine.
+type harness struct {
+	t     *testing.T
+	e     *fakeEngine
+	env   map[string]string
+	stdin io.Reader // for the next run only
+}
+
+func newHarness(t *testing.T) *harness {
+	return &harness{t: t, e: newFakeEngine(t), env: map[string]string{}}
+}
+
+func (h *harness) run(args ...string) result {
+	return h.runCtx(context.Background(), args...)
+}
+
+func (h *harness) runCtx(ctx context.Context, args ...string) result {
+	h.t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := Run(ctx, Config{
+		Engine: h.e,
+		Stdin:  h.stdin,
+		Stdout: &stdout,
+		Stderr: &stderr,
+		Getenv: func(k string) string { return h.env[k] },
+	}, args)
+	h.stdin = nil
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// must runs args and fails the test unless they exit 0.
+func (h *harness) must(args ...string) result {
+	h.t.Helper()
+	r := h.run(args...)
+	if r.code != 0 {
+		h.t.Fatalf("agentbox %s: %v", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+func TestExecStreamsOutputAndExitCode(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("exec", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3")
+	if r.code != 3 || r.stdout != "hi\n" || r.stderr != "oops\n" {
+		t.Fatalf("got %v, want exit 3, stdout \"hi\\n\", stderr \"oops\\n\"", r)
+	}
+	if st := h.e.state(h.e.defaultDir, DefaultID); st == nil || st.info.Status != sandbox.StatusRunning {
+		t.Fatalf("exec did not leave sandbox %q running in the default state dir", DefaultID)
+	}
+	r = h.must("exec", "true")
+	if r.stdout != "" || r.stderr != "" {
+		t.Errorf("exec true printed %v", r)
+	}
+}
+
+func TestExecQuotesArgsNotCommand(t *testing.T) {
+	h := newHarness(t)
+	// The command is a shell line; each arg stays one argument.
+	r := h.must("exec", "--", "printf '%s|'", "a b", "c'd", "$HOME", "")
+	if want := "a b|c'd|$HOME||"; r.stdout != want {
+		t.Errorf("stdout %q, want %q", r.stdout, want)
+	}
+	// Without "--", flags after the command belong to the command.
+	r = h.must("exec", "echo", "-n", "--id", "x")
+	if r.stdout != "--id x" {
+		t.Errorf("stdout %q, want %q", r.stdout, "--id x")
+	}
+	if h.e.state(h.e.defaultDir, "x") != nil {
+		t.Error("--id after the command was taken as agentbox's flag")
+	}
+}
+
+func TestExecOptions(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	r := h.must("exec", "--id", "opts", "-e", "A=1", "--env", "B=x=y", "--cwd", dir, "--block-network", "--", `echo "$A $B"; pwd`)
+	if want := "1 x=y\n" + dir + "\n"; r.stdout != want {
+		t.Errorf("stdout %q, want %q", r.stdout, want)
+	}
+	if len(h.e.opened) != 1 || h.e.opened[0] != (OpenOptions{StateDir: h.e.defaultDir, ID: "opts", NetworkBlockAll: true}) {
+		t.Errorf("opened %+v", h.e.opened)
+	}
+}
+
+func TestExecStdin(t *testing.T) {
+	h := newHarness(t)
+	h.stdin = strings.NewReader("some input")
+	if r := h.must("exec", "--", "cat"); r.stdout != "some input" {
+		t.Errorf("stdout %q, want the input", r.stdout)
+	}
+	// Without stdin the command reads an empty input rather than hanging.
+	if r := h.must("exec", "--", "wc", "-c"); strings.TrimSpace(r.stdout) != "0" {
+		t.Errorf("wc -c of no input: %q", r.stdout)
+	}
+}
+
+func TestExecTimeout(t *testing.T) {
+	h := newHarness(t)
+	start := time.Now()
+	r := h.run("exec", "--timeout", "200ms", "--", "sleep", "10")
+	if r.code != sandbox.ExitTimedOut {
+		t.Fatalf("got %v, want exit 124", r)
+	}
+	if !strings.Contains(r.stderr, "timed out") {
+		t.Errorf("stderr %q does not say the command timed out", r.stderr)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+}
+
+func TestExecJSON(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("exec", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 4")
+	if r.code != 4 {
+		t.Fatalf("got %v, want exit 4", r)
+	}
+	var got execResult
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v: %q", err, r.stdout)
+	}
+	if got.ExitCode != 4 || got.Stdout != "out\n" || got.Stderr != "err\n" || got.ID != DefaultID || got.Command != "sh -c 'echo out; echo err >&2; exit 4'" {
+		t.Errorf("got %+v", got)
+	}
+	if r.stderr != "" {
+		t.Errorf("--json streamed stderr %q", r.stderr)
+	}
+}
+
+func TestExecEngineFailure(t *testing.T) {
+	h := newHarness(t)
+	h.e.openErr = errors.New("no isolation here")
+	r := h.run("exec", "--", "true")
+	if r.code != ExitExecFailed || !strings.Contains(r.stderr, "no isolation here") {
+		t.Errorf("got %v, want exit 125 with the cause", r)
+	}
+	h.e.openErr = fmt.Errorf("id %q has a slash: %w", "a/b", sandbox.ErrInvalidArgument)
+	if r := h.run("exec", "--id", "a/b", "--", "true"); r.code != ExitUsage {
+		t.Errorf("invalid id: got %v, want exit 2", r)
+	}
+}
+
+func TestExecInterrupted(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	r := h.runCtx(ctx, "exec", "--", "sleep", "10")
+	if r.code != ExitInterrupted || !strings.Contains(r.stderr, "interrupted") {
+		t.Errorf("got %v, want exit 130", r)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	const secret = "s3cr3t-value"
+	tests := []struct {
+		args []string
+		want string // in stderr
+	}{
+		{[]string{"exec", "--env", "FOO", "--", "true"}, "NAME=VALUE"},
+		{[]string{"exec", "--env", secret, "--", "true"}, "has no '='"},
+		{[]string{"exec", "--env", "1BAD=" + secret, "--", "true"}, `invalid variable name "1BAD"`},
+		{[]string{"exec", "--env", "A-B=" + secret, "--", "true"}, "[A-Za-z_][A-Za-z0-9_]*"},
+		{[]string{"exec", "--env", "A=1", "--env", "=" + secret, "--", "true"}, "--env #2"},
+		{[]string{"exec", "--timeout", "abc", "--", "true"}, "30s, 5m or 1h30m"},
+		{[]string{"exec", "--timeout", "5", "--", "true"}, "write 5s"},
+		{[]string{"exec", "--timeout", "-1s", "--", "true"}, "write 0 for no timeout"},
+		{[]string{"exec", "--id", "", "--", "true"}, "--id is empty"},
+		{[]string{"exec"}, "exec needs a command"},
+		{[]string{"exec", "--bogus", "--", "true"}, "unknown flag: --bogus"},
+		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"sandbox", "bogus"}, `unknown command "bogus"`},
+		{[]string{"sandbox"}, "Usage:"},
+		{[]string{}, "Usage:"},
+		{[]string{"sandbox", "info"}, "needs a sandbox id"},
+		{[]string{"sandbox", "info", "a", "b"}, "needs a sandbox id"},
+		{[]string{"sandbox", "rm"}, "at least one sandbox id"},
+		{[]string{"sandbox", "ls", "x"}, "takes no arguments"},
+		{[]string{"kill"}, "the PID"},
+		{[]string{"kill", "abc"}, `PID must be a positive number`},
+		{[]string{"kill", "0"}, `PID must be a positive number`},
+		{[]string{"logs", "-3"}, `unknown shorthand flag`},
+		{[]string{"spawn"}, "spawn needs a command"},
+		{[]string{"--state-dir", "", "sandbox", "ls"}, "--state-dir is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			h := newHarness(t)
+			r := h.run(tt.args...)
+			if r.code != ExitUsage {
+				t.Errorf("got %v, want exit 2", r)
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr %q does not contain %q", r.stderr, tt.want)
+			}
+			if strings.Contains(r.stderr, secret) || strings.Contains(r.stdout, secret) {
+				t.Errorf("output echoes the secret: %v", r)
+			}
+			if len(h.e.opened) != 0 {
+				t.Errorf("a sandbox was opened for a bad command line")
+			}
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	h := newHarness(t)
+	r := h.must("exec", "--help")
+	if !strings.Contains(r.stdout, "agentbox exec [flags] [--] COMMAND [ARG...]") || !strings.Contains(r.stdout, "--timeout") {
+		t.Errorf("help: %q", r.stdout)
+	}
+}
+
+func TestStateDir(t *testing.T) {
+	h := newHarness(t)
+	envDir, flagDir := t.TempDir(), t.TempDir()
+	h.env[StateDirEnv] = envDir
+	h.must("exec", "true")
+	h.must("--state-dir", flagDir, "exec", "true")
+	h.must("exec", "--state-dir", flagDir, "--id", "two", "true")
+	if h.e.state(envDir, DefaultID) == nil || h.e.state(flagDir, DefaultID) == nil || h.e.state(flagDir, "two") == nil {
+		t.Fatalf("sandboxes were not made in the right state dirs: %+v", h.e.opened)
+	}
+	if h.e.state(h.e.defaultDir, DefaultID) != nil {
+		t.Error("the default state dir was used despite " + StateDirEnv)
+	}
+	r := h.must("--state-dir", flagDir, "sandbox", "ls")
+	if !strings.Contains(r.stdout, "two") || strings.Count(r.stdout, "\n") != 3 {
+		t.Errorf("ls of %s: %q", flagDir, r.stdout)
+	}
+}
+
+func TestSandboxCommands(t *testing.T) {
+	h := newHarness(t)
+	r := h.must("sandbox", "ls")
+	if strings.TrimSpace(r.stdout) != "ID  STATUS  CREATED  LAST USED" {
+		t.Errorf("empty ls: %q", r.stdout)
+	}
+	if r := h.must("sandbox", "ls", "--json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("empty ls --json: %q", r.stdout)
+	}
+	h.must("exec", "--id", "b", "true")
+	h.must("exec", "--id", "a", "true")
+
+	r = h.must("sandbox", "ls")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "a ") || !strings.HasPrefix(lines[2], "b ") ||
+		!strings.Contains(lines[1], "running") || !strings.Contains(lines[1], "ago") && !strings.Contains(lines[1], "just now") {
+		t.Errorf("ls: %q", r.stdout)
+	}
+	var infos []sandbox.Info
+	r = h.must("sandbox", "ls", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil || len(infos) != 2 || infos[0].ID != "a" || infos[0].Status != sandbox.StatusRunning {
+		t.Errorf("ls --json: %v: %q", err, r.stdout)
+	}
+
+	r = h.must("sandbox", "info", "a")
+	for _, want := range []string{"ID:", "a\n", "Status:", "running", "Provider:", "fake", "Metadata:", "k=v"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("info lacks %q: %q", want, r.stdout)
+		}
+	}
+	var info sandbox.Info
+	r = h.must("sandbox", "info", "--json", "a")
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "a" || info.Metadata["k"] != "v" {
+		t.Errorf("info --json: %v: %q", err, r.stdout)
+	}
+
+	if r := h.must("sandbox", "stop", "a"); r.stdout != "stopped a\n" {
+		t.Errorf("stop: %q", r.stdout)
+	}
+	if st := h.e.state(h.e.defaultDir, "a"); st.info.Status != sandbox.StatusStopped {
+		t.Errorf("status after stop: %s", st.info.Status)
+	}
+	if r := h.must("sandbox", "rm", "--json", "a", "b"); strings.Join(strings.Fields(r.stdout), "") != `[{"id":"a","status":"removed"},{"id":"b","status":"removed"}]` {
+		t.Errorf("rm --json: %q", r.stdout)
+	}
+	if r := h.must("sandbox", "ls", "--json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("ls after rm: %q", r.stdout)
+	}
+}
+
+func TestSandboxUnknownID(t *testing.T) {
+	h := newHarness(t)
+	h.must("exec", "--id", "known", "true")
+	for _, args := range [][]string{
+		{"sandbox", "info", "nope"},
+		{"sandbox", "stop", "nope"},
+		{"sandbox", "rm", "nope"},
+		{"sandbox", "info", "--json", "nope"},
+		{"ps", "--id", "nope"},
+		{"kill", "--id", "nope", "1"},
+		{"logs", "--id", "nope", "1"},
+	} {
+		r := h.run(args...)
+		if r.code != ExitError || !strings.Contains(r.stderr, `no sandbox "nope"`) || !strings.Contains(r.stderr, "agentbox sandbox ls") {
+			t.Errorf("%v: got %v, want exit 1 naming the id", args, r)
+		}
+	}
+	// rm goes on past an unknown id and still fails.
+	r := h.run("sandbox", "rm", "nope", "known")
+	if r.code != ExitError || r.stdout != "removed known\n" {
+		t.Errorf("rm nope known: %v", r)
+	}
+}
+
+func TestBackgroundProcesses(t *testing.T) {
+	h := newHarness(t)
+	if r := h.must("spawn", "--", "sleep", "30"); r.stdout != "1\n" {
+		t.Fatalf("spawn printed %q, want PID 1", r.stdout)
+	}
+	r := h.must("spawn", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 5")
+	var sr spawnResult
+	if err := json.Unmarshal([]byte(r.stdout), &sr); err != nil || sr.PID != "2" || sr.Session != BackgroundSessionPrefix+"2" {
+		t.Fatalf("spawn --json: %v: %q", err, r.stdout)
+	}
+	waitFor(t, func() bool {
+		s, _ := (&fakeSessions{b: &fakeBox{e: h.e, opts: OpenOptions{StateDir: h.e.defaultDir, ID: DefaultID}}}).GetSession(context.Background(), sr.Session)
+		return s != nil && s.Commands[0].ExitCode != nil
+	})
+
+	r = h.must("ps")
+	want := "PID  STATUS      COMMAND\n" +
+		"1    running     sleep 30\n" +
+		"2    exited (5)  sh -c 'echo out; echo err >&2; exit 5'\n"
+	if r.stdout != want {
+		t.Errorf("ps:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	var procs []sandbox.ProcessInfo
+	r = h.must("ps", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil || len(procs) != 2 ||
+		!procs[0].Running || procs[1].Running || procs[1].ExitCode == nil || *procs[1].ExitCode != 5 {
+		t.Errorf("ps --json: %v: %q", err, r.stdout)
+	}
+
+	if r := h.must("logs", "2"); r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("logs 2: %v", r)
+	}
+	if r := h.must("kill", "1"); r.stdout != "killed 1\n" {
+		t.Errorf("kill 1: %q", r.stdout)
+	}
+	if r := h.must("kill", "agentbox-bg-2"); r.stdout != "removed 2 (it had already exited: exited (5))\n" {
+		t.Errorf("kill 2: %q", r.stdout)
+	}
+	if r := h.must("ps", "--json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("ps after kill: %q", r.stdout)
+	}
+	r = h.run("kill", "1")
+	if r.code != ExitError || !strings.Contains(r.stderr, "no process 1") || !strings.Contains(r.stderr, "agentbox ps") {
+		t.Errorf("kill of a killed process: %v", r)
+	}
+	// PIDs are reused from the highest live one.
+	if r := h.must("spawn", "true"); r.stdout != "1\n" {
+		t.Errorf("spawn after kill printed %q, want 1", r.stdout)
+	}
+}
+
+func TestBackgroundOnStoppedSandbox(t *testing.T) {
+	h := newHarness(t)
+	h.must("spawn", "sleep", "30")
+	h.must("sandbox", "stop", DefaultID)
+	r := h.must("ps")
+	if r.stdout != "PID  STATUS  COMMAND\n" || !strings.Contains(r.stderr, "not running") {
+		t.Errorf("ps of a stopped sandbox: %v", r)
+	}
+	if r := h.must("ps", "--json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("ps --json of a stopped sandbox: %q", r.stdout)
+	}
+	if r := h.run("kill", "1"); r.code != ExitError || !strings.Contains(r.stderr, "not running") {
+		t.Errorf("kill in a stopped sandbox: %v", r)
+	}
+	if st := h.e.state(h.e.defaultDir, DefaultID); st.info.Status != sandbox.StatusStopped {
+		t.Errorf("ps or kill restarted the sandbox: %s", st.info.Status)
+	}
+}
+
+func TestConcurrentSpawnsGetDistinctPIDs(t *testing.T) {
+	h := newHarness(t)
+	h.must("exec", "true") // create the sandbox first
+	const n = 6
+	pids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var out bytes.Buffer
+			code := Run(context.Background(), Config{Engine: h.e, Stdout: &out, Getenv: func(string) string { return "" }}, []string{"spawn", "sleep", "30"})
+			if code != 0 {
+				t.Errorf("spawn %d: exit %d", i, code)
+			}
+			pids[i] = strings.TrimSpace(out.String())
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, p := range pids {
+		if seen[p] {
+			t.Errorf("PID %q given twice: %q", p, pids)
+		}
+		seen[p] = true
+	}
+}
+
+func TestEnvErrorsNeverShowValues(t *testing.T) {
+	_, err := parseEnv([]string{"OK=1", strings.Repeat("x-", 50) + "=secret"})
+	if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), strings.Repeat("x-", 10)) {
+		t.Errorf("err = %v", err)
+	}
+	env, err := parseEnv([]string{"A=", "B=c=d", "A=2"})
+	if err != nil || len(env) != 2 || env["A"] != "2" || env["B"] != "c=d" {
+		t.Errorf("env = %v, err = %v", env, err)
+	}
+}
+
+func TestAgo(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "just now"}, {30 * time.Second, "30s ago"}, {5 * time.Minute, "5m ago"},
+		{3 * time.Hour, "3h ago"}, {72 * time.Hour, "3d ago"}, {-10 * time.Minute, "in 10m"},
+	} {
+		if got := ago(now, now.Add(-tt.d)); got != tt.want {
+			t.Errorf("ago(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+	if ago(now, time.Time{}) != "-" {
+		t.Error("zero time is not -")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPassStdin(t *testing.T) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	for _, tt := range []struct {
+		name string
+		r    io.Reader
+		want bool
+	}{
+		{"nil", nil, false}, {"reader", strings.NewReader("x"), true}, {"/dev/null", devnull, false},
+		{"pipe", pr, true}, {"file", file, true},
+	} {
+		if got := passStdin(tt.r); got != tt.want {
+			t.Errorf("passStdin(%s) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// brokenWriter accepts limit bytes, then fails with err.
+type brokenWriter struct {
+	limit int
+	err   error
+}
+
+func (w *brokenWriter) Write(p []byte) (int, error) {
+	if len(p) > w.limit {
+		n := w.limit
+		w.limit = 0
+		return n, w.err
+	}
+	w.limit -= len(p)
+	return len(p), nil
+}
+
+func TestExecOutputClosed(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		err    error
+		code   int
+		stderr string
+	}{
+		{"EPIPE", syscall.EPIPE, ExitBrokenPipe, ""},
+		{"other", errors.New("disk full"), ExitExecFailed, "writing the command's standard output: disk full"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newFakeEngine(t)
+			var stderr bytes.Buffer
+			start := time.Now()
+			code := Run(context.Background(), Config{
+				Engine: e, Stdout: &brokenWriter{limit: 10, err: tt.err}, Stderr: &stderr,
+				Getenv: func(string) string { return "" },
+			}, []string{"exec", "--", "yes"})
+			if code != tt.code || !strings.Contains(stderr.String(), tt.stderr) || tt.stderr == "" && stderr.Len() > 0 {
+				t.Errorf("exit %d, stderr %q; want exit %d, stderr %q", code, stderr.String(), tt.code, tt.stderr)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the command ran on for %v after its output closed", d)
+			}
+		})
+	}
+}

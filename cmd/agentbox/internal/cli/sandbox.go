@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/spf13/cobra"
+)
+
+func (a *app) sandboxCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:     "sandbox",
+		Aliases: []string{"sandboxes", "sb"},
+		Short:   "List, inspect, stop and remove sandboxes",
+		Args:    cobra.ArbitraryArgs,
+		RunE:    groupRunE,
+	}
+	c.AddCommand(
+		&cobra.Command{
+			Use:     "ls",
+			Aliases: []string{"list"},
+			Short:   "List sandboxes",
+			Args:    noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return a.sandboxList(cmd.Context(), cmd.OutOrStdout())
+			},
+		},
+		&cobra.Command{
+			Use:   "info ID",
+			Short: "Describe a sandbox",
+			Args:  exactArgs(1, "a sandbox id (see 'agentbox sandbox ls')"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return a.sandboxInfo(cmd.Context(), cmd.OutOrStdout(), args[0])
+			},
+		},
+		&cobra.Command{
+			Use:   "stop ID...",
+			Short: "Stop sandboxes: end their processes, keep their files",
+			Args:  minArgs(1, "at least one sandbox id (see 'agentbox sandbox ls')"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "stopped", a.cfg.Engine.StopByID)
+			},
+		},
+		&cobra.Command{
+			Use:     "rm ID...",
+			Aliases: []string{"remove"},
+			Short:   "Remove sandboxes: their processes, files and state",
+			Args:    minArgs(1, "at least one sandbox id (see 'agentbox sandbox ls')"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "removed", a.cfg.Engine.Remove)
+			},
+		},
+	)
+	return c
+}
+
+// minArgs requires at least n positional arguments named by what.
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usagef("%s needs %s", cmd.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
+// notFound rewrites an engine's not-found error about sandbox id into a
+// message that says what to do; other errors pass through.
+func notFound(err error, id string) error {
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return notFoundf("no sandbox %q (see 'agentbox sandbox ls')", id)
+	}
+	return err
+}
+
+func (a *app) sandboxList(ctx context.Context, w io.Writer) error {
+	infos, err := a.cfg.Engine.List(ctx, a.stateDir)
+	if err != nil {
+		return fmt.Errorf("list sandboxes in %s: %w", a.stateDir, err)
+	}
+	slices.SortFunc(infos, func(x, y sandbox.Info) int { return strings.Compare(x.ID, y.ID) })
+	if a.json {
+		if infos == nil {
+			infos = []sandbox.Info{}
+		}
+		return writeJSON(w, infos)
+	}
+	now := time.Now()
+	t := newTable(w, "ID", "STATUS", "CREATED", "LAST USED")
+	for _, in := range infos {
+		t.row(in.ID, string(in.Status), ago(now, in.CreatedAt), ago(now, in.LastUsedAt))
+	}
+	return t.flush()
+}
+
+func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
+	in, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	if err != nil {
+		return notFound(err, id)
+	}
+	if a.json {
+		return writeJSON(w, in)
+	}
+	now := time.Now()
+	t := newTable(w)
+	t.row("ID:", in.ID)
+	if in.Name != "" {
+		t.row("Name:", in.Name)
+	}
+	t.row("Provider:", in.Provider)
+	t.row("Status:", string(in.Status))
+	t.row("Created:", stamp(now, in.CreatedAt))
+	if !in.LastUsedAt.IsZero() {
+		t.row("Last used:", stamp(now, in.LastUsedAt))
+	}
+	if !in.TimeoutAt.IsZero() {
+		t.row("Stops at:", stamp(now, in.TimeoutAt))
+	}
+	if r := in.Resources; r != nil {
+		t.row("Resources:", resources(r))
+	}
+	for i, m := range in.Mounts {
+		label := ""
+		if i == 0 {
+			label = "Mounts:"
+		}
+		t.row(label, m.Path+" ("+m.Filesystem+")")
+	}
+	for i, k := range slices.Sorted(maps.Keys(in.Metadata)) {
+		label := ""
+		if i == 0 {
+			label = "Metadata:"
+		}
+		t.row(label, k+"="+in.Metadata[k])
+	}
+	return t.flush()
+}
+
+// sandboxResult is the --json form of stop and rm.
+type sandboxResult struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// sandboxEach applies act to every id, reporting each success as done. It
+// goes on after a failure and returns the first error.
+func (a *app) sandboxEach(ctx context.Context, w io.Writer, ids []string, done string, act func(ctx context.Context, stateDir, id string) error) error {
+	var results []sandboxResult
+	var errs []error
+	for _, id := range ids {
+		if err := act(ctx, a.stateDir, id); err != nil {
+			errs = append(errs, notFound(err, id))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if a.json {
+			results = append(results, sandboxResult{ID: id, Status: done})
+		} else {
+			fmt.Fprintf(w, "%s %s\n", done, id)
+		}
+	}
+	if a.json && len(results) > 0 {
+		if err := writeJSON(w, results); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func resources(r *sandbox.Resources) string {
+	var parts []string
+	if r.CPUCores > 0 {
+		parts = append(parts, fmt.Sprintf("%g CPU", r.CPUCores))
+	}
+	if r.CPUPercent > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f%% CPU used", r.CPUPercent))
+	}
+	if r.MemoryMB > 0 || r.MemoryUsedMB > 0 {
+		parts = append(parts, usage("memory", r.MemoryUsedMB, r.MemoryMB))
+	}
+	if r.DiskMB > 0 || r.DiskUsedMB > 0 {
+		parts = append(parts, usage("disk", r.DiskUsedMB, r.DiskMB))
+	}
+	if len(parts) == 0 {
+		return "unlimited"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func usage(what string, used, limit int64) string {
+	switch {
+	case limit == 0:
+		return fmt.Sprintf("%s %d MB used (no limit)", what, used)
+	case used == 0:
+		return fmt.Sprintf("%s %d MB", what, limit)
+	default:
+		return fmt.Sprintf("%s %d/%d MB", what, used, limit)
+	}
+}

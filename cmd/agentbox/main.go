@@ -1,0 +1,54 @@
+// Command agentbox runs commands in isolated sandboxes on this machine.
+//
+// Usage:
+//
+//	agentbox exec [--id ID] [--timeout DUR] [--env K=V]... [--cwd DIR] [--block-network] -- CMD [ARG...]
+//	agentbox spawn [--id ID] -- CMD [ARG...]
+//	agentbox ps [--id ID]
+//	agentbox logs [--id ID] PID
+//	agentbox kill [--id ID] PID...
+//	agentbox sandbox ls | info ID | stop ID... | rm ID...
+//
+// Global flags: --state-dir DIR (default $AGENTBOX_STATE_DIR, else
+// $XDG_STATE_HOME/agentbox) and --json for machine-readable output.
+// Run "agentbox help COMMAND" for details.
+//
+// The binary is also the init of every sandbox it creates: the sandbox
+// re-executes it, and local.Init, called first in main, takes over then.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/local"
+)
+
+func main() {
+	local.Init() // returns only when this process is not a sandbox's init
+	os.Exit(run(os.Args[1:]))
+}
+
+// run executes the command line args and returns the exit code. SIGINT and
+// SIGTERM cancel the work (killing the command exec runs); a second signal
+// ends agentbox at once.
+func run(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	// A closed output pipe (agentbox exec -- yes | head) must not kill
+	// agentbox before it kills the command in the sandbox: with SIGPIPE
+	// caught, writes fail with EPIPE instead and exec ends the command.
+	// Caught, not ignored, so that the processes agentbox starts (the
+	// sandbox init) get the default disposition back.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	return cli.Run(ctx, cli.Config{
+		Engine: localEngine{},
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+	}, args)
+}

@@ -1,0 +1,505 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	local.Init() // the test binary is re-executed as the sandboxes' init
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
+}
+
+// result is the outcome of one agentbox invocation.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// env is a temporary state dir whose sandboxes are all removed when the
+// test ends.
+type env struct {
+	t        testing.TB
+	stateDir string
+}
+
+func newEnv(t testing.TB) *env {
+	e := &env{t: t, stateDir: t.TempDir()}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		infos, err := local.List(ctx, e.stateDir)
+		if err != nil {
+			t.Errorf("list sandboxes to clean up: %v", err)
+		}
+		for _, in := range infos {
+			if err := local.Remove(ctx, e.stateDir, in.ID); err != nil {
+				t.Errorf("remove sandbox %s: %v", in.ID, err)
+			}
+		}
+	})
+	return e
+}
+
+// run runs agentbox in-process against the local engine.
+func (e *env) run(stdin string, args ...string) result {
+	e.t.Helper()
+	var stdout, stderr bytes.Buffer
+	var in io.Reader // none, as when agentbox's stdin is a terminal or /dev/null
+	if stdin != "" {
+		in = strings.NewReader(stdin)
+	}
+	code := cli.Run(context.Background(), cli.Config{
+		Engine: localEngine{},
+		Stdin:  in,
+		Stdout: &stdout,
+		Stderr: &stderr,
+		Getenv: func(string) string { return "" },
+	}, append([]string{"--state-dir", e.stateDir}, args...))
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func (e *env) must(args ...string) result {
+	e.t.Helper()
+	r := e.run("", args...)
+	if r.code != 0 {
+		e.t.Fatalf("agentbox %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func TestExecLocal(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("", "exec", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3")
+	if r.code != 3 || r.stdout != "hi\n" || r.stderr != "oops\n" {
+		t.Fatalf("got %+v, want exit 3, hi, oops", r)
+	}
+	// Args are quoted, the command is not; env, cwd and stdin reach it.
+	r = e.run("data in", "exec", "--env", "GREETING=hello there", "--cwd", "/tmp", "--",
+		`printf '%s|' "$GREETING" "$(pwd)" "$(cat)"`, "a b", "c'd")
+	if want := "hello there|/tmp|data in|a b|c'd|"; r.code != 0 || r.stdout != want {
+		t.Errorf("got %+v, want stdout %q", r, want)
+	}
+	// The sandbox persisted between the two commands, and is isolated.
+	r = e.must("exec", "--", "sh", "-c", "echo $$")
+	if strings.TrimSpace(r.stdout) == "" {
+		t.Errorf("no pid printed: %+v", r)
+	}
+
+	r = e.run("", "exec", "--timeout", "300ms", "--", "sleep", "20")
+	if r.code != sandbox.ExitTimedOut || !strings.Contains(r.stderr, "timed out") {
+		t.Errorf("timeout: got %+v, want exit 124", r)
+	}
+	r = e.run("", "exec", "--json", "--", "sh", "-c", "echo out; exit 2")
+	var jr struct {
+		ExitCode int    `json:"exitCode"`
+		Stdout   string `json:"stdout"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &jr); err != nil || r.code != 2 || jr.ExitCode != 2 || jr.Stdout != "out\n" {
+		t.Errorf("--json: %v: %+v", err, r)
+	}
+	r = e.run("", "exec", "--id", "../evil", "--", "true")
+	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "sandbox id") {
+		t.Errorf("bad id: got %+v, want a usage error", r)
+	}
+	r = e.run("", "exec", "--env", "TOKEN", "--", "true")
+	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "NAME=VALUE") {
+		t.Errorf("--env without '=': %+v", r)
+	}
+}
+
+func TestSandboxCommandsLocal(t *testing.T) {
+	e := newEnv(t)
+	e.must("exec", "--id", "one", "true")
+
+	r := e.must("sandbox", "ls")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], "one ") || !strings.Contains(lines[1], "running") {
+		t.Errorf("ls: %q", r.stdout)
+	}
+	var infos []sandbox.Info
+	r = e.must("sandbox", "ls", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil || len(infos) != 1 || infos[0].ID != "one" || infos[0].Provider != "local" {
+		t.Errorf("ls --json: %v: %q", err, r.stdout)
+	}
+	r = e.must("sandbox", "info", "one")
+	if !strings.Contains(r.stdout, "Status:") || !strings.Contains(r.stdout, "running") || !strings.Contains(r.stdout, "local") {
+		t.Errorf("info: %q", r.stdout)
+	}
+	r = e.run("", "sandbox", "info", "nope")
+	if r.code != cli.ExitError || !strings.Contains(r.stderr, `no sandbox "nope"`) {
+		t.Errorf("info of an unknown id: %+v", r)
+	}
+	for _, verb := range []string{"stop", "rm"} {
+		r = e.run("", "sandbox", verb, "nope")
+		if r.code != cli.ExitError || !strings.Contains(r.stderr, `no sandbox "nope"`) {
+			t.Errorf("%s of an unknown id: %+v", verb, r)
+		}
+	}
+	r = e.run("", "sandbox", "info", "../x")
+	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "sandbox id") {
+		t.Errorf("info of an invalid id: %+v", r)
+	}
+
+	e.must("exec", "--id", "one", "--", "sh", "-c", "echo kept > ~/file")
+	if r := e.must("sandbox", "stop", "one"); r.stdout != "stopped one\n" {
+		t.Errorf("stop: %q", r.stdout)
+	}
+	if in, err := local.Lookup(context.Background(), e.stateDir, "one"); err != nil || in.Status != sandbox.StatusStopped {
+		t.Errorf("after stop: %v, %v", in, err)
+	}
+	if r := e.must("exec", "--id", "one", "--", "cat ~/file"); r.stdout != "kept\n" {
+		t.Errorf("file after stop and restart: %q", r.stdout)
+	}
+	if r := e.must("sandbox", "rm", "one"); r.stdout != "removed one\n" {
+		t.Errorf("rm: %q", r.stdout)
+	}
+	if _, err := local.Lookup(context.Background(), e.stateDir, "one"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("lookup after rm: %v", err)
+	}
+}
+
+func TestBackgroundLocal(t *testing.T) {
+	e := newEnv(t)
+	if r := e.must("spawn", "--", "sleep", "60"); r.stdout != "1\n" {
+		t.Fatalf("spawn: %q", r.stdout)
+	}
+	if r := e.must("spawn", "--", "sh", "-c", "echo out; echo err >&2"); r.stdout != "2\n" {
+		t.Fatalf("spawn: %q", r.stdout)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var procs []sandbox.ProcessInfo
+	for {
+		r := e.must("ps", "--json")
+		procs = nil
+		if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil {
+			t.Fatalf("ps --json: %v: %q", err, r.stdout)
+		}
+		if len(procs) == 2 && !procs[1].Running || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(procs) != 2 || procs[0].PID != "1" || !procs[0].Running || procs[0].Command != "sleep 60" ||
+		procs[1].Running || procs[1].ExitCode == nil || *procs[1].ExitCode != 0 {
+		t.Fatalf("ps: %+v", procs)
+	}
+	r := e.must("ps")
+	if !strings.Contains(r.stdout, "1    running     sleep 60") || !strings.Contains(r.stdout, "exited (0)") {
+		t.Errorf("ps: %q", r.stdout)
+	}
+	if r := e.must("logs", "2"); r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("logs: %+v", r)
+	}
+	if r := e.must("kill", "1"); r.stdout != "killed 1\n" {
+		t.Errorf("kill: %q", r.stdout)
+	}
+	if r := e.run("", "kill", "1"); r.code != cli.ExitError || !strings.Contains(r.stderr, "no process 1") {
+		t.Errorf("second kill: %+v", r)
+	}
+	e.must("kill", "2")
+	if r := e.must("ps", "--json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("ps after kill: %q", r.stdout)
+	}
+	// The killed process is gone from the sandbox, not just forgotten.
+	if n := countInSandbox(t, e.stateDir, "sleep 60"); n != 0 {
+		t.Errorf("sleep 60 still runs after kill (%d processes)", n)
+	}
+}
+
+// countInSandbox counts the processes of the default sandbox whose command
+// line starts with prefix.
+func countInSandbox(t testing.TB, stateDir, prefix string) int {
+	t.Helper()
+	r := runBinary(t, stateDir, "exec", "--", "sh", "-c",
+		`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c "^$1" || true`, "sh", prefix)
+	n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+	if r.code != 0 || err != nil {
+		t.Fatalf("count processes: %+v", r)
+	}
+	return n
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string // removed by TestMain
+	binPath   string
+	buildErr  error
+)
+
+// agentboxBinary builds the agentbox command once per test run.
+func agentboxBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "agentbox-bin-")
+		if buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "agentbox")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// runBinary runs the built agentbox with args and returns its result.
+func runBinary(t testing.TB, stateDir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(agentboxBinary(t), args...)
+	cmd.Env = append(os.Environ(), cli.StateDirEnv+"="+stateDir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("agentbox %v: %v", args, err)
+	}
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+func TestBinaryEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	e := newEnv(t)
+	r := runBinary(t, e.stateDir, "exec", "--", "sh", "-c", "echo hi; exit 3")
+	if r.code != 3 || r.stdout != "hi\n" {
+		t.Fatalf("exec: got %+v, want exit 3 and stdout \"hi\\n\"", r)
+	}
+	// A background process started by one agentbox process is reachable
+	// from the next ones.
+	if r := runBinary(t, e.stateDir, "spawn", "--", "sleep", "60"); r.code != 0 || r.stdout != "1\n" {
+		t.Fatalf("spawn: %+v", r)
+	}
+	if r := runBinary(t, e.stateDir, "ps"); r.code != 0 || !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "1 running sleep 60") {
+		t.Errorf("ps from a new process: %+v", r)
+	}
+	if r := runBinary(t, e.stateDir, "kill", "1"); r.code != 0 || r.stdout != "killed 1\n" {
+		t.Errorf("kill from a new process: %+v", r)
+	}
+	if r := runBinary(t, e.stateDir, "exec", "--env", "1BAD=topsecret", "--", "true"); r.code != cli.ExitUsage || strings.Contains(r.stderr, "topsecret") {
+		t.Errorf("bad --env: %+v", r)
+	}
+	if r := runBinary(t, e.stateDir, "sandbox", "rm", cli.DefaultID); r.code != 0 || r.stdout != "removed default\n" {
+		t.Fatalf("sandbox rm: %+v", r)
+	}
+	if r := runBinary(t, e.stateDir, "sandbox", "info", cli.DefaultID); r.code != cli.ExitError {
+		t.Errorf("info after rm: %+v", r)
+	}
+}
+
+// TestBinaryInterrupt sends SIGINT to agentbox's whole process group, as a
+// terminal's Ctrl-C does, during the exec that created the sandbox: the
+// command ends, agentbox exits 130, and the sandbox survives.
+func TestBinaryInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	e := newEnv(t)
+	cmd := exec.Command(agentboxBinary(t), "exec", "--", "sh", "-c", "echo started; exec sleep 60")
+	cmd.Env = append(os.Environ(), cli.StateDirEnv+"="+e.stateDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if _, err := stdout.Read(buf); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatal("agentbox did not exit after SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != cli.ExitInterrupted {
+		t.Errorf("exit code %d, want 130; stderr %q", code, stderr.String())
+	}
+	if r := runBinary(t, e.stateDir, "exec", "--", "sh", "-c", "echo alive"); r.code != 0 || r.stdout != "alive\n" {
+		t.Errorf("sandbox after the interrupt: %+v", r)
+	}
+	if n := countInSandbox(t, e.stateDir, "sleep 60"); n != 0 {
+		t.Errorf("the interrupted command still runs in the sandbox (%d processes)", n)
+	}
+}
+
+// TestBinaryBrokenPipe closes agentbox's output pipe while the command
+// writes (agentbox exec -- yes | head): agentbox exits 141 and the command
+// does not run on in the sandbox.
+func TestBinaryBrokenPipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	e := newEnv(t)
+	cmd := exec.Command(agentboxBinary(t), "exec", "--", "sh", "-c", "exec yes broken-pipe-marker")
+	cmd.Env = append(os.Environ(), cli.StateDirEnv+"="+e.stateDir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := stdout.Read(buf); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	stdout.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatal("agentbox did not exit after its output closed")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != cli.ExitBrokenPipe {
+		t.Errorf("exit code %d, want 141; stderr %q", code, stderr.String())
+	}
+	if n := countInSandbox(t, e.stateDir, "yes broken-pipe-marker"); n != 0 {
+		t.Errorf("the command still runs in the sandbox (%d processes)", n)
+	}
+}
+
+// BenchmarkExecBinary measures "agentbox exec -- true" (a new agentbox
+// process per command, sandbox running) against os/exec of "true" in the
+// same run; ratio is agentbox's time over os/exec's.
+func BenchmarkExecBinary(b *testing.B) {
+	e := newEnv(b)
+	bin := agentboxBinary(b)
+	if r := runBinary(b, e.stateDir, "exec", "true"); r.code != 0 {
+		b.Fatalf("warm-up: %+v", r)
+	}
+	environ := append(os.Environ(), cli.StateDirEnv+"="+e.stateDir)
+	var base, ours time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		cmd := exec.Command(bin, "exec", "true")
+		cmd.Env = environ
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("agentbox exec true: %v: %s", err, out)
+		}
+		base += t1.Sub(t0)
+		ours += time.Since(t1)
+	}
+	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "os/exec-ns/op")
+	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "agentbox-ns/op")
+	b.ReportMetric(float64(ours)/float64(base), "ratio")
+}
+
+// BenchmarkExecInProcess measures one "agentbox exec -- true" run in-process
+// (command tree, engine open, command, close; no process start) against
+// os/exec of "true" in the same run.
+func BenchmarkExecInProcess(b *testing.B) {
+	e := newEnv(b)
+	if r := e.run("", "exec", "true"); r.code != 0 {
+		b.Fatalf("warm-up: %+v", r)
+	}
+	var base, ours time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if r := e.run("", "exec", "true"); r.code != 0 {
+			b.Fatalf("exec true: %+v", r)
+		}
+		base += t1.Sub(t0)
+		ours += time.Since(t1)
+	}
+	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "os/exec-ns/op")
+	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "agentbox-ns/op")
+	b.ReportMetric(float64(ours)/float64(base), "ratio")
+}
+
+func TestBadStateDirLocal(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, stateDir: file}
+	r := e.run("", "exec", "--", "true")
+	if r.code != cli.ExitExecFailed || !strings.Contains(r.stderr, "state dir "+file) {
+		t.Errorf("exec with a file as state dir: %+v", r)
+	}
+	if r := e.run("", "sandbox", "ls"); r.code != cli.ExitError || !strings.Contains(r.stderr, file) {
+		t.Errorf("ls with a file as state dir: %+v", r)
+	}
+}
+
+func TestConcurrentSpawnLocal(t *testing.T) {
+	e := newEnv(t)
+	e.must("exec", "true")
+	const n = 4
+	pids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := e.run("", "spawn", "--", "sleep", "60")
+			if r.code != 0 {
+				t.Errorf("spawn %d: %+v", i, r)
+			}
+			pids[i] = strings.TrimSpace(r.stdout)
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, p := range pids {
+		if seen[p] {
+			t.Errorf("PID %q given twice: %q", p, pids)
+		}
+		seen[p] = true
+	}
+	var procs []sandbox.ProcessInfo
+	r := e.must("ps", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil || len(procs) != n {
+		t.Errorf("ps --json: %v: %q", err, r.stdout)
+	}
+}

@@ -1,0 +1,591 @@
+// Package spectest validates HTTP traffic against Daytona's published
+// API specification files, so that tests can prove that agentbox's servers
+// and clients stay wire-compatible with Daytona.
+//
+// The specification files are never copied into this module; they are read
+// from the folder named by the environment variable AGENTBOX_DAYTONA_SPEC_DIR
+// or, by default, from ../shared/daytona-api beside the module root (the
+// folder holding go.mod). Load and New read two documents:
+//
+//   - toolbox.json: the toolbox API as Daytona's cloud serves it today
+//     (Swagger 2.0, converted to OpenAPI 3 with openapi2conv);
+//   - daytonaio-daytona-v0.190.0/libs/toolbox-api-client-go/api/openapi.yaml:
+//     the older open-source daemon, which still has POST /files/upload.
+//
+// LoadControlPlane and NewControlPlane do the same for the control-plane
+// API (api.json and the v0.190.0 control plane, which still proxies toolbox
+// routes under /toolbox/{sandboxId}/toolbox/…).
+//
+// A request or response is valid when one of the documents has an operation
+// for its method and path and the traffic passes that document's checks.
+// Headers the documents do not declare (such as the X-Agentbox-* protocol
+// extension headers) are allowed; security requirements are ignored (the
+// caller's authentication is its own business); a response that switches
+// protocols (101, a WebSocket upgrade) is not validated further.
+package spectest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi2"
+	"github.com/getkin/kin-openapi/openapi2conv"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+)
+
+// EnvSpecDir names the environment variable that overrides the folder
+// holding Daytona's specification files.
+const EnvSpecDir = "AGENTBOX_DAYTONA_SPEC_DIR"
+
+// Spec files, relative to the spec folder.
+const (
+	// ToolboxSpec is the current toolbox API (Swagger 2.0).
+	ToolboxSpec = "toolbox.json"
+	// DaemonSpec is the toolbox API of the v0.190.0 open-source daemon.
+	DaemonSpec = "daytonaio-daytona-v0.190.0/libs/toolbox-api-client-go/api/openapi.yaml"
+	// ControlPlaneSpec is the current control-plane API (OpenAPI 3.0).
+	ControlPlaneSpec = "api.json"
+	// OldControlPlaneSpec is the v0.190.0 control-plane API, which still
+	// has the API-proxied toolbox routes /toolbox/{sandboxId}/toolbox/….
+	OldControlPlaneSpec = "daytonaio-daytona-v0.190.0/libs/api-client-go/api/openapi.yaml"
+)
+
+// ErrNoRoute is matched (errors.Is) by the error for a request whose method
+// and path no loaded document describes.
+var ErrNoRoute = errors.New("no operation in the Daytona specs")
+
+// Validator checks requests and responses against the loaded documents. It
+// is immutable and safe for concurrent use; share one between tests.
+type Validator struct {
+	specs    []*spec
+	basePath string
+}
+
+type spec struct {
+	name   string
+	doc    *openapi3.T
+	router routers.Router
+}
+
+// SpecDir returns the folder holding Daytona's specification files: the
+// value of AGENTBOX_DAYTONA_SPEC_DIR, or ../shared/daytona-api relative to
+// the module root found by walking up from the working directory to go.mod.
+// It fails when the folder does not exist, saying how to provide it.
+func SpecDir() (string, error) {
+	if dir := os.Getenv(EnvSpecDir); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, ToolboxSpec)); err != nil {
+			return "", fmt.Errorf("spectest: %s=%q does not hold the Daytona spec files: %w", EnvSpecDir, dir, err)
+		}
+		return dir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("spectest: %w", err)
+	}
+	root := wd
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(root)
+		if parent == root {
+			return "", fmt.Errorf("spectest: no go.mod above %s; set %s to the folder holding the Daytona spec files (toolbox.json)", wd, EnvSpecDir)
+		}
+		root = parent
+	}
+	dir := filepath.Join(root, "..", "shared", "daytona-api")
+	if _, err := os.Stat(filepath.Join(dir, ToolboxSpec)); err != nil {
+		return "", fmt.Errorf("spectest: Daytona spec files not found in %s (the default, ../shared/daytona-api beside the module root): %w; check them out there or set %s", filepath.Clean(dir), err, EnvSpecDir)
+	}
+	return filepath.Clean(dir), nil
+}
+
+// cache keeps one Validator per spec folder and API for the life of the
+// test process, so that many tests share one load and conversion.
+var cache struct {
+	sync.Mutex
+	byKey map[string]*Validator
+}
+
+// Load returns a Validator of the toolbox API (see New) for the spec folder
+// given by SpecDir, failing the test (never skipping it) when the files are
+// missing or do not load. The documents are loaded once per process and
+// shared.
+func Load(t testing.TB) *Validator {
+	t.Helper()
+	return load(t, "toolbox", New)
+}
+
+// LoadControlPlane is Load for the control-plane API (see NewControlPlane).
+func LoadControlPlane(t testing.TB) *Validator {
+	t.Helper()
+	return load(t, "control-plane", NewControlPlane)
+}
+
+func load(t testing.TB, kind string, build func(dir string) (*Validator, error)) *Validator {
+	t.Helper()
+	dir, err := SpecDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := kind + "\x00" + dir
+	cache.Lock()
+	defer cache.Unlock()
+	if v := cache.byKey[key]; v != nil {
+		return v
+	}
+	v, err := build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cache.byKey == nil {
+		cache.byKey = make(map[string]*Validator)
+	}
+	cache.byKey[key] = v
+	return v
+}
+
+// New loads the toolbox documents (ToolboxSpec and DaemonSpec) from dir and
+// returns a new Validator.
+func New(dir string) (*Validator, error) {
+	return newValidator(dir, toolboxSpecs)
+}
+
+// NewControlPlane loads the control-plane documents (ControlPlaneSpec and
+// OldControlPlaneSpec) from dir and returns a new Validator. Their paths
+// start after the API base URL, which already ends in /api: combine with
+// WithBasePath("/api") for a server that serves them there.
+func NewControlPlane(dir string) (*Validator, error) {
+	return newValidator(dir, controlPlaneSpecs)
+}
+
+type specFile struct {
+	name     string
+	swagger2 bool
+	// lenient skips checking the document itself: api.json has paths
+	// that differ only in a parameter's name, which OpenAPI forbids.
+	lenient bool
+}
+
+var (
+	toolboxSpecs      = []specFile{{ToolboxSpec, true, false}, {DaemonSpec, false, false}}
+	controlPlaneSpecs = []specFile{{ControlPlaneSpec, false, true}, {OldControlPlaneSpec, false, true}}
+)
+
+func newValidator(dir string, files []specFile) (*Validator, error) {
+	v := &Validator{}
+	for _, f := range files {
+		path := filepath.Join(dir, f.name)
+		var doc *openapi3.T
+		var err error
+		if f.swagger2 {
+			doc, err = loadSwagger2(path)
+		} else {
+			doc, err = loadOpenAPI3(path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		// Match any host: clients reach the server under arbitrary names
+		// (a unix socket, a proxy); a base path is handled by WithBasePath.
+		doc.Servers = openapi3.Servers{{URL: "/"}}
+		if err := doc.Validate(context.Background(), openapi3.DisableExamplesValidation()); err != nil && !f.lenient {
+			return nil, fmt.Errorf("spectest: %s is not a valid OpenAPI document: %w", f.name, err)
+		}
+		r, err := gorillamux.NewRouter(doc)
+		if err != nil {
+			return nil, fmt.Errorf("spectest: routing %s: %w", f.name, err)
+		}
+		v.specs = append(v.specs, &spec{name: f.name, doc: doc, router: r})
+	}
+	return v, nil
+}
+
+func loadSwagger2(path string) (*openapi3.T, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("spectest: reading Daytona spec: %w (set %s to the folder holding it)", err, EnvSpecDir)
+	}
+	var doc2 openapi2.T
+	if err := doc2.UnmarshalJSON(data); err != nil {
+		return nil, fmt.Errorf("spectest: parsing %s: %w", path, err)
+	}
+	doc3, err := openapi2conv.ToV3(&doc2)
+	if err != nil {
+		return nil, fmt.Errorf("spectest: converting %s to OpenAPI 3: %w", path, err)
+	}
+	return doc3, nil
+}
+
+func loadOpenAPI3(path string) (*openapi3.T, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("spectest: reading Daytona spec: %w (set %s to the folder holding it)", err, EnvSpecDir)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(data)
+	if err != nil {
+		return nil, fmt.Errorf("spectest: parsing %s: %w", path, err)
+	}
+	return doc, nil
+}
+
+// WithBasePath returns a Validator that expects every path to start with
+// prefix (e.g. "/toolbox/{id}" behind a proxy, written out as the real id)
+// and strips it before matching. Paths without the prefix fail validation.
+func (v *Validator) WithBasePath(prefix string) *Validator {
+	c := *v
+	c.basePath = strings.TrimSuffix(prefix, "/")
+	return &c
+}
+
+// Specs returns the names of the loaded documents.
+func (v *Validator) Specs() []string {
+	names := make([]string, len(v.specs))
+	for i, s := range v.specs {
+		names[i] = s.name
+	}
+	return names
+}
+
+func options() *openapi3filter.Options {
+	o := &openapi3filter.Options{
+		AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
+		IncludeResponseStatus: true,
+		MultiError:            true,
+		SkipSettingDefaults:   true,
+	}
+	o.WithCustomSchemaErrorFunc(schemaError)
+	return o
+}
+
+// schemaError words a schema violation in one line: where and why, without
+// the schema and value dumps of the default message.
+func schemaError(err *openapi3.SchemaError) string {
+	reason := err.Reason
+	if err.Origin != nil {
+		reason = err.Origin.Error()
+	}
+	if reason == "" {
+		return "" // the default message
+	}
+	return fmt.Sprintf("at /%s: %s", strings.Join(err.JSONPointer(), "/"), reason)
+}
+
+// routed is a request matched to an operation of one document.
+type routed struct {
+	spec   *spec
+	route  *routers.Route
+	params map[string]string
+}
+
+// routes finds the operation for r in every document.
+func (v *Validator) routes(r *http.Request) ([]routed, *http.Request, error) {
+	u := *r.URL
+	if v.basePath != "" {
+		rest, ok := strings.CutPrefix(u.Path, v.basePath)
+		if !ok || (rest != "" && rest[0] != '/') {
+			return nil, nil, fmt.Errorf("%w: %s %s is not under the base path %s", ErrNoRoute, r.Method, r.URL.Path, v.basePath)
+		}
+		u.Path = rest
+		u.RawPath = ""
+		if raw, ok := strings.CutPrefix(r.URL.EscapedPath(), v.basePath); ok {
+			u.RawPath = raw
+		}
+	}
+	rr := r.Clone(r.Context())
+	rr.URL = &u
+	var out []routed
+	for _, s := range v.specs {
+		route, params, err := s.router.FindRoute(rr)
+		if err != nil {
+			continue
+		}
+		out = append(out, routed{spec: s, route: route, params: params})
+	}
+	if len(out) == 0 {
+		return nil, nil, fmt.Errorf("%w: %s %s (looked in %s)", ErrNoRoute, r.Method, u.Path, strings.Join(v.Specs(), ", "))
+	}
+	return out, rr, nil
+}
+
+// ValidateRequest checks r against the documents. r's body is read and put
+// back, so r can still be served or sent afterwards.
+func (v *Validator) ValidateRequest(r *http.Request) error {
+	body, err := bufferRequestBody(r)
+	if err != nil {
+		return err
+	}
+	matches, rr, err := v.routes(r)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range matches {
+		rr.Body = io.NopCloser(bytes.NewReader(body))
+		in := &openapi3filter.RequestValidationInput{
+			Request:    rr,
+			PathParams: m.params,
+			Route:      m.route,
+			Options:    options(),
+		}
+		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.spec.name, err))
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("spectest: request %s %s: %w", r.Method, r.URL.Path, errors.Join(errs...))
+}
+
+// ValidateResponse checks resp, the answer to req, against the documents.
+// resp's body is read and put back. A 101 (Switching Protocols) response is
+// accepted as is; so is a 401 where the operation documents none, since
+// authentication is the caller's own.
+func (v *Validator) ValidateResponse(req *http.Request, resp *http.Response) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil
+	}
+	body, err := bufferResponseBody(resp)
+	if err != nil {
+		return err
+	}
+	matches, rr, err := v.routes(req)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range matches {
+		responses := m.route.Operation.Responses
+		if resp.StatusCode == http.StatusUnauthorized && responses.Status(http.StatusUnauthorized) == nil {
+			return nil
+		}
+		opts := options()
+		if skipTextBody(responses, resp) {
+			opts.ExcludeResponseBody = true
+		}
+		in := &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: &openapi3filter.RequestValidationInput{
+				Request:    rr,
+				PathParams: m.params,
+				Route:      m.route,
+				Options:    opts,
+			},
+			Status:  resp.StatusCode,
+			Header:  resp.Header,
+			Body:    io.NopCloser(bytes.NewReader(body)),
+			Options: opts,
+		}
+		if err := openapi3filter.ValidateResponse(req.Context(), in); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.spec.name, err))
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("spectest: response %d to %s %s: %w", resp.StatusCode, req.Method, req.URL.Path, errors.Join(errs...))
+}
+
+// skipTextBody reports whether resp is plain text answering an operation
+// whose Swagger 2.0 "produces" listed text/plain beside JSON: the
+// conversion gives both media types the JSON object schema, which no text
+// can match, so only the media type is checked.
+func skipTextBody(responses *openapi3.Responses, resp *http.Response) bool {
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || !strings.HasPrefix(mt, "text/") {
+		return false
+	}
+	ref := responses.Status(resp.StatusCode)
+	if ref == nil {
+		ref = responses.Default()
+	}
+	if ref == nil || ref.Value == nil {
+		return false
+	}
+	c := ref.Value.Content.Get(mt)
+	if c == nil || c.Schema == nil || c.Schema.Value == nil {
+		return false
+	}
+	return !c.Schema.Value.Type.Is(openapi3.TypeString)
+}
+
+func bufferRequestBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("spectest: reading request body: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return body, nil
+}
+
+func bufferResponseBody(resp *http.Response) ([]byte, error) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("spectest: reading response body: %w", err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
+
+// Handler returns middleware that validates every request reaching next and
+// every response next writes, reporting failures with t.Errorf. Responses
+// still stream to the client as next writes them (a copy is kept for the
+// check); hijacked connections (WebSocket) are checked up to the upgrade.
+// A handler that returns without writing anything after its client went
+// away (the request's context is done) is not checked: nobody received an
+// answer.
+func (v *Validator) Handler(t testing.TB, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := v.ValidateRequest(r); err != nil {
+			t.Errorf("%v", err)
+		}
+		// Keep what the validator needs before the handler consumes r.
+		vr := r.Clone(r.Context())
+		vr.Body = nil
+		rec := &recorder{w: w}
+		next.ServeHTTP(rec, r)
+		if rec.hijacked {
+			return
+		}
+		if rec.status == 0 && r.Context().Err() != nil {
+			// The client went away and the handler gave up without
+			// answering: no response reached anyone.
+			return
+		}
+		status := rec.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		header := rec.header
+		if header == nil {
+			header = w.Header().Clone()
+		}
+		resp := &http.Response{StatusCode: status, Header: header, Body: io.NopCloser(&rec.body)}
+		if err := v.ValidateResponse(vr, resp); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+}
+
+// recorder passes a response through while keeping a copy.
+type recorder struct {
+	w        http.ResponseWriter
+	status   int
+	header   http.Header
+	body     bytes.Buffer
+	hijacked bool
+}
+
+func (rec *recorder) Header() http.Header { return rec.w.Header() }
+
+func (rec *recorder) WriteHeader(code int) {
+	if rec.status == 0 || rec.status < 200 {
+		rec.status = code
+		rec.header = rec.w.Header().Clone()
+	}
+	rec.w.WriteHeader(code)
+}
+
+func (rec *recorder) Write(p []byte) (int, error) {
+	if rec.status == 0 {
+		rec.WriteHeader(http.StatusOK)
+	}
+	rec.body.Write(p)
+	return rec.w.Write(p)
+}
+
+// Flush implements http.Flusher.
+func (rec *recorder) Flush() {
+	if rec.status == 0 {
+		rec.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(rec.w).Flush()
+}
+
+// Hijack implements http.Hijacker; the hijacked exchange is not validated.
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	rec.hijacked = true
+	return http.NewResponseController(rec.w).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
+
+// Transport returns a RoundTripper that sends each request through base
+// (http.DefaultTransport when nil) and validates the request and its
+// response, reporting failures with t.Errorf. Responses other than 101 are
+// read completely before RoundTrip returns.
+func (v *Validator) Transport(t testing.TB, base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &transport{v: v, t: t, base: base}
+}
+
+type transport struct {
+	v    *Validator
+	t    testing.TB
+	base http.RoundTripper
+}
+
+func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// RoundTrip must not modify req: send a clone with a buffered body.
+	out := req.Clone(req.Context())
+	if err := tr.v.ValidateRequest(out); err != nil {
+		tr.t.Errorf("%v", err)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	vr := out.Clone(out.Context())
+	resp, err := tr.base.RoundTrip(out)
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return resp, nil
+	}
+	vr.Body = nil
+	if err := tr.v.ValidateResponse(vr, resp); err != nil {
+		tr.t.Errorf("%v", err)
+	}
+	return resp, nil
+}
+
+// Routes lists "METHOD /path" for every operation of every document, in
+// sorted order without duplicates; useful to report coverage.
+func (v *Validator) Routes() []string {
+	var out []string
+	for _, s := range v.specs {
+		for path, item := range s.doc.Paths.Map() {
+			for method := range item.Operations() {
+				out = append(out, method+" "+path)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,460 @@
+package spectest_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbox-dev/agentbox/internal/spectest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func jsonRequest(method, path, body string) *http.Request {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+func jsonResponse(status int, body string) *http.Response {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body))}
+}
+
+func TestValidateRequest(t *testing.T) {
+	v := spectest.Load(t)
+	tests := []struct {
+		name    string
+		req     *http.Request
+		wantErr string // "" means valid
+	}{
+		{"session exec", jsonRequest("POST", "/process/session/s1/exec", `{"command":"echo hi","runAsync":true}`), ""},
+		{"extension headers allowed", func() *http.Request {
+			r := jsonRequest("POST", "/process/session/s1/command/c1/input", `{"data":"abc"}`)
+			r.Header.Set("X-Agentbox-Use", "stdin")
+			r.Header.Set("X-Agentbox-Stdin-Close", "true")
+			return r
+		}(), ""},
+		{"create session", jsonRequest("POST", "/process/session", `{"sessionId":"abc"}`), ""},
+		{"execute", jsonRequest("POST", "/process/execute", `{"command":"ls","cwd":"/tmp","envs":{"A":"b"},"timeout":3}`), ""},
+		{"follow logs", httptest.NewRequest("GET", "/process/session/s1/command/c1/logs?follow=true", nil), ""},
+		{"version", httptest.NewRequest("GET", "/version", nil), ""},
+		{"missing command", jsonRequest("POST", "/process/session/s1/exec", `{"runAsync":true}`), "command"},
+		{"command of wrong type", jsonRequest("POST", "/process/session/s1/exec", `{"command":5}`), "command"},
+		{"timeout of wrong type", jsonRequest("POST", "/process/execute", `{"command":"ls","timeout":"soon"}`), "timeout"},
+		{"follow not a boolean", httptest.NewRequest("GET", "/process/session/s1/command/c1/logs?follow=maybe", nil), "follow"},
+		{"not json", jsonRequest("POST", "/process/session", `{`), "decode"},
+		{"unknown route", httptest.NewRequest("GET", "/no/such/route", nil), "no operation"},
+		{"wrong method", httptest.NewRequest("PUT", "/version", nil), "no operation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := v.ValidateRequest(tt.req)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("valid request rejected: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("invalid request accepted")
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("error %q does not mention %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestErrNoRoute(t *testing.T) {
+	v := spectest.Load(t)
+	err := v.ValidateRequest(httptest.NewRequest("GET", "/nope", nil))
+	if !errors.Is(err, spectest.ErrNoRoute) {
+		t.Fatalf("err = %v, want ErrNoRoute", err)
+	}
+}
+
+func TestValidateRequestKeepsBody(t *testing.T) {
+	v := spectest.Load(t)
+	const body = `{"command":"echo kept"}`
+	r := jsonRequest("POST", "/process/session/s1/exec", body)
+	if err := v.ValidateRequest(r); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(r.Body)
+	if string(got) != body {
+		t.Fatalf("body after validation = %q, want %q", got, body)
+	}
+}
+
+// The old daemon's POST /files/upload is only in the v0.190.0 document.
+func TestOldDaemonUpload(t *testing.T) {
+	v := spectest.Load(t)
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, _ := mw.CreateFormFile("file", "a.txt")
+	fw.Write([]byte("hello"))
+	mw.Close()
+	r := httptest.NewRequest("POST", "/files/upload?path=/tmp/a.txt", &buf)
+	r.Header.Set("Content-Type", mw.FormDataContentType())
+	if err := v.ValidateRequest(r); err != nil {
+		t.Fatalf("upload rejected: %v", err)
+	}
+}
+
+func TestValidateResponse(t *testing.T) {
+	v := spectest.Load(t)
+	exec := func() *http.Request { return jsonRequest("POST", "/process/session/s1/exec", `{"command":"true"}`) }
+	tests := []struct {
+		name    string
+		req     *http.Request
+		resp    *http.Response
+		wantErr string
+	}{
+		{"sync exec", exec(), jsonResponse(200, `{"cmdId":"c1","exitCode":0,"output":"hi\n","stdout":"hi\n","stderr":""}`), ""},
+		{"async exec", exec(), jsonResponse(202, `{"cmdId":"c1"}`), ""},
+		{"error body", exec(), jsonResponse(404, `{"message":"session not found","statusCode":404,"path":"/process/session/s1/exec","timestamp":"2026-01-01T00:00:00Z"}`), ""},
+		{"error body without path", exec(), jsonResponse(404, `{"message":"session not found","statusCode":404}`), "path"},
+		{"unauthorized is ours", exec(), jsonResponse(401, `{"error":"bad token"}`), ""},
+		{"websocket upgrade", httptest.NewRequest("GET", "/process/session/s1/command/c1/logs?follow=true", nil),
+			&http.Response{StatusCode: 101, Header: http.Header{"Upgrade": {"websocket"}}, Body: http.NoBody}, ""},
+		{"plain text logs", httptest.NewRequest("GET", "/process/session/s1/command/c1/logs", nil),
+			&http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, Body: io.NopCloser(strings.NewReader("hi\n"))}, ""},
+		{"json logs", httptest.NewRequest("GET", "/process/session/s1/command/c1/logs", nil),
+			jsonResponse(200, `{"output":"a","stdout":"a","stderr":""}`), ""},
+		{"missing cmdId", exec(), jsonResponse(200, `{"exitCode":0,"output":""}`), "cmdId"},
+		{"exitCode of wrong type", exec(), jsonResponse(200, `{"cmdId":"c1","exitCode":"0"}`), "exitCode"},
+		{"undocumented status", exec(), jsonResponse(418, `{}`), "status"},
+		{"wrong content type", exec(), &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/html"}}, Body: io.NopCloser(strings.NewReader("<p>"))}, "Content-Type"},
+		{"command without id", httptest.NewRequest("GET", "/process/session/s1/command/c1", nil), jsonResponse(200, `{"command":"ls"}`), "id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := v.ValidateResponse(tt.req, tt.resp)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("valid response rejected: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("invalid response accepted")
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("error %q does not mention %q", err, tt.wantErr)
+			}
+			if tt.resp.Body != nil && tt.resp.StatusCode != 101 {
+				if _, err := io.ReadAll(tt.resp.Body); err != nil {
+					t.Fatalf("body not restored: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestWithBasePath(t *testing.T) {
+	v := spectest.Load(t).WithBasePath("/toolbox/sb1/")
+	if err := v.ValidateRequest(httptest.NewRequest("GET", "/toolbox/sb1/version", nil)); err != nil {
+		t.Fatalf("prefixed request rejected: %v", err)
+	}
+	if err := v.ValidateRequest(httptest.NewRequest("GET", "/version", nil)); !errors.Is(err, spectest.ErrNoRoute) {
+		t.Fatalf("unprefixed request: err = %v, want ErrNoRoute", err)
+	}
+}
+
+// recordingTB captures the failures a Validator reports.
+type recordingTB struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+	fatal  bool
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+func (r *recordingTB) Fatal(args ...any) {
+	r.mu.Lock()
+	r.errors = append(r.errors, fmt.Sprint(args...))
+	r.fatal = true
+	r.mu.Unlock()
+	panic(errFatal)
+}
+
+func (r *recordingTB) Helper() {}
+
+var errFatal = errors.New("fatal")
+
+func (r *recordingTB) reported() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.errors...)
+}
+
+func TestHandler(t *testing.T) {
+	v := spectest.Load(t)
+	rec := &recordingTB{TB: t}
+	var seenBody string
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /process/session/{sid}/exec", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seenBody = string(b)
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(seenBody, "bad") {
+			io.WriteString(w, `{"exitCode":0}`) // no cmdId
+			return
+		}
+		io.WriteString(w, `{"cmdId":"c1","exitCode":0}`)
+	})
+	srv := httptest.NewServer(v.Handler(rec, mux))
+	defer srv.Close()
+
+	post := func(body string) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+"/process/session/s/exec", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post(`{"command":"echo ok"}`)
+	if got := rec.reported(); len(got) != 0 {
+		t.Fatalf("valid exchange reported: %q", got)
+	}
+	if seenBody != `{"command":"echo ok"}` {
+		t.Fatalf("handler read %q: body not restored", seenBody)
+	}
+	post(`{"command":"bad"}`)
+	if got := rec.reported(); len(got) != 1 || !strings.Contains(got[0], "cmdId") {
+		t.Fatalf("missing cmdId: reported %q, want one error naming cmdId", got)
+	}
+	post(`{"command":7}`)
+	if got := rec.reported(); len(got) != 2 || !strings.Contains(got[1], "command") {
+		t.Fatalf("wrong type: reported %q, want a second error naming command", got)
+	}
+}
+
+func TestHandlerHijack(t *testing.T) {
+	v := spectest.Load(t)
+	rec := &recordingTB{TB: t}
+	h := v.Handler(rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack through the middleware: %v", err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /process/session/s/command/c/logs?follow=true HTTP/1.1\r\nHost: x\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 101 {
+		t.Fatalf("status %d, want 101", resp.StatusCode)
+	}
+	if got := rec.reported(); len(got) != 0 {
+		t.Fatalf("upgrade reported: %q", got)
+	}
+}
+
+func TestTransport(t *testing.T) {
+	v := spectest.Load(t)
+	var seen string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen = string(b)
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/process/session/s/command/c" {
+			io.WriteString(w, `{"command":"ls"}`) // missing id
+			return
+		}
+		io.WriteString(w, `{"cmdId":"c1"}`)
+	}))
+	defer srv.Close()
+	rec := &recordingTB{TB: t}
+	client := &http.Client{Transport: v.Transport(rec, srv.Client().Transport)}
+
+	resp, err := client.Post(srv.URL+"/process/session/s/exec", "application/json", strings.NewReader(`{"command":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != `{"cmdId":"c1"}` || seen != `{"command":"x"}` {
+		t.Fatalf("bodies not passed through: client got %q, server got %q", body, seen)
+	}
+	if got := rec.reported(); len(got) != 0 {
+		t.Fatalf("valid exchange reported: %q", got)
+	}
+	resp, err = client.Get(srv.URL + "/process/session/s/command/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := rec.reported(); len(got) != 1 || !strings.Contains(got[0], "id") {
+		t.Fatalf("reported %q, want one error about the missing id", got)
+	}
+}
+
+func TestMissingSpecDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	t.Setenv(spectest.EnvSpecDir, dir)
+	if _, err := spectest.SpecDir(); err == nil || !strings.Contains(err.Error(), spectest.EnvSpecDir) {
+		t.Fatalf("SpecDir error = %v, want one naming %s", err, spectest.EnvSpecDir)
+	}
+	if _, err := spectest.New(dir); err == nil {
+		t.Fatal("New on a missing folder succeeded")
+	}
+	rec := &recordingTB{TB: t}
+	func() {
+		defer func() {
+			if p := recover(); p != errFatal {
+				panic(p)
+			}
+		}()
+		spectest.Load(rec)
+	}()
+	if !rec.fatal {
+		t.Fatal("Load did not fail the test on a missing spec folder")
+	}
+}
+
+func TestDefaultSpecDir(t *testing.T) {
+	if os.Getenv(spectest.EnvSpecDir) != "" {
+		t.Skip("spec dir set explicitly")
+	}
+	dir, err := spectest.SpecDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(dir) != "daytona-api" {
+		t.Fatalf("default spec dir %s", dir)
+	}
+}
+
+// BenchmarkValidateRequest reports the cost of validating a session exec
+// request as a ratio to merely decoding its JSON body, measured in the same
+// run.
+func BenchmarkValidateRequest(b *testing.B) {
+	v := spectest.Load(b)
+	body := []byte(`{"command":"echo hi","runAsync":true}`)
+	newReq := func() *http.Request {
+		r := httptest.NewRequest("POST", "/process/session/s1/exec", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
+	const baseRuns = 2000
+	start := time.Now()
+	for range baseRuns {
+		var m map[string]any
+		if err := json.NewDecoder(newReq().Body).Decode(&m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	base := time.Since(start) / baseRuns
+	b.ResetTimer()
+	start = time.Now()
+	for b.Loop() {
+		if err := v.ValidateRequest(newReq()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.ReportMetric(float64(per)/float64(base), "x-json-decode")
+}
+
+// A handler that gives up without answering after its client went away
+// sent nothing to validate.
+func TestHandlerClientGone(t *testing.T) {
+	v := spectest.Load(t)
+	rec := &recordingTB{TB: t}
+	returned := make(chan struct{})
+	entered := make(chan struct{})
+	h := v.Handler(rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(returned)
+		close(entered)
+		<-r.Context().Done()
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/process/session/s/exec", strings.NewReader(`{"command":"sleep 9"}`))
+	req.Header.Set("Content-Type", "application/json")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-entered
+	cancel()
+	<-returned
+	if err := <-errc; err == nil {
+		t.Fatal("cancelled request succeeded")
+	}
+	srv.Close() // waits for the middleware to finish
+	if got := rec.reported(); len(got) != 0 {
+		t.Fatalf("abandoned exchange reported: %q", got)
+	}
+}
+
+func TestControlPlane(t *testing.T) {
+	v := spectest.LoadControlPlane(t).WithBasePath("/api")
+	if err := v.ValidateRequest(httptest.NewRequest("GET", "/api/sandbox/abc", nil)); err != nil {
+		t.Fatalf("GET /sandbox/{id} rejected: %v", err)
+	}
+	// The API-proxied toolbox routes exist only in the v0.190.0 document.
+	if err := v.ValidateRequest(httptest.NewRequest("GET", "/api/toolbox/abc/toolbox/project-dir", nil)); err != nil {
+		t.Fatalf("proxied toolbox route rejected: %v", err)
+	}
+	if err := v.ValidateRequest(jsonRequest("POST", "/api/sandbox", `{"cpu":2}`)); err != nil {
+		t.Fatalf("create sandbox rejected: %v", err)
+	}
+	if err := v.ValidateRequest(jsonRequest("POST", "/api/sandbox", `{"cpu":"two"}`)); err == nil || !strings.Contains(err.Error(), "cpu") {
+		t.Fatalf("create with a string cpu: err = %v, want one naming cpu", err)
+	}
+	if a, b := spectest.LoadControlPlane(t), spectest.LoadControlPlane(t); a != b {
+		t.Fatal("control-plane documents loaded twice")
+	}
+}
+
+func TestLoadShared(t *testing.T) {
+	if a, b := spectest.Load(t), spectest.Load(t); a != b {
+		t.Fatal("toolbox documents loaded twice in one process")
+	}
+	if got := spectest.Load(t).Specs(); len(got) != 2 || got[0] != spectest.ToolboxSpec || got[1] != spectest.DaemonSpec {
+		t.Fatalf("Specs() = %q", got)
+	}
+	routes := spectest.Load(t).Routes()
+	for _, want := range []string{"POST /files/upload", "POST /process/session/{sessionId}/exec", "GET /process/session/{sessionId}/command/{commandId}/logs"} {
+		if !slices.Contains(routes, want) {
+			t.Fatalf("Routes() lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package local_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
+)
+
+// osExecTrue returns the mean time of n runs of `true` through os/exec.
+func osExecTrue(b *testing.B, n int) time.Duration {
+	b.Helper()
+	path, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := exec.Command(path).Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start) / time.Duration(n)
+}
+
+// BenchmarkCreateToFirstCommand measures New + the first ExecuteCommand
+// ("true") of a fresh sandbox, against os/exec of `true` in the same run.
+func BenchmarkCreateToFirstCommand(b *testing.B) {
+	ctx := context.Background()
+	stateDir := b.TempDir()
+	base := osExecTrue(b, max(b.N, 20))
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		sb, err := local.New(local.Options{ID: "bench-" + strconv.Itoa(i), StateDir: stateDir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := sb.ExecuteCommand(ctx, "true", nil, nil)
+		if err != nil || r.ExitCode != 0 {
+			b.Fatal(err, r)
+		}
+		total += time.Since(start)
+		b.StopTimer()
+		if err := sb.Destroy(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	per := total / time.Duration(b.N)
+	b.ReportMetric(float64(per.Microseconds())/1000, "ms/create")
+	b.ReportMetric(float64(base.Microseconds())/1000, "ms/os-exec")
+	b.ReportMetric(float64(per)/float64(base), "x-os-exec")
+}
+
+// BenchmarkExecuteTrue measures ExecuteCommand("true") in a running
+// sandbox against os/exec of `true` in the same run.
+func BenchmarkExecuteTrue(b *testing.B) {
+	ctx := context.Background()
+	sb, err := local.New(local.Options{StateDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	for i := 0; i < 5; i++ { // warm up: start, pooled session, connections
+		if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	osExecTrue(b, 5)
+	b.ResetTimer()
+	// Interleave so that noise hits both alike.
+	var inBox, plain time.Duration
+	path, _ := exec.LookPath("true")
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		r, err := sb.ExecuteCommand(ctx, "true", nil, nil)
+		if err != nil || r.ExitCode != 0 {
+			b.Fatal(err, r)
+		}
+		t1 := time.Now()
+		if err := exec.Command(path).Run(); err != nil {
+			b.Fatal(err)
+		}
+		inBox += t1.Sub(t0)
+		plain += time.Since(t1)
+	}
+	b.ReportMetric(float64(inBox.Microseconds())/1000/float64(b.N), "ms/execute")
+	b.ReportMetric(float64(plain.Microseconds())/1000/float64(b.N), "ms/os-exec")
+	b.ReportMetric(float64(inBox)/float64(plain), "x-os-exec")
+}
+
+// BenchmarkIdleMemory starts 100 sandboxes, runs one command in each, and
+// reports the memory of their idle inits: proportional set size (PSS,
+// shared pages split among sharers) and resident set size (RSS), summed
+// from /proc and divided by 100. It runs once whatever b.N.
+func BenchmarkIdleMemory(b *testing.B) {
+	const n = 100
+	ctx := context.Background()
+	stateDir := b.TempDir()
+	var boxes []*local.Sandbox
+	defer func() {
+		for _, sb := range boxes {
+			if err := sb.Destroy(ctx); err != nil {
+				b.Error(err)
+			}
+		}
+	}()
+	for i := 0; i < n; i++ {
+		sb, err := local.New(local.Options{ID: fmt.Sprintf("mem-%03d", i), StateDir: stateDir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		boxes = append(boxes, sb)
+		if r, err := sb.ExecuteCommand(ctx, "true", nil, nil); err != nil || r.ExitCode != 0 {
+			b.Fatal(err, r)
+		}
+	}
+	time.Sleep(time.Second) // let them go idle
+	var pss, rss int64
+	for _, sb := range boxes {
+		p, r := smapsRollup(local.InitPID(sb))
+		pss += p
+		rss += r
+	}
+	b.ReportMetric(float64(pss)/n/1024, "MB-PSS/sandbox")
+	b.ReportMetric(float64(rss)/n/1024, "MB-RSS/sandbox")
+}
+
+// smapsRollup returns the Pss and Rss of pid in KiB.
+func smapsRollup(pid int) (pss, rss int64) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "Pss:":
+			pss = v
+		case "Rss:":
+			rss = v
+		}
+	}
+	return pss, rss
+}

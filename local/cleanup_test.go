@@ -1,0 +1,135 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// leftovers lists host processes of the sandbox running needle (all of
+// them, not shells that mention it).
+func leftovers(ns, needle string) []string {
+	var out []string
+	for _, cmd := range procsInNS(ns) {
+		if strings.HasPrefix(cmd, needle) {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+// waitNoLeftovers polls until no process matches (the kill is
+// asynchronous for a moment at most).
+func waitNoLeftovers(t *testing.T, ns, needle string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		l := leftovers(ns, needle)
+		if len(l) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("processes left behind: %q", l)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tree starts a background child, a grandchild and a daemonised (setsid)
+// child, each a sleep with a tag, then waits.
+func tree(tag string) string {
+	return "sleep 40" + tag + "1 & bash -c 'sleep 40" + tag + "2 & wait' & setsid sleep 40" + tag + "3 & sleep 40" + tag + "4"
+}
+
+func TestTimeoutLeavesNoProcess(t *testing.T) {
+	sb := newSandbox(t, local.Options{})
+	ns := pidNS(local.InitPID(sb))
+	r, err := sb.ExecuteCommand(context.Background(), tree("11"), nil, &sandbox.ExecOptions{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TimedOut || r.ExitCode != sandbox.ExitTimedOut {
+		t.Errorf("result %+v, want a timeout (exit 124)", r)
+	}
+	waitNoLeftovers(t, ns, "sleep 4011")
+}
+
+func TestKillLeavesNoProcess(t *testing.T) {
+	ctx := context.Background()
+	sb := newSandbox(t, local.Options{})
+	ns := pidNS(local.InitPID(sb))
+	p, err := sb.Processes().Spawn(ctx, tree("22"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for len(leftovers(ns, "sleep 4022")) < 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(leftovers(ns, "sleep 4022")); n != 4 {
+		t.Fatalf("%d of 4 sleeps started", n)
+	}
+	if ok, err := p.Kill(ctx); err != nil || !ok {
+		t.Fatalf("kill: %v %v", ok, err)
+	}
+	waitNoLeftovers(t, ns, "sleep 4022")
+}
+
+func TestDestroyLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	sb, err := local.New(local.Options{StateDir: stateDir, Volumes: []local.Volume{{Name: "vol", MountPath: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, sb, "echo kept > /data/v.txt; "+tree("33")+" & sleep 0.2")
+	pid := local.InitPID(sb)
+	ns := pidNS(pid)
+	dir := local.Dir(sb)
+	cgroups := local.CgroupDirs(sb)
+	if os.Geteuid() == 0 && len(cgroups) == 0 {
+		t.Error("running as root but the sandbox has no cgroup")
+	}
+	if len(procsInNS(ns)) < 3 {
+		t.Fatalf("sandbox processes before destroy: %v", procsInNS(ns))
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sb.Status() != sandbox.StatusDestroyed {
+		t.Errorf("status %s", sb.Status())
+	}
+	if p := procsInNS(ns); len(p) != 0 {
+		t.Errorf("processes left: %v", p)
+	}
+	for _, d := range cgroups {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("state folder %s left: %v", dir, err)
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), stateDir) {
+		t.Errorf("mounts left under %s", stateDir)
+	}
+	if b, err := os.ReadFile(stateDir + "/volumes/vol/v.txt"); err != nil || string(b) != "kept\n" {
+		t.Errorf("volume content after destroy: %q %v (volumes outlive sandboxes)", b, err)
+	}
+	if _, err := sb.Start(ctx); err == nil {
+		t.Error("a destroyed sandbox started again")
+	}
+	if _, err := local.Lookup(ctx, stateDir, sb.ID()); !errorsIs(err, sandbox.ErrNotFound) {
+		t.Errorf("Lookup after destroy: %v", err)
+	}
+}

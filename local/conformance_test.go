@@ -1,0 +1,20 @@
+package local_test
+
+import (
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/agentbox-dev/agentbox/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	stateDir := t.TempDir()
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox {
+		sb, err := local.New(local.Options{StateDir: stateDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}, sandboxtest.Options{PersistentFiles: true})
+}

@@ -1,0 +1,31 @@
+// Package local runs sandboxes on this Linux machine, isolated with Linux
+// namespaces: the embedded default engine of agentbox.
+//
+// A sandbox is a set of namespaces (user, mount, pid, ipc, uts, cgroup,
+// and net when [Options.NetworkBlockAll] is set) whose PID 1 is this very
+// program, re-executed: call [Init] first thing in main (and in TestMain),
+// so that the re-executed copy becomes the sandbox's init instead of
+// running your program again. The init serves the Daytona toolbox API
+// (package toolbox/daemon) on a unix socket in the sandbox's state folder,
+// reaps orphans, stops itself after [Options.AutoStopInterval] without a
+// request, and outlives the process that started it: another process
+// reconnects by id, as with a Daytona sandbox.
+//
+// Inside, the host's /usr and /etc (and the /bin, /lib … links or folders)
+// are read-only; /proc, /dev and the root are the sandbox's own; the home
+// (/home/<user>, the default working directory), /tmp and the working
+// directory are folders of the state dir, so everything written there
+// persists across Stop and Start. Commands run as uid 0 of the user
+// namespace, which is host uid 100000 when the engine runs as root (a
+// shifted range of 65536 ids) and the caller's own uid otherwise. As root,
+// each sandbox also gets its own cgroups (v1 or v2), used to account its
+// memory and to make sure Stop and Destroy leave no process.
+//
+// State lives under a state dir (see [DefaultStateDir]):
+//
+//	<StateDir>/sandboxes/<id>/   meta.json, init.json, toolbox.sock, home/, tmp/, workdir/, run/
+//	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
+//
+// [List], [Lookup], [StopByID] and [Remove] work on a state dir by id, from
+// any process.
+package local

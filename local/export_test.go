@@ -1,0 +1,24 @@
+package local
+
+import "path/filepath"
+
+// InitPID returns the host pid of the sandbox's running init, or 0.
+func InitPID(s *Sandbox) int {
+	r, ok := liveInit(s.dir)
+	if !ok {
+		return 0
+	}
+	return r.PID
+}
+
+// Dir returns the sandbox's state folder.
+func Dir(s *Sandbox) string { return s.dir }
+
+// CgroupDirs returns the cgroup folders recorded for the running sandbox.
+func CgroupDirs(s *Sandbox) []string {
+	var cg cgroupSet
+	if readJSON(filepath.Join(s.dir, cgroupFile), &cg) != nil {
+		return nil
+	}
+	return cg.dirs()
+}

@@ -1,0 +1,526 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/toolbox/daemon"
+)
+
+// initEnv is the environment variable that marks a re-executed sandbox init
+// and carries its configuration (JSON).
+const initEnv = "_AGENTBOX_SANDBOX_INIT"
+
+// File descriptors handed to the init (ExtraFiles start at 3).
+const (
+	fdListener = 3 // the toolbox socket, already listening
+	fdReady    = 4 // write end: "ok" or an error message, then closed
+	fdGo       = 5 // read end: one byte once the init sits in its cgroups
+	fdRun      = 6 // the sandbox's run/ folder, for the exit record
+	fdFirstDir = 7 // bind sources, in initConfig.Binds order
+)
+
+// initTmpDir is the init's TMPDIR inside the sandbox, bound from the
+// toolboxDir folder of the sandbox's state folder.
+const initTmpDir = "/run/agentbox"
+
+// initConfig is what the host tells the init.
+type initConfig struct {
+	ID          string     `json:"id"`
+	Hostname    string     `json:"hostname"`
+	Home        string     `json:"home"`
+	WorkDir     string     `json:"workDir"`
+	Env         []string   `json:"env"`
+	Binds       []bindSpec `json:"binds"`
+	NetworkNone bool       `json:"networkNone"`
+	AutoStop    int64      `json:"autoStopNanos"` // <= 0: never
+}
+
+// bindSpec binds the folder passed as fd fdFirstDir+index at Target.
+type bindSpec struct {
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+	// Detached: the fd is a detached mount (open_tree) to move in place.
+	// Otherwise Path is opened by the init before it hides the host's /tmp.
+	Detached bool   `json:"detached,omitempty"`
+	Path     string `json:"path,omitempty"`
+}
+
+// Init runs the sandbox init when this process is one, and never returns
+// then; otherwise it returns at once. Call it first thing in main, and in
+// TestMain of tests that start local sandboxes: a local sandbox's PID 1 is
+// the same binary re-executed.
+//
+// The package's own initialisation calls Init too, so a program that
+// forgets it still never runs its main as a sandbox init; the explicit call
+// documents the re-execution where a reader of main looks for it.
+func Init() {
+	v, ok := os.LookupEnv(initEnv)
+	if !ok {
+		return
+	}
+	os.Unsetenv(initEnv)
+	var cfg initConfig
+	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
+		initFail(fmt.Errorf("bad init configuration: %w", err))
+	}
+	// Keep the init lean: it idles most of its life.
+	debug.SetGCPercent(50)
+	if err := setupRoot(&cfg); err != nil {
+		initFail(err)
+	}
+	os.Exit(runInit(&cfg))
+}
+
+func init() { Init() }
+
+// initFail reports err to the host through the ready pipe and exits.
+func initFail(err error) {
+	f := os.NewFile(fdReady, "ready")
+	fmt.Fprintf(f, "%v", err)
+	f.Close()
+	os.Exit(1)
+}
+
+// setupRoot builds the sandbox's file system view and identity. It runs in
+// the new namespaces, as uid 0 of the new user namespace, before anything
+// of the user runs.
+func setupRoot(cfg *initConfig) error {
+	// Wait until the host has placed us in our cgroups.
+	goPipe := os.NewFile(fdGo, "go")
+	var b [1]byte
+	if n, _ := goPipe.Read(b[:]); n != 1 {
+		return errors.New("host went away before the sandbox started")
+	}
+	goPipe.Close()
+
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// Open the bind sources given by path now, while the host's /tmp (where
+	// a state dir may live) is still visible.
+	for i, b := range cfg.Binds {
+		if b.Detached {
+			continue
+		}
+		fd, err := unix.Open(b.Path, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", b.Path, err)
+		}
+		if err := unix.Dup3(fd, fdFirstDir+i, 0); err != nil {
+			return err
+		}
+		unix.Close(fd)
+	}
+	// The new root is a small tmpfs mounted over /tmp, which every Linux
+	// host has and everyone may traverse. Our mount namespace is private, so
+	// the host's /tmp is untouched.
+	root := "/tmp"
+	if err := unix.Mount("agentbox-root", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	at := func(p string) string { return filepath.Join(root, p) }
+
+	// System folders, read-only.
+	var roTargets []string
+	for _, d := range []string{"usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"} {
+		fi, err := os.Lstat("/" + d)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink("/" + d)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, at(d)); err != nil {
+				return fmt.Errorf("link /%s: %w", d, err)
+			}
+			continue
+		}
+		if !fi.IsDir() {
+			continue
+		}
+		if err := os.Mkdir(at(d), 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount("/"+d, at(d), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind /%s: %w", d, err)
+		}
+		roTargets = append(roTargets, at(d))
+	}
+
+	// /proc, fresh for our pid namespace.
+	if err := os.Mkdir(at("proc"), 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", at("proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if err := setupDev(at("dev")); err != nil {
+		return err
+	}
+
+	// Writable, persistent folders and volumes, parents first.
+	type bind struct {
+		fd int
+		bindSpec
+	}
+	binds := make([]bind, len(cfg.Binds))
+	for i, s := range cfg.Binds {
+		binds[i] = bind{fdFirstDir + i, s}
+	}
+	sort.SliceStable(binds, func(i, j int) bool {
+		return strings.Count(binds[i].Target, "/") < strings.Count(binds[j].Target, "/")
+	})
+	for _, b := range binds {
+		t := at(b.Target)
+		if err := os.MkdirAll(t, 0o755); err != nil {
+			return fmt.Errorf("create mount point %s: %w", b.Target, err)
+		}
+		if b.Detached {
+			if err := unix.MoveMount(b.fd, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+				return fmt.Errorf("bind %s: %w", b.Target, err)
+			}
+		} else {
+			src := "/proc/self/fd/" + strconv.Itoa(b.fd)
+			if err := unix.Mount(src, t, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("bind %s: %w", b.Target, err)
+			}
+		}
+		if b.ReadOnly {
+			roTargets = append(roTargets, t)
+		}
+		unix.Close(b.fd)
+	}
+	for _, d := range []string{cfg.Home, cfg.WorkDir} {
+		if err := os.MkdirAll(at(d), 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	if err := os.MkdirAll(at("var"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("../tmp", at("var/tmp")); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(at("run"), 0o755); err != nil {
+		return err
+	}
+	if err := remountReadOnly(roTargets); err != nil {
+		return err
+	}
+
+	// Switch root.
+	if err := os.Mkdir(at(".oldroot"), 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(root, at(".oldroot")); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host root: %w", err)
+	}
+	if err := os.Remove("/.oldroot"); err != nil {
+		return err
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("make / read-only: %w", err)
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return fmt.Errorf("set hostname: %w", err)
+	}
+	if cfg.NetworkNone {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("bring up loopback: %w", err)
+		}
+	}
+	return os.Chdir(cfg.WorkDir)
+}
+
+// remountReadOnly makes every mount at or under the targets read-only,
+// keeping the flags a user namespace may not clear.
+func remountReadOnly(targets []string) error {
+	if len(targets) == 0 {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		match := false
+		for _, t := range targets {
+			if mp == t || strings.HasPrefix(mp, t+"/") {
+				match = true
+			}
+		}
+		if !match {
+			continue
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(mp, &st); err != nil {
+			continue // e.g. an unreachable autofs point
+		}
+		flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+		for _, p := range [][2]int64{
+			{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
+			{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+		} {
+			if st.Flags&p[0] != 0 {
+				flags |= uintptr(p[1])
+			}
+		}
+		if err := unix.Mount("", mp, "", flags, ""); err != nil {
+			return fmt.Errorf("make %s read-only: %w", strings.TrimPrefix(mp, "/tmp"), err)
+		}
+	}
+	return nil
+}
+
+// setupDev makes a minimal /dev: a few host nodes bound in, symlinks, a
+// private devpts and /dev/shm.
+func setupDev(dev string) error {
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("agentbox-dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		p := filepath.Join(dev, n)
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o666)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount("/dev/"+n, p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	for name, target := range map[string]string{
+		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+		"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx", "core": "/proc/kcore",
+	} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dev, "pts"), 0o755); err != nil {
+		return err
+	}
+	// A missing devpts only costs terminals; do not fail the sandbox.
+	_ = unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	if err := os.Mkdir(filepath.Join(dev, "shm"), 0o1777); err != nil {
+		return err
+	}
+	if err := unix.Mount("agentbox-shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	return nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// runInit is PID 1 of the sandbox: it serves the toolbox API, reaps
+// orphans, stops itself when idle and shuts down on SIGTERM.
+func runInit(cfg *initConfig) int {
+	runDir := os.NewFile(fdRun, "run")
+	lf := os.NewFile(fdListener, "toolbox.sock")
+	ln, err := net.FileListener(lf)
+	lf.Close()
+	if err != nil {
+		initFail(fmt.Errorf("toolbox socket: %w", err))
+	}
+	os.Clearenv()
+	for _, kv := range cfg.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			os.Setenv(k, v)
+		}
+	}
+	// The server keeps its files out of the user's /tmp.
+	os.Setenv("TMPDIR", initTmpDir)
+	d, err := daemon.New(daemon.Options{WorkDir: cfg.WorkDir, HomeDir: cfg.Home, Env: cfg.Env})
+	if err != nil {
+		initFail(fmt.Errorf("toolbox server: %w", err))
+	}
+	var (
+		last     atomic.Int64
+		inflight atomic.Int64
+	)
+	last.Store(time.Now().UnixNano())
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inflight.Add(1)
+			defer func() {
+				last.Store(time.Now().UnixNano())
+				inflight.Add(-1)
+			}()
+			d.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: time.Minute,
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGCHLD)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	ready := os.NewFile(fdReady, "ready")
+	ready.WriteString("ok")
+	ready.Close()
+
+	var tick <-chan time.Time
+	idle := time.Duration(cfg.AutoStop)
+	if idle > 0 {
+		t := time.NewTicker(min(max(idle/4, 50*time.Millisecond), 30*time.Second))
+		defer t.Stop()
+		tick = t.C
+	}
+	reason := "stopped"
+loop:
+	for {
+		select {
+		case s := <-sigs:
+			if s == unix.SIGCHLD {
+				reapOrphans()
+				continue
+			}
+			reason = "signal " + s.String()
+			break loop
+		case <-tick:
+			reapOrphans()
+			if inflight.Load() == 0 && time.Since(time.Unix(0, last.Load())) >= idle {
+				reason = "idle"
+				break loop
+			}
+		case err := <-served:
+			reason = fmt.Sprintf("toolbox server ended: %v", err)
+			break loop
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = srv.Shutdown(ctx)
+	cancel()
+	_ = srv.Close()
+	_ = d.Close()
+	// As PID 1 of the namespace, kill(-1) reaches every other process in it.
+	_ = unix.Kill(-1, unix.SIGKILL)
+	for {
+		if _, err := unix.Wait4(-1, nil, 0, nil); errors.Is(err, unix.ECHILD) {
+			break
+		}
+	}
+	writeExitRecord(runDir, reason)
+	return 0
+}
+
+func writeExitRecord(dir *os.File, reason string) {
+	b, _ := json.Marshal(exitRecord{StoppedAt: time.Now().UTC(), Reason: reason})
+	fd, err := unix.Openat(int(dir.Fd()), exitFile, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return
+	}
+	unix.Write(fd, b)
+	unix.Close(fd)
+}
+
+// reapOrphans reaps the zombies that no one else will wait for: children
+// of PID 1 that the toolbox server did not start itself. Processes started
+// through os/exec are held by a pidfd in this process and are left to their
+// Wait.
+func reapOrphans() {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var held map[int]bool
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == 1 {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[0] != "Z" || f[1] != "1" {
+			continue
+		}
+		if held == nil {
+			held = heldPidfds()
+		}
+		if held[pid] {
+			continue
+		}
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// heldPidfds returns the pids this process holds a pidfd for.
+func heldPidfds() map[int]bool {
+	out := map[int]bool{}
+	ents, err := os.ReadDir("/proc/self/fdinfo")
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.Index(s, "\nPid:"); i >= 0 {
+			line := s[i+5:]
+			if j := strings.IndexByte(line, '\n'); j >= 0 {
+				line = line[:j]
+			}
+			if pid, err := strconv.Atoi(strings.TrimSpace(line)); err == nil {
+				out[pid] = true
+			}
+		}
+	}
+	return out
+}

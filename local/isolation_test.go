@@ -1,0 +1,214 @@
+package local_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
+)
+
+func TestIsolation(t *testing.T) {
+	// A host process and a host file the sandbox must not see.
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(home, "agentbox-isolation-marker-"+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(marker, []byte("host secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(marker)
+
+	sb := newSandbox(t, local.Options{})
+
+	t.Run("pid1-is-init", func(t *testing.T) {
+		out := mustRun(t, sb, "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo $$")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if !strings.HasPrefix(lines[0], "agentbox-init ") {
+			t.Errorf("PID 1 is %q, want the agentbox init", lines[0])
+		}
+		if lines[1] == "1" {
+			t.Errorf("the command itself is PID 1")
+		}
+	})
+	t.Run("host-processes-invisible", func(t *testing.T) {
+		pid := strconv.Itoa(sleep.Process.Pid)
+		out := mustRun(t, sb, "ls /proc | grep -c '^[0-9]' ; test -e /proc/"+pid+" && echo visible || echo hidden")
+		if !strings.Contains(out, "hidden") {
+			t.Errorf("host pid %s is visible inside: %s", pid, out)
+		}
+		n, _ := strconv.Atoi(strings.Fields(out)[0])
+		if n > 10 {
+			t.Errorf("sandbox sees %d processes; want only its own few", n)
+		}
+	})
+	t.Run("hostname", func(t *testing.T) {
+		host, _ := os.Hostname()
+		got := strings.TrimSpace(mustRun(t, sb, "hostname"))
+		if got == host || got != sb.ID() {
+			t.Errorf("hostname inside = %q, host = %q, want the sandbox id %q", got, host, sb.ID())
+		}
+	})
+	t.Run("host-home-invisible", func(t *testing.T) {
+		r := run(t, sb, "cat "+marker+"; ls "+home)
+		if r.ExitCode == 0 || strings.Contains(r.Stdout, "host secret") {
+			t.Errorf("host marker readable inside: exit %d, %q", r.ExitCode, r.Stdout)
+		}
+	})
+	t.Run("system-dirs-read-only", func(t *testing.T) {
+		for _, p := range []string{"/usr/agentbox-probe", "/etc/agentbox-probe", "/agentbox-probe", "/usr/bin/true"} {
+			r := run(t, sb, "echo x > "+p)
+			if r.ExitCode == 0 {
+				t.Errorf("writing %s succeeded", p)
+			} else if !strings.Contains(r.Stderr, "Read-only file system") {
+				t.Errorf("writing %s: %q, want a read-only error", p, r.Stderr)
+			}
+			if _, err := os.Stat(p); err == nil && p != "/usr/bin/true" {
+				os.Remove(p)
+				t.Errorf("%s appeared on the host", p)
+			}
+		}
+		mustRun(t, sb, "echo ok > ~/w && echo ok > /tmp/w && cat ~/w /tmp/w")
+	})
+	t.Run("tmp-is-the-users", func(t *testing.T) {
+		if out := mustRun(t, sb, "ls -A /tmp"); strings.Contains(out, "agentbox") {
+			t.Errorf("the toolbox server keeps files in the user's /tmp: %q", out)
+		}
+	})
+	t.Run("orphans-reaped", func(t *testing.T) {
+		mustRun(t, sb, "for i in 1 2 3; do (sleep 0.05 &) ; done; setsid sh -c 'sleep 0.05 &' ; true")
+		time.Sleep(300 * time.Millisecond)
+		if out := mustRun(t, sb, "ps -eo stat,pid,ppid,args | awk '$1 ~ /^Z/' "); out != "" {
+			t.Errorf("zombies inside: %s", out)
+		}
+	})
+	t.Run("identity", func(t *testing.T) {
+		out := mustRun(t, sb, "id -u; echo $HOME; pwd; cat /proc/self/uid_map")
+		f := strings.Fields(out)
+		if f[0] != "0" || f[1] != "/home/agent" || f[2] != "/home/agent" {
+			t.Errorf("identity: %q", out)
+		}
+		if os.Geteuid() == 0 && f[4] == "0" {
+			t.Errorf("sandbox root is host root: uid_map %q", out)
+		}
+	})
+}
+
+func TestNetworkBlockAll(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello from host\n"))
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	probe := "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + port + " && head -1 <&3'"
+
+	blocked := newSandbox(t, local.Options{NetworkBlockAll: true})
+	r := run(t, blocked, probe)
+	if r.ExitCode == 0 || strings.Contains(r.Stdout, "hello") {
+		t.Errorf("blocked sandbox reached the host's loopback server: %q", r.Stdout)
+	}
+	if out := mustRun(t, blocked, "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"); strings.TrimSpace(out) != "lo" {
+		t.Errorf("interfaces in blocked sandbox: %q, want only lo", out)
+	}
+	// Loopback inside works.
+	// Loopback is up: a closed port refuses instead of being unreachable.
+	if r := run(t, blocked, "bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' 2>&1"); !strings.Contains(r.Stdout, "refused") {
+		t.Errorf("loopback inside a blocked sandbox: %q, want connection refused", r.Stdout)
+	}
+	if !strings.Contains(blocked.Instructions(), "Network access is blocked.") {
+		t.Errorf("instructions do not say the network is blocked: %s", blocked.Instructions())
+	}
+
+	shared := newSandbox(t, local.Options{})
+	if out := mustRun(t, shared, probe); !strings.Contains(out, "hello from host") {
+		t.Errorf("shared-network sandbox did not reach the host: %q", out)
+	}
+}
+
+// TestUnprivileged runs a sandbox as an ordinary user (uid 2001) with a
+// single-uid user namespace.
+func TestUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
+	}
+	// t.TempDir's parent is closed to other users.
+	stateDir, err := os.MkdirTemp("", "agentbox-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(stateDir)
+	if err := os.Chown(stateDir, 2001, 2001); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = []string{helperEnv + "=unprivileged", "HELPER_ID=unpriv", "HELPER_STATE_DIR=" + stateDir, "HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 2001, Gid: 2001, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper as uid 2001: %v\n%s", err, out)
+	}
+	var got string
+	if _, err := fmt.Sscanf(string(out), "%q", &got); err != nil {
+		t.Fatalf("helper output %q: %v", out, err)
+	}
+	lines := strings.Split(got, "\n")
+	if len(lines) < 5 || lines[0] != "0" || !strings.HasPrefix(lines[1], "agentbox-init unpriv") || lines[2] != "unpriv" ||
+		strings.Join(strings.Fields(lines[3]), " ") != "0 2001 1" || lines[4] != "ro" {
+		t.Errorf("inside an unprivileged sandbox: %q", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes")); len(ents) != 0 {
+		t.Errorf("destroy left %v", ents)
+	}
+}
+
+// TestIsolationUnavailable starts a sandbox where user namespaces are
+// forbidden: Start must fail with ErrIsolationUnavailable, saying what to
+// do, and leave nothing behind.
+func TestIsolationUnavailable(t *testing.T) {
+	stateDir, err := os.MkdirTemp("", "agentbox-nouserns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(stateDir)
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = []string{helperEnv + "=start", "HELPER_ID=nouserns", "HELPER_STATE_DIR=" + stateDir, "HELPER_NO_USERNS=1", "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
+	}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("sandbox started without user namespaces: %s", out)
+	}
+	if !strings.Contains(string(out), "isolation unavailable") || !strings.Contains(string(out), "max_user_namespaces") {
+		t.Errorf("error does not say why: %s", out)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes")); len(ents) != 0 {
+		t.Errorf("a failed start left %v", ents)
+	}
+}

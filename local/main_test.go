@@ -1,0 +1,117 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	local.Init()
+	if code, ok := helperMain(); ok {
+		os.Exit(code)
+	}
+	// Inits orphaned by helper processes the tests kill come to us, so that
+	// the tests can reap them instead of leaving zombies on the host.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	goleak.VerifyTestMain(m)
+}
+
+// newSandbox returns a started sandbox in a fresh state dir, destroyed
+// when the test ends.
+func newSandbox(t testing.TB, opts local.Options) *local.Sandbox {
+	t.Helper()
+	if opts.StateDir == "" {
+		opts.StateDir = t.TempDir()
+	}
+	sb, err := local.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+	})
+	if _, err := sb.Start(context.Background()); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return sb
+}
+
+// run runs command in sb and fails the test on an error (not on a non-zero
+// exit code).
+func run(t testing.TB, sb sandbox.Sandbox, command string) *sandbox.CommandResult {
+	t.Helper()
+	r, err := sb.ExecuteCommand(context.Background(), command, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	return r
+}
+
+// mustRun is run that also requires exit code 0 and returns stdout.
+func mustRun(t testing.TB, sb sandbox.Sandbox, command string) string {
+	t.Helper()
+	r := run(t, sb, command)
+	if r.ExitCode != 0 {
+		t.Fatalf("%s: exit %d\nstdout: %s\nstderr: %s", command, r.ExitCode, r.Stdout, r.Stderr)
+	}
+	return r.Stdout
+}
+
+// pidNS returns the pid namespace link of pid, e.g. "pid:[4026532…]".
+func pidNS(pid int) string {
+	s, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	return s
+}
+
+// procsInNS lists the live (non-zombie) host processes in namespace ns,
+// with their command lines.
+func procsInNS(ns string) map[int]string {
+	out := map[int]string{}
+	names, _ := filepath.Glob("/proc/[0-9]*")
+	for _, n := range names {
+		pid, _ := strconv.Atoi(filepath.Base(n))
+		if l, _ := os.Readlink(n + "/ns/pid"); l != ns || ns == "" {
+			continue
+		}
+		stat, err := os.ReadFile(n + "/stat")
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && len(stat) > i+2 && (stat[i+2] == 'Z' || stat[i+2] == 'X') {
+			continue
+		}
+		cmd, _ := os.ReadFile(n + "/cmdline")
+		out[pid] = strings.ReplaceAll(string(cmd), "\x00", " ")
+	}
+	return out
+}
+
+// reapZombie reaps pid if it became our child (as subreaper) and exited.
+func reapZombie(pid int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var ws syscall.WaitStatus
+		n, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if n == pid || errors.Is(err, syscall.ECHILD) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

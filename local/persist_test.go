@@ -1,0 +1,96 @@
+package local_test
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+func TestStopStartKeepsFiles(t *testing.T) {
+	ctx := context.Background()
+	sb := newSandbox(t, local.Options{})
+	mustRun(t, sb, "echo home > ~/h.txt && echo tmp > /tmp/state.txt && mkdir -p ~/proj && echo x > ~/proj/y")
+	pid := local.InitPID(sb)
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sb.Status() != sandbox.StatusStopped || local.InitPID(sb) != 0 {
+		t.Fatalf("after Stop: status %s, init pid %d", sb.Status(), local.InitPID(sb))
+	}
+	if _, alive := syscall.Getpgid(pid); alive == nil {
+		t.Errorf("init %d still alive after Stop", pid)
+	}
+	info, err := local.Lookup(ctx, sb.StateDir(), sb.ID())
+	if err != nil || info.Status != sandbox.StatusStopped {
+		t.Fatalf("Lookup after stop: %v %v", info, err)
+	}
+	outcome, err := sb.Start(ctx)
+	if err != nil || outcome != sandbox.OutcomeCreated {
+		t.Fatalf("restart: %v %v", outcome, err)
+	}
+	if got := mustRun(t, sb, "cat ~/h.txt /tmp/state.txt ~/proj/y"); got != "home\ntmp\nx\n" {
+		t.Errorf("files after restart: %q", got)
+	}
+	// Commands also run right after a restart through the same object.
+	if got := mustRun(t, sb, "echo again"); got != "again\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestReconnectAfterKill9(t *testing.T) {
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	id := "reconnect-test"
+	helper, out, _ := startHelper(t, "hold", stateDir, id, false)
+	line := readLine(t, out)
+	if !strings.HasPrefix(line, "ready created ") {
+		t.Fatalf("helper: %q", line)
+	}
+	if err := helper.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	helper.Wait()
+
+	sb, err := local.New(local.Options{ID: id, StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var initPID int
+	defer func() {
+		if err := sb.Destroy(ctx); err != nil {
+			t.Error(err)
+		}
+		reapZombie(initPID)
+	}()
+	outcome, err := sb.Start(ctx)
+	if err != nil || outcome != sandbox.OutcomeConnected {
+		t.Fatalf("reconnect: %v %v", outcome, err)
+	}
+	initPID = local.InitPID(sb)
+	if got := mustRun(t, sb, "cat ~/data.txt /tmp/state.txt"); got != "precious\ntemp\n" {
+		t.Errorf("files after reconnect: %q", got)
+	}
+	// The background process still runs, and the toolbox still tracks it.
+	sessions, err := sb.Client().ListSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range sessions {
+		for _, c := range s.Commands {
+			if strings.Contains(c.Command, "sleep 3031") && c.ExitCode == nil {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("running `sleep 3031` not found in sessions %+v", sessions)
+	}
+	if got := mustRun(t, sb, "pgrep -fx 'sleep 3031' | wc -l"); strings.TrimSpace(got) != "1" {
+		t.Errorf("sleep 3031 processes inside: %q", got)
+	}
+}

@@ -1,0 +1,391 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/agentbox-dev/agentbox/toolbox"
+	"github.com/agentbox-dev/agentbox/toolbox/process"
+)
+
+// Sandbox is a local sandbox: commands run isolated on this machine under
+// an init that serves the toolbox API on a unix socket in the sandbox's
+// state folder. It implements [sandbox.Sandbox]. Create it with [New]; the
+// first command, or Start, starts it.
+type Sandbox struct {
+	*sandbox.Lifecycle
+	opts   Options
+	dir    string
+	client *toolbox.Client
+	mgr    *process.Manager
+
+	transport *http.Transport // our own transport when the socket path is long, else nil
+
+	mu      sync.Mutex
+	started bool            // this object acquired the sandbox at least once
+	waits   []chan struct{} // reapers of inits this process started
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// New returns a pending sandbox configured by opts. It only validates; the
+// sandbox starts on Start or on the first command. Starting a sandbox whose
+// id exists in the state dir connects to it or restarts it with its files.
+func New(opts Options) (*Sandbox, error) {
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{opts: o, dir: sandboxDir(o.StateDir, o.ID)}
+	lc, err := sandbox.NewLifecycle(o.ID, driver{s}, o.Hooks, o.Env)
+	if err != nil {
+		return nil, err
+	}
+	s.Lifecycle = lc
+	if s.client, s.transport, err = newClient(s.dir); err != nil {
+		return nil, err
+	}
+	s.mgr = process.NewManager(process.Options{
+		Client:         s.client,
+		Host:           s.Lifecycle,
+		DefaultTimeout: o.Timeout,
+		// "" = the init's working directory, which is the one the sandbox
+		// was created with even when this object's options differ.
+		DefaultCwd: "",
+	})
+	return s, nil
+}
+
+// Name returns "LocalSandbox".
+func (s *Sandbox) Name() string { return "LocalSandbox" }
+
+// Provider returns "local".
+func (s *Sandbox) Provider() string { return "local" }
+
+// StateDir returns the state dir holding this sandbox.
+func (s *Sandbox) StateDir() string { return s.opts.StateDir }
+
+// Client returns the toolbox client talking to the sandbox's init.
+func (s *Sandbox) Client() *toolbox.Client { return s.client }
+
+// ExecuteCommand runs command (args quoted with sandbox.ShellQuote) in the
+// sandbox, starting it first if needed.
+func (s *Sandbox) ExecuteCommand(ctx context.Context, command string, args []string, opts *sandbox.ExecOptions) (*sandbox.CommandResult, error) {
+	s.noticeDeath()
+	return s.mgr.Execute(ctx, command, args, opts)
+}
+
+// noticeDeath marks a running sandbox whose init has ended (auto-stop, or
+// a stop by another process) as stopped, so that the next command starts
+// it again.
+func (s *Sandbox) noticeDeath() {
+	if s.Status() != sandbox.StatusRunning {
+		return
+	}
+	if _, ok := liveInit(s.dir); !ok {
+		s.SetStatus(sandbox.StatusStopped)
+	}
+}
+
+// Processes returns the manager of background processes.
+func (s *Sandbox) Processes() sandbox.ProcessManager {
+	return s.mgr
+}
+
+// Info describes the sandbox. Before the first start it describes the
+// configuration.
+func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
+	var m meta
+	if err := readJSON(filepath.Join(s.dir, metaFile), &m); err == nil {
+		info := infoFrom(s.dir, &m)
+		// This object's status, unless the init ended behind its back.
+		s.noticeDeath()
+		info.Status = s.Status()
+		return info, nil
+	}
+	m = s.newMeta()
+	info := infoFrom(s.dir, &m)
+	info.Status = s.Status()
+	return info, nil
+}
+
+// Instructions describes the sandbox to an agent, truthfully.
+func (s *Sandbox) Instructions() string {
+	s.mu.Lock()
+	o := s.opts
+	s.mu.Unlock()
+	parts := []string{
+		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", o.Language),
+		fmt.Sprintf("Default working directory: %s.", o.WorkingDirectory),
+		fmt.Sprintf("Command timeout: %ds.", int(math.Ceil(o.Timeout.Seconds()))),
+		fmt.Sprintf("Running as user: %s (home /home/%s; root inside the sandbox only, unprivileged on the host).", o.User, o.User),
+		"/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.",
+		"Files written in the home folder, /tmp and the working directory persist across stop and start.",
+	}
+	if n := len(o.Volumes); n > 0 {
+		var paths []string
+		for _, v := range o.Volumes {
+			p := v.MountPath
+			if v.ReadOnly {
+				p += " (read-only)"
+			}
+			paths = append(paths, p)
+		}
+		parts = append(parts, fmt.Sprintf("%d volume(s) attached: %s.", n, strings.Join(paths, ", ")))
+	}
+	if o.NetworkBlockAll {
+		parts = append(parts, "Network access is blocked.")
+	} else {
+		parts = append(parts, "Network access is shared with the host.")
+	}
+	return strings.Join(parts, " ")
+}
+
+// SetEnv replaces the runtime environment overlay with update(copy of it).
+func (s *Sandbox) SetEnv(update func(map[string]string) map[string]string) error {
+	return s.Lifecycle.SetEnv(update)
+}
+
+func (s *Sandbox) newMeta() meta {
+	s.mu.Lock()
+	o := s.opts
+	s.mu.Unlock()
+	return meta{
+		ID: o.ID, Name: o.Name, Labels: o.Labels, CreatedAt: time.Now().UTC(),
+		Options: metaOptions{
+			User: o.User, Language: o.Language, WorkingDirectory: o.WorkingDirectory,
+			Timeout: o.Timeout, Ephemeral: o.Ephemeral, AutoStopInterval: o.AutoStopInterval,
+			AutoDeleteInterval: o.AutoDeleteInterval, Volumes: o.Volumes, NetworkBlockAll: o.NetworkBlockAll,
+		},
+	}
+}
+
+// driver implements sandbox.Driver for a Sandbox.
+type driver struct{ s *Sandbox }
+
+func (d driver) Acquire(ctx context.Context) (sandbox.Outcome, error) { return d.s.acquire(ctx) }
+func (d driver) Release(ctx context.Context) error                    { return d.s.release(ctx) }
+func (d driver) Teardown(ctx context.Context) error                   { return d.s.teardown(ctx) }
+
+func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
+	stateDir := s.opts.StateDir
+	if err := os.MkdirAll(filepath.Join(stateDir, sandboxesDir), 0o711); err != nil {
+		return "", stateDirError(stateDir, err)
+	}
+	if err := unix.Access(filepath.Join(stateDir, sandboxesDir), unix.W_OK); err != nil {
+		return "", stateDirError(stateDir, err)
+	}
+	l, err := lockSandbox(ctx, stateDir, s.opts.ID, true)
+	if err != nil {
+		return "", err
+	}
+	defer l.unlock()
+
+	var m meta
+	err = readJSON(filepath.Join(l.path, metaFile), &m)
+	fresh := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !fresh {
+		return "", fmt.Errorf("sandbox %q: read metadata: %w", s.opts.ID, err)
+	}
+	if !fresh {
+		if expired(l.path, &m) {
+			if err := removeLocked(ctx, stateDir, l); err != nil {
+				return "", err
+			}
+			l.unlock()
+			return s.acquire(ctx)
+		}
+		s.adopt(&m)
+		if _, ok := liveInit(l.path); ok {
+			s.afterStart(false)
+			return sandbox.OutcomeConnected, nil
+		}
+		// Stopped (or its init died): clear leftovers, restart with its files.
+		if err := killInit(ctx, l.path); err != nil {
+			return "", err
+		}
+	} else {
+		m = s.newMeta()
+	}
+
+	outcome, err := s.boot(ctx, l.path, &m)
+	if err != nil && fresh {
+		// Never leave a half-made sandbox behind.
+		_ = killInit(context.WithoutCancel(ctx), l.path)
+		_ = removeAll(l.path)
+	}
+	return outcome, err
+}
+
+// boot starts the init of the locked folder dir and records it.
+func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) (sandbox.Outcome, error) {
+	cg, err := newCgroupSet(cgroupKey(s.opts.StateDir, m.ID))
+	if err != nil {
+		cg = nil // accounting only; the pid namespace still holds the sandbox
+	}
+	if cg != nil {
+		if err := writeJSON(filepath.Join(dir, cgroupFile), cg); err != nil {
+			_ = cg.destroy(ctx)
+			return "", stateDirError(s.opts.StateDir, err)
+		}
+	}
+	cmd, err := launch(ctx, dir, m, cg, s.opts.StateDir)
+	if err != nil {
+		_ = cg.destroy(context.WithoutCancel(ctx))
+		_ = os.Remove(filepath.Join(dir, cgroupFile))
+		return "", err
+	}
+	pid := cmd.Process.Pid
+	st, _ := procStartTime(pid)
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // reap the init when it ends while we live
+		close(done)
+	}()
+	s.mu.Lock()
+	s.waits = append(s.waits, done)
+	s.mu.Unlock()
+	if err := writeJSON(filepath.Join(dir, initFile), initRecord{PID: pid, StartTime: st}); err != nil {
+		_ = killInit(ctx, dir)
+		_ = cmd.Process.Kill()
+		<-done
+		return "", stateDirError(s.opts.StateDir, err)
+	}
+	m.Status = sandbox.StatusRunning
+	m.StoppedAt = time.Time{}
+	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
+		_ = killInit(ctx, dir)
+		<-done
+		return "", stateDirError(s.opts.StateDir, err)
+	}
+	s.afterStart(true)
+	return sandbox.OutcomeCreated, nil
+}
+
+// cgroupKey names the cgroups of a sandbox, unique per state dir.
+func cgroupKey(stateDir, id string) string {
+	var h uint32 = 2166136261
+	for i := 0; i < len(stateDir); i++ {
+		h = (h ^ uint32(stateDir[i])) * 16777619
+	}
+	return fmt.Sprintf("%08x-%s", h, id)
+}
+
+// adopt takes the shape of an existing sandbox (user, directories,
+// volumes, network) from its metadata: a sandbox keeps what it was created
+// with, whatever options a later New passed, as a Daytona sandbox does.
+func (s *Sandbox) adopt(m *meta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mo := m.Options
+	s.opts.User, s.opts.Language, s.opts.WorkingDirectory = mo.User, mo.Language, mo.WorkingDirectory
+	s.opts.Volumes, s.opts.NetworkBlockAll, s.opts.Ephemeral = mo.Volumes, mo.NetworkBlockAll, mo.Ephemeral
+	if m.Name != "" {
+		s.opts.Name = m.Name
+	}
+}
+
+func (s *Sandbox) afterStart(restarted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started && restarted {
+		s.mgr.Reset() // sessions of the previous init are gone
+	}
+	s.started = true
+}
+
+// newClient returns a toolbox client for the socket in the sandbox folder
+// dir. A unix socket address holds about 107 bytes; a longer path is
+// reached through a /proc/self/fd link to its folder, opened per dial.
+func newClient(dir string) (*toolbox.Client, *http.Transport, error) {
+	sock := filepath.Join(dir, socketFile)
+	if len(sock) < 100 {
+		c, err := toolbox.NewClient(toolbox.ClientOptions{Socket: sock})
+		return c, nil, err
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return nil, fmt.Errorf("open %s: %w", dir, err)
+			}
+			defer unix.Close(fd)
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", fd, socketFile))
+		},
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://sandbox", HTTPClient: &http.Client{Transport: tr}})
+	return c, tr, err
+}
+
+func (s *Sandbox) release(ctx context.Context) error {
+	_ = s.mgr.Close(ctx)
+	err := StopByID(ctx, s.opts.StateDir, s.opts.ID)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		err = nil
+	}
+	s.waitInits()
+	s.mu.Lock()
+	eph := s.opts.Ephemeral
+	s.mu.Unlock()
+	if err == nil && eph {
+		s.closeClient()
+	}
+	return err
+}
+
+func (s *Sandbox) teardown(ctx context.Context) error {
+	_ = s.mgr.Close(ctx)
+	err := Remove(ctx, s.opts.StateDir, s.opts.ID)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		err = nil
+	}
+	s.waitInits()
+	s.closeClient()
+	return err
+}
+
+func (s *Sandbox) closeClient() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != nil {
+		_ = s.client.Close()
+	}
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+}
+
+// waitInits waits (briefly) for the reapers of inits this process started.
+func (s *Sandbox) waitInits() {
+	s.mu.Lock()
+	waits := s.waits
+	s.waits = nil
+	s.mu.Unlock()
+	var keep []chan struct{}
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-time.After(5 * time.Second):
+			keep = append(keep, w)
+		}
+	}
+	s.mu.Lock()
+	s.waits = append(s.waits, keep...)
+	s.mu.Unlock()
+}

@@ -1,0 +1,320 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	for _, id := range []string{"a/b", "..", "a..b", "../etc", "-x", "", strings.Repeat("x", 65), "sp ace"} {
+		if id == "" {
+			continue // empty means "generate one"
+		}
+		if _, err := local.New(local.Options{ID: id, StateDir: stateDir}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+			t.Errorf("New(id %q): %v, want ErrInvalidArgument", id, err)
+		}
+		if _, err := local.Lookup(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
+			t.Errorf("Lookup(%q): %v, want ErrInvalidArgument", id, err)
+		}
+		if err := local.Remove(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
+			t.Errorf("Remove(%q): %v, want ErrInvalidArgument", id, err)
+		}
+	}
+	if _, err := local.Lookup(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Lookup(unknown): %v, want ErrNotFound", err)
+	}
+	if err := local.Remove(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Remove(unknown): %v, want ErrNotFound", err)
+	}
+	if err := local.StopByID(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("StopByID(unknown): %v, want ErrNotFound", err)
+	}
+	for _, o := range []local.Options{
+		{WorkingDirectory: "relative"},
+		{WorkingDirectory: "/usr/x"},
+		{User: "Bad User"},
+		{Env: map[string]string{"1X": "y"}},
+		{Volumes: []local.Volume{{Name: "../v", MountPath: "/data"}}},
+		{Volumes: []local.Volume{{Name: "v", MountPath: "/etc/v"}}},
+		{Volumes: []local.Volume{{Name: "v", MountPath: "data"}}},
+		{Timeout: -time.Second},
+	} {
+		o.StateDir = stateDir
+		if _, err := local.New(o); err == nil {
+			t.Errorf("New(%+v) succeeded", o)
+		}
+	}
+	if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {
+		t.Errorf("bad input left files in the state dir: %v", ents)
+	}
+}
+
+func TestReadOnlyStateDir(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		// Root ignores permission bits: make the folder a read-only mount.
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			t.Skip("cannot bind mount:", err)
+		}
+		defer unix.Unmount(dir, unix.MNT_DETACH)
+		if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		os.Chmod(dir, 0o500)
+		defer os.Chmod(dir, 0o700)
+	}
+	sb, err := local.New(local.Options{StateDir: filepath.Join(dir, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sb.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "not writable") {
+		t.Fatalf("Start with a read-only state dir: %v, want a 'not writable' error", err)
+	}
+	if sb.Status() != sandbox.StatusError {
+		t.Errorf("status %s, want error", sb.Status())
+	}
+	if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); !errors.Is(err, sandbox.ErrNotReady) {
+		t.Errorf("command on a sandbox that cannot start: %v, want ErrNotReady", err)
+	}
+	sb.Destroy(ctx)
+}
+
+func TestConcurrentStartFromTwoProcesses(t *testing.T) {
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	id := "concurrent"
+	var gos []func() error
+	type helper struct {
+		wait func() error
+		read func() string
+	}
+	var hs []helper
+	for i := 0; i < 2; i++ {
+		cmd, out, goFn := startHelper(t, "start", stateDir, id, true)
+		gos = append(gos, goFn)
+		hs = append(hs, helper{cmd.Wait, func() string { return readLine(t, out) }})
+	}
+	for _, g := range gos {
+		g()
+	}
+	var outcomes []string
+	for _, h := range hs {
+		outcomes = append(outcomes, h.read())
+		if err := h.wait(); err != nil {
+			t.Errorf("helper: %v", err)
+		}
+	}
+	created, connected := 0, 0
+	for _, o := range outcomes {
+		switch o {
+		case "outcome created":
+			created++
+		case "outcome connected":
+			connected++
+		default:
+			t.Errorf("helper said %q", o)
+		}
+	}
+	if created != 1 || connected != 1 {
+		t.Errorf("outcomes %q, want one created and one connected", outcomes)
+	}
+	list, err := local.List(ctx, stateDir)
+	if err != nil || len(list) != 1 || list[0].ID != id || list[0].Status != sandbox.StatusRunning {
+		t.Fatalf("List: %+v %v", list, err)
+	}
+	sb, err := local.New(local.Options{ID: id, StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := local.InitPID(sb)
+	if err := local.Remove(ctx, stateDir, id); err != nil {
+		t.Fatal(err)
+	}
+	reapZombie(pid)
+	if list, _ := local.List(ctx, stateDir); len(list) != 0 {
+		t.Errorf("List after Remove: %+v", list)
+	}
+}
+
+func TestAutoStopAndEphemeral(t *testing.T) {
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	sb, err := local.New(local.Options{StateDir: stateDir, AutoStopInterval: 300 * time.Millisecond, Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	mustRun(t, sb, "echo x > ~/f")
+	pid := local.InitPID(sb)
+	deadline := time.Now().Add(5 * time.Second)
+	for local.InitPID(sb) != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if local.InitPID(sb) != 0 {
+		t.Fatalf("init %d still runs after the idle interval", pid)
+	}
+	// The stopped ephemeral sandbox is gone as soon as anyone looks.
+	if _, err := local.Lookup(ctx, stateDir, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("Lookup of an auto-stopped ephemeral sandbox: %v, want ErrNotFound", err)
+	}
+	if _, err := os.Stat(local.Dir(sb)); !os.IsNotExist(err) {
+		t.Errorf("folder of the ephemeral sandbox left: %v", err)
+	}
+}
+
+func TestEphemeralStopDestroys(t *testing.T) {
+	ctx := context.Background()
+	sb := newSandbox(t, local.Options{Ephemeral: true})
+	mustRun(t, sb, "true")
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(local.Dir(sb)); !os.IsNotExist(err) {
+		t.Errorf("ephemeral sandbox folder after Stop: %v", err)
+	}
+}
+
+func TestInfoAndInstructions(t *testing.T) {
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	sb, err := local.New(local.Options{
+		StateDir: stateDir, Name: "my box", Labels: map[string]string{"team": "a"}, Language: "python",
+		User: "dev", Timeout: 90 * time.Second, Volumes: []local.Volume{{Name: "cache", MountPath: "/cache", ReadOnly: true}},
+		WorkingDirectory: "/workspace",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	want := "Local sandbox with isolated execution (python runtime)"
+	ins := sb.Instructions()
+	for _, w := range []string{want, "Default working directory: /workspace.", "Command timeout: 90s.", "Running as user: dev", "1 volume(s) attached: /cache (read-only).", "Network access is shared with the host."} {
+		if !strings.Contains(ins, w) {
+			t.Errorf("instructions lack %q: %s", w, ins)
+		}
+	}
+	info, err := sb.Info(ctx)
+	if err != nil || info.Status != sandbox.StatusPending || info.Provider != "local" {
+		t.Fatalf("Info before start: %+v %v", info, err)
+	}
+	if got := mustRun(t, sb, "pwd; echo $HOME; echo hi > /workspace/f; touch /cache/x 2>&1 || echo ro"); !strings.HasPrefix(got, "/workspace\n/home/dev\n") || !strings.Contains(got, "ro") {
+		t.Errorf("inside: %q", got)
+	}
+	info, err = sb.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Status != sandbox.StatusRunning || info.Name != "LocalSandbox" || info.Metadata["name"] != "my box" || info.Metadata["team"] != "a" ||
+		info.Metadata["user"] != "dev" || info.Metadata["language"] != "python" || info.CreatedAt.IsZero() {
+		t.Errorf("Info: %+v", info)
+	}
+	if len(info.Mounts) != 1 || info.Mounts[0].Path != "/cache" {
+		t.Errorf("mounts: %+v", info.Mounts)
+	}
+	if os.Geteuid() == 0 && (info.Resources == nil || info.Resources.MemoryUsedMB <= 0) {
+		t.Errorf("resources: %+v", info.Resources)
+	}
+	list, err := local.List(ctx, stateDir)
+	if err != nil || len(list) != 1 || list[0].Status != sandbox.StatusRunning {
+		t.Errorf("List: %+v %v", list, err)
+	}
+}
+
+func TestAutoStopThenCommandRestarts(t *testing.T) {
+	sb := newSandbox(t, local.Options{AutoStopInterval: 200 * time.Millisecond})
+	mustRun(t, sb, "echo kept > ~/f")
+	deadline := time.Now().Add(5 * time.Second)
+	for local.InitPID(sb) != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if local.InitPID(sb) != 0 {
+		t.Fatal("init still runs after the idle interval")
+	}
+	info, err := local.Lookup(context.Background(), sb.StateDir(), sb.ID())
+	if err != nil || info.Status != sandbox.StatusStopped {
+		t.Fatalf("Lookup after auto-stop: %+v %v", info, err)
+	}
+	if got := mustRun(t, sb, "cat ~/f"); got != "kept\n" {
+		t.Errorf("after auto-stop and restart: %q", got)
+	}
+}
+
+func TestAutoDelete(t *testing.T) {
+	ctx := context.Background()
+	stateDir := t.TempDir()
+	sb, err := local.New(local.Options{StateDir: stateDir, AutoDeleteInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	mustRun(t, sb, "true")
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.Lookup(ctx, stateDir, sb.ID()); err != nil {
+		t.Fatalf("Lookup right after stop: %v", err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if list, err := local.List(ctx, stateDir); err != nil || len(list) != 0 {
+		t.Errorf("List after the auto-delete interval: %+v %v", list, err)
+	}
+	if _, err := os.Stat(local.Dir(sb)); !os.IsNotExist(err) {
+		t.Errorf("folder left: %v", err)
+	}
+}
+
+func TestReconnectKeepsShape(t *testing.T) {
+	stateDir := t.TempDir()
+	first := newSandbox(t, local.Options{ID: "shape", StateDir: stateDir, User: "alice", WorkingDirectory: "/work"})
+	mustRun(t, first, "echo hi > note")
+	// A second object with default options connects to the same sandbox
+	// and reports what it really is.
+	second, err := local.New(local.Options{ID: "shape", StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome, err := second.Start(context.Background())
+	if err != nil || outcome != "connected" {
+		t.Fatalf("second start: %v %v", outcome, err)
+	}
+	if got := mustRun(t, second, "pwd; cat note; echo $HOME"); got != "/work\nhi\n/home/alice\n" {
+		t.Errorf("second object sees %q", got)
+	}
+	if ins := second.Instructions(); !strings.Contains(ins, "Running as user: alice") || !strings.Contains(ins, "Default working directory: /work.") {
+		t.Errorf("instructions of the second object: %s", ins)
+	}
+	second.Client().Close()
+}
+
+func TestLongStateDirAndSharedVolume(t *testing.T) {
+	// A state dir so deep that the socket path exceeds a unix socket
+	// address (about 107 bytes).
+	stateDir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	vol := []local.Volume{{Name: "shared", MountPath: "/shared"}}
+	a := newSandbox(t, local.Options{StateDir: stateDir, Volumes: vol, WorkingDirectory: "/shared/proj"})
+	b := newSandbox(t, local.Options{StateDir: stateDir, Volumes: vol})
+	if got := mustRun(t, a, "pwd && echo from-a > note"); got != "/shared/proj\n" {
+		t.Errorf("pwd in a: %q", got)
+	}
+	if got := mustRun(t, b, "cat /shared/proj/note && echo from-b >> /shared/proj/note"); got != "from-a\n" {
+		t.Errorf("b reads %q", got)
+	}
+	if got := mustRun(t, a, "cat note"); got != "from-a\nfrom-b\n" {
+		t.Errorf("a reads %q", got)
+	}
+}

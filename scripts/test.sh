@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs every check of agentbox, as CI does: installs what the tests need
+# (Debian packages, staticcheck), then gofmt, go vet, staticcheck and the
+# whole test suite under the race detector, and prints a summary.
+#
+# Environment:
+#   AGENTBOX_DAYTONA_SPEC_DIR  Daytona spec files (default ../shared/daytona-api
+#                              beside the module root)
+#   AGENTBOX_SKIP_INSTALL=1    do not install anything
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
+# Debian packages the tests use: a shell and the usual tools commands run
+# with, util-linux (unshare, nsenter, mount) and procps (ps, pkill in
+# sandboxes) for the local engine.
+APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils)
+
+step() { printf '\n==> %s\n' "$*"; }
+
+install_packages() {
+	local missing=()
+	for p in "${APT_PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if ((${#missing[@]} == 0)); then
+		echo "Debian packages present: ${APT_PACKAGES[*]}"
+		return
+	fi
+	local sudo=()
+	if ((EUID != 0)); then
+		command -v sudo >/dev/null || {
+			echo "missing packages ${missing[*]}; run as root or install them" >&2
+			exit 1
+		}
+		sudo=(sudo)
+	fi
+	echo "installing ${missing[*]}"
+	"${sudo[@]}" apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+GOBIN_DIR="$(go env GOPATH)/bin"
+export PATH="$GOBIN_DIR:$PATH"
+
+if [[ "${AGENTBOX_SKIP_INSTALL:-}" != 1 ]]; then
+	step "installing what the tests need"
+	if command -v dpkg-query >/dev/null; then
+		install_packages
+	else
+		echo "not a Debian system: make sure ${APT_PACKAGES[*]} are installed"
+	fi
+	if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
+	fi
+	staticcheck -version
+fi
+
+step "gofmt"
+unformatted="$(gofmt -l .)"
+if [[ -n "$unformatted" ]]; then
+	echo "not gofmt-formatted (run gofmt -w):" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+echo ok
+
+step "go vet"
+go vet ./...
+echo ok
+
+step "staticcheck"
+staticcheck ./...
+echo ok
+
+step "go test -race (AGENTBOX_REQUIRE_ALL=1)"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+start=$SECONDS
+set +e
+AGENTBOX_REQUIRE_ALL=1 go test -race -count=1 -timeout 20m ./... 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+
+step "summary"
+passed=$(grep -cE '^ok[[:space:]]' "$log" || true)
+failed=$(grep -cE '^FAIL[[:space:]]' "$log" || true)
+notests=$(grep -cE '^\?[[:space:]]' "$log" || true)
+echo "packages: $passed passed, $failed failed, $notests without tests; $((SECONDS - start))s"
+grep -E '^(FAIL|--- FAIL|panic:)' "$log" || true
+if ((status != 0)); then
+	echo "go test failed (exit $status)" >&2
+	exit "$status"
+fi
+echo "all checks passed"

@@ -1,0 +1,246 @@
+package daemon
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Stream ids, as used by the frames extension.
+const (
+	streamStdout byte = 1
+	streamStderr byte = 2
+)
+
+// recHeader is the size of a record header in a cmdLog: stream id and a
+// big-endian uint32 payload length.
+const recHeader = 5
+
+// spillBytes is how much of a log stays in memory before it moves to a file.
+const spillBytes = 1 << 20
+
+// memBudget caps the log bytes all commands of a server keep in memory;
+// beyond it new output goes to files.
+const memBudget = 64 << 20
+
+// errLogClosed is returned by reads of a log whose session was deleted.
+var errLogClosed = errors.New("command log closed")
+
+// cmdLog stores the output of one command as a sequence of records, one per
+// chunk read from a stream, in the order they were read. Small logs live in
+// memory; larger ones spill to a file. Readers learn about new records
+// through a channel that is closed and replaced at every change.
+type cmdLog struct {
+	path string        // spill file
+	mem0 *atomic.Int64 // the server's in-memory log bytes
+
+	mu     sync.Mutex
+	mem    []byte
+	f      *os.File
+	size   int64
+	done   bool // the command ended; no follower waits for more
+	closed bool
+	notify chan struct{}
+	err    error // first write error
+	wbuf   []byte
+}
+
+func newCmdLog(path string, inMemory *atomic.Int64) *cmdLog {
+	return &cmdLog{path: path, mem0: inMemory, notify: make(chan struct{})}
+}
+
+// wakeLocked wakes every waiting reader. l.mu must be held.
+func (l *cmdLog) wakeLocked() {
+	close(l.notify)
+	l.notify = make(chan struct{})
+}
+
+// write appends one record.
+func (l *cmdLog) write(stream byte, p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	var hdr [recHeader]byte
+	hdr[0] = stream
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.err != nil {
+		return
+	}
+	if l.f == nil && (int64(len(l.mem))+int64(len(p))+recHeader > spillBytes || l.mem0.Load() > memBudget) {
+		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err == nil {
+			_, err = f.Write(l.mem)
+			if err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			l.err = fmt.Errorf("spilling the command log: %w", err)
+			l.wakeLocked()
+			return
+		}
+		l.mem0.Add(-int64(len(l.mem)))
+		l.f, l.mem = f, nil
+	}
+	if l.f != nil {
+		l.wbuf = append(append(l.wbuf[:0], hdr[:]...), p...)
+		if _, err := l.f.Write(l.wbuf); err != nil {
+			l.err = fmt.Errorf("writing the command log: %w", err)
+			l.wakeLocked()
+			return
+		}
+	} else {
+		l.mem = append(append(l.mem, hdr[:]...), p...)
+		l.mem0.Add(int64(recHeader + len(p)))
+	}
+	l.size += int64(recHeader + len(p))
+	l.wakeLocked()
+}
+
+// finish marks the log complete for followers.
+func (l *cmdLog) finish() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.done = true
+		l.wakeLocked()
+	}
+}
+
+// close frees the log; later reads fail with errLogClosed.
+func (l *cmdLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	l.mem0.Add(-int64(len(l.mem)))
+	l.mem = nil
+	if l.f != nil {
+		l.f.Close()
+		os.Remove(l.path)
+		l.f = nil
+	}
+	l.wakeLocked()
+}
+
+// state returns the current size, whether the log is complete, and a channel
+// closed at the next change.
+func (l *cmdLog) state() (size int64, done bool, changed <-chan struct{}, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, true, l.notify, errLogClosed
+	}
+	return l.size, l.done, l.notify, l.err
+}
+
+// readAt fills p from offset off, which must be below the size reported by
+// state.
+func (l *cmdLog) readAt(p []byte, off int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errLogClosed
+	}
+	if off+int64(len(p)) > l.size {
+		return io.ErrUnexpectedEOF
+	}
+	if l.f == nil {
+		copy(p, l.mem[off:])
+		return nil
+	}
+	_, err := l.f.ReadAt(p, off)
+	return err
+}
+
+// logCursor reads records sequentially.
+type logCursor struct {
+	l   *cmdLog
+	off int64
+	hdr [recHeader]byte
+}
+
+// peek returns the stream and payload length of the record at the cursor;
+// ok is false when the cursor reached end (a size the caller saw).
+func (c *logCursor) peek(end int64) (stream byte, n int, ok bool, err error) {
+	if c.off >= end {
+		return 0, 0, false, nil
+	}
+	if err := c.l.readAt(c.hdr[:], c.off); err != nil {
+		return 0, 0, false, err
+	}
+	return c.hdr[0], int(binary.BigEndian.Uint32(c.hdr[1:])), true, nil
+}
+
+// appendPayload appends the payload of the record at the cursor, whose
+// length peek returned, to buf and moves to the next record.
+func (c *logCursor) appendPayload(buf []byte, n int) ([]byte, error) {
+	start := len(buf)
+	buf = slices.Grow(buf, n)[:start+n]
+	if err := c.l.readAt(buf[start:], c.off+recHeader); err != nil {
+		return buf[:start], err
+	}
+	c.off += int64(recHeader + n)
+	return buf, nil
+}
+
+// next appends the next record's payload to buf and returns its stream; end
+// is the log size the caller saw, and ok is false when off reached it.
+func (c *logCursor) next(buf []byte, end int64) (out []byte, stream byte, ok bool, err error) {
+	stream, n, ok, err := c.peek(end)
+	if !ok || err != nil {
+		return buf, 0, ok, err
+	}
+	buf, err = c.appendPayload(buf, n)
+	if err != nil {
+		return buf, 0, false, err
+	}
+	return buf, stream, true, nil
+}
+
+// logOutputs holds the forms of a log the API serves.
+type logOutputs struct {
+	raw      []byte // Daytona log: marker + chunk per record
+	combined []byte // markers removed
+	stdout   []byte
+	stderr   []byte
+}
+
+// snapshot reads the whole log.
+func (l *cmdLog) snapshot() (logOutputs, error) {
+	size, _, _, err := l.state()
+	if err != nil {
+		return logOutputs{}, err
+	}
+	var o logOutputs
+	c := logCursor{l: l}
+	var buf []byte
+	for {
+		var stream byte
+		var ok bool
+		buf, stream, ok, err = c.next(buf[:0], size)
+		if err != nil {
+			return logOutputs{}, err
+		}
+		if !ok {
+			return o, nil
+		}
+		o.combined = append(o.combined, buf...)
+		if stream == streamStderr {
+			o.raw = append(append(o.raw, stderrMarker...), buf...)
+			o.stderr = append(o.stderr, buf...)
+		} else {
+			o.raw = append(append(o.raw, stdoutMarker...), buf...)
+			o.stdout = append(o.stdout, buf...)
+		}
+	}
+}

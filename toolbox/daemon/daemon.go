@@ -1,0 +1,333 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// DefaultVersion is what GET /version reports when Options.Version is empty.
+const DefaultVersion = "v0.0.0-agentbox"
+
+// DefaultMaxBodyBytes is the default cap on request bodies (uploads excepted).
+const DefaultMaxBodyBytes = 10 << 20
+
+// Extensions lists the agentbox protocol extensions this server offers, as
+// sent in the X-Agentbox-Extensions header of every response.
+const Extensions = "frames,stdin,base64"
+
+// Agentbox protocol headers the toolbox package does not name.
+const (
+	headerStdinClose = "X-Agentbox-Stdin-Close"
+	headerEncoding   = "X-Agentbox-Encoding"
+)
+
+// Options configures a Server. The zero value is usable: commands run in the
+// process's working directory with its environment.
+type Options struct {
+	// WorkDir is the default working directory of commands and the base of
+	// relative file paths (GET /work-dir). Default: the process's cwd.
+	WorkDir string
+	// HomeDir is reported by GET /user-home-dir. Default: WorkDir.
+	HomeDir string
+	// Shell runs commands. Default: the first of bash and sh found in PATH.
+	Shell string
+	// Env is the base environment of commands ("K=V"). Default: os.Environ().
+	Env []string
+	// Version is reported by GET /version. Default: DefaultVersion.
+	Version string
+	// MaxBodyBytes caps request bodies except file uploads. Default:
+	// DefaultMaxBodyBytes. Larger bodies are answered with 413.
+	MaxBodyBytes int64
+	// Logger receives internal errors. Default: none.
+	Logger *slog.Logger
+}
+
+// Server serves the Daytona toolbox API. Create it with New and release it
+// with Close. It is safe for concurrent use.
+type Server struct {
+	workDir  string
+	homeDir  string
+	shell    string
+	bash     bool
+	baseEnv  []string
+	version  string
+	maxBody  int64
+	log      *slog.Logger
+	tmpDir   string
+	mux      *http.ServeMux
+	users    idCache
+	ctx      context.Context // cancelled by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // every goroutine the server starts
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*session
+	execs    map[*oneShot]struct{}
+	logMem   atomic.Int64 // log bytes held in memory
+}
+
+// New returns a Server configured by opts. It fails when the work dir does
+// not exist or no shell is found.
+func New(opts Options) (*Server, error) {
+	s := &Server{
+		workDir:  opts.WorkDir,
+		homeDir:  opts.HomeDir,
+		shell:    opts.Shell,
+		version:  opts.Version,
+		maxBody:  opts.MaxBodyBytes,
+		log:      opts.Logger,
+		sessions: make(map[string]*session),
+		execs:    make(map[*oneShot]struct{}),
+	}
+	if s.workDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("daemon: finding the work dir: %w", err)
+		}
+		s.workDir = wd
+	}
+	abs, err := filepath.Abs(s.workDir)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: work dir %q: %w", s.workDir, err)
+	}
+	s.workDir = abs
+	if fi, err := os.Stat(s.workDir); err != nil {
+		return nil, fmt.Errorf("daemon: work dir: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("daemon: work dir %q is not a directory", s.workDir)
+	}
+	if s.homeDir == "" {
+		s.homeDir = s.workDir
+	}
+	if s.shell == "" {
+		for _, name := range []string{"bash", "sh"} {
+			if p, err := exec.LookPath(name); err == nil {
+				s.shell = p
+				break
+			}
+		}
+		if s.shell == "" {
+			return nil, errors.New("daemon: no shell found: install bash or sh, or set Options.Shell")
+		}
+	} else if p, err := exec.LookPath(s.shell); err != nil {
+		return nil, fmt.Errorf("daemon: shell %q: %w", s.shell, err)
+	} else {
+		s.shell = p
+	}
+	s.bash = filepath.Base(s.shell) == "bash"
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	s.baseEnv = withoutKeys(env, markerKey)
+	if s.version == "" {
+		s.version = DefaultVersion
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	s.tmpDir, err = os.MkdirTemp("", "agentbox-toolbox-")
+	if err != nil {
+		return nil, fmt.Errorf("daemon: creating the log dir: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /version", s.handleVersion)
+	m.HandleFunc("GET /work-dir", s.handleWorkDir)
+	m.HandleFunc("GET /user-home-dir", s.handleHomeDir)
+	m.HandleFunc("GET /project-dir", s.handleHomeDir)
+
+	m.HandleFunc("POST /process/execute", s.handleExecute)
+	m.HandleFunc("POST /process/session", s.handleCreateSession)
+	m.HandleFunc("GET /process/session", s.handleListSessions)
+	m.HandleFunc("GET /process/session/{sessionId}", s.handleGetSession)
+	m.HandleFunc("DELETE /process/session/{sessionId}", s.handleDeleteSession)
+	m.HandleFunc("POST /process/session/{sessionId}/exec", s.handleSessionExec)
+	m.HandleFunc("GET /process/session/{sessionId}/command/{commandId}", s.handleGetCommand)
+	m.HandleFunc("POST /process/session/{sessionId}/command/{commandId}/input", s.handleInput)
+	m.HandleFunc("GET /process/session/{sessionId}/command/{commandId}/logs", s.handleLogs)
+
+	m.HandleFunc("GET /files", s.handleListFiles)
+	m.HandleFunc("DELETE /files", s.handleDeleteFile)
+	m.HandleFunc("GET /files/info", s.handleFileInfo)
+	m.HandleFunc("GET /files/download", s.handleDownload)
+	m.HandleFunc("POST /files/bulk-download", s.handleBulkDownload)
+	m.HandleFunc("POST /files/upload", s.handleUploadV1)
+	m.HandleFunc("POST /files/upload-v2", s.handleUploadV2)
+	m.HandleFunc("POST /files/bulk-upload", s.handleBulkUpload)
+	m.HandleFunc("POST /files/folder", s.handleCreateFolder)
+	m.HandleFunc("POST /files/move", s.handleMove)
+
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, notFound("no route for %s %s", r.Method, r.URL.Path))
+	})
+	s.mux = m
+}
+
+// ServeHTTP serves one toolbox API request. Every response carries the
+// X-Agentbox-Extensions header; a panic in a handler becomes a 500 answer.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(toolbox.HeaderExtensions, Extensions)
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			if s.log != nil {
+				s.log.Error("toolbox handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			}
+			s.writeError(w, r, errorf(http.StatusInternalServerError, codeInternal, "handler panicked: %v", v))
+		}
+	}()
+	if s.isClosed() {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeInternal, "the toolbox server is shutting down"))
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close kills every process of every session and of running one-shot
+// executions, ends log followers, waits for the server's goroutines and
+// removes its log files. Requests arriving afterwards get 503.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.sessions = map[string]*session{}
+	execs := make([]*oneShot, 0, len(s.execs))
+	for e := range s.execs {
+		execs = append(execs, e)
+	}
+	s.mu.Unlock()
+
+	s.cancel()
+	var wg sync.WaitGroup
+	for _, ss := range sessions {
+		wg.Add(1)
+		go func() { defer wg.Done(); ss.destroy() }()
+	}
+	for _, e := range execs {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.kill() }()
+	}
+	wg.Wait()
+	s.wg.Wait()
+	return os.RemoveAll(s.tmpDir)
+}
+
+// go starts f as a goroutine the server waits for in Close.
+func (s *Server) goTracked(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// decodeJSON reads the request body as JSON into v, enforcing MaxBodyBytes.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.maxBody)
+	return decodeJSONBody(body, s.maxBody, v)
+}
+
+// decodeJSONBody decodes one JSON value from body into v.
+func decodeJSONBody(body io.Reader, limit int64, v any) error {
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return errorf(http.StatusRequestEntityTooLarge, codeInvalidRequestBody,
+				"request body exceeds %d bytes; send less data or upload files with /files/bulk-upload", limit)
+		case errors.Is(err, io.EOF):
+			return errorf(http.StatusBadRequest, codeInvalidRequestBody, "invalid request body: the body is empty, a JSON object is required")
+		default:
+			return &httpError{status: http.StatusBadRequest, code: codeInvalidRequestBody, msg: "invalid request body: a JSON object is required", err: err}
+		}
+	}
+	// Only whitespace may follow the value.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errorf(http.StatusRequestEntityTooLarge, codeInvalidRequestBody,
+				"request body exceeds %d bytes; send less data or upload files with /files/bulk-upload", limit)
+		}
+		return errorf(http.StatusBadRequest, codeInvalidRequestBody, "invalid request body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// uses reports whether the request opted in to the agentbox extension ext.
+func uses(r *http.Request, ext string) bool {
+	for _, v := range r.Header.Values(toolbox.HeaderUseExtensions) {
+		for _, f := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), ext) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, toolbox.VersionResponse{Version: s.version})
+}
+
+func (s *Server) handleWorkDir(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, toolbox.DirResponse{Dir: s.workDir})
+}
+
+func (s *Server) handleHomeDir(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, toolbox.DirResponse{Dir: s.homeDir})
+}
+
+// withoutKeys returns env without the entries of the given keys.
+func withoutKeys(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, key := range keys {
+			if k == key {
+				drop = true
+				break
+			}
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

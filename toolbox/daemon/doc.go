@@ -1,0 +1,36 @@
+// Package daemon implements a server of the Daytona toolbox API: the agent
+// that runs inside a sandbox (as PID 1 of a local sandbox, or in-process in
+// tests) and executes commands and file operations for a toolbox client.
+//
+// The server is wire-compatible with Daytona's daemon (the current cloud
+// toolbox spec and the v0.190.0 daemon): every Daytona SDK can talk to it.
+// It improves on Daytona where the protocol leaves room:
+//
+//   - Session commands keep the session's exported environment and working
+//     directory, yet a command that runs `exit 3` or trips `set -e` does not
+//     kill the session. Each command is a fresh shell started in the saved
+//     state; an EXIT trap hands the new state back to the server.
+//   - Output reaches log followers the moment it is read, partial lines
+//     included, with no polling; the follow WebSocket closes as soon as the
+//     command has ended and everything was sent.
+//   - Logs spill to disk, so a command may print far more than fits in
+//     memory.
+//   - Deleting a session kills every process its commands started, daemons
+//     that called setsid included.
+//
+// It also offers the agentbox protocol extensions (frames, stdin, base64),
+// announced on every response by the X-Agentbox-Extensions header and used
+// only when a client asks for them with X-Agentbox-Use.
+//
+// # Paths
+//
+// File endpoints resolve a relative path against Options.WorkDir. Absolute
+// paths are allowed (the daemon runs inside the sandbox and has no more
+// rights than its user), but every path is cleaned, a relative path whose
+// cleaned form climbs out of the work dir ("../x", "a/../../x") is rejected
+// with 400 BAD_REQUEST, and a path containing a NUL byte is rejected with
+// 400 as well. Symbolic links are followed as the operating system does.
+//
+// The Server is an http.Handler; listening (on a unix socket or TCP) is the
+// caller's job.
+package daemon

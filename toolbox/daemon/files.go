@@ -1,0 +1,539 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// resolve turns a request path into an absolute, cleaned path: relative
+// paths are taken from the work dir and may not climb out of it; absolute
+// paths are allowed; NUL bytes are rejected.
+func (s *Server) resolve(p string) (string, error) {
+	return resolvePath(s.workDir, p)
+}
+
+func resolvePath(base, p string) (string, error) {
+	if p == "" {
+		return "", badRequest("path is required")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", badRequest("path %q contains a NUL byte", p)
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p), nil
+	}
+	c := filepath.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", badRequest("relative path %q climbs out of the work dir %s; use a path inside it or an absolute path", p, base)
+	}
+	return filepath.Join(base, c), nil
+}
+
+// queryPath reads and resolves a required path query parameter.
+func (s *Server) queryPath(r *http.Request, name string) (string, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return "", badRequest("query parameter %q is required", name)
+	}
+	return s.resolve(v)
+}
+
+// fsError maps a file-system error to an API error.
+func fsError(p string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &httpError{status: http.StatusNotFound, code: codeFileNotFound, msg: fmt.Sprintf("file %q not found", p)}
+	case errors.Is(err, fs.ErrPermission):
+		return &httpError{status: http.StatusForbidden, code: codeFileAccessDenied, msg: fmt.Sprintf("access to %q denied", p)}
+	case errors.Is(err, syscall.ENOTEMPTY):
+		return badRequest("directory %q is not empty; pass recursive=true to delete it with its contents", p)
+	case errors.Is(err, fs.ErrExist):
+		return &httpError{status: http.StatusConflict, code: codeConflict, msg: fmt.Sprintf("%q already exists", p)}
+	case errors.Is(err, syscall.ENOTDIR):
+		return badRequest("a parent of %q is not a directory", p)
+	case errors.Is(err, syscall.EISDIR):
+		return badRequest("%q is a directory", p)
+	}
+	return fmt.Errorf("%s: %w", p, err)
+}
+
+// idCache maps uids and gids to names.
+type idCache struct {
+	mu     sync.Mutex
+	users  map[uint32]string
+	groups map[uint32]string
+}
+
+func (c *idCache) names(uid, gid uint32) (string, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.users == nil {
+		c.users, c.groups = map[uint32]string{}, map[uint32]string{}
+	}
+	u, ok := c.users[uid]
+	if !ok {
+		u = strconv.FormatUint(uint64(uid), 10)
+		if x, err := user.LookupId(u); err == nil {
+			u = x.Username
+		}
+		c.users[uid] = u
+	}
+	g, ok := c.groups[gid]
+	if !ok {
+		g = strconv.FormatUint(uint64(gid), 10)
+		if x, err := user.LookupGroupId(g); err == nil {
+			g = x.Name
+		}
+		c.groups[gid] = g
+	}
+	return u, g
+}
+
+func (s *Server) fileInfo(p string, fi fs.FileInfo) toolbox.FileInfo {
+	out := toolbox.FileInfo{
+		Name:        fi.Name(),
+		Path:        p,
+		Size:        fi.Size(),
+		Mode:        fi.Mode().String(),
+		Permissions: fmt.Sprintf("%04o", fi.Mode().Perm()),
+		IsDir:       fi.IsDir(),
+		ModifiedAt:  fi.ModTime().UTC().Format(time.RFC3339),
+		ModTime:     fi.ModTime().String(),
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		out.Owner, out.Group = s.users.names(st.Uid, st.Gid)
+	}
+	return out
+}
+
+func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
+	dir := s.workDir
+	if v := r.URL.Query().Get("path"); v != "" {
+		p, err := s.resolve(v)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		dir = p
+	}
+	depth := 1
+	if v := r.URL.Query().Get("depth"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.writeError(w, r, badRequest("depth must be an integer >= 1, got %q", v))
+			return
+		}
+		depth = n
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		s.writeError(w, r, fsError(dir, err))
+		return
+	}
+	if !fi.IsDir() {
+		s.writeError(w, r, badRequest("%q is not a directory; use /files/info for a file", dir))
+		return
+	}
+	out := []toolbox.FileInfo{}
+	var walk func(dir string, level int) error
+	walk = func(dir string, level int) error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			info, err := e.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			out = append(out, s.fileInfo(p, info))
+			if e.IsDir() && level < depth {
+				if err := walk(p, level+1); err != nil && !errors.Is(err, fs.ErrPermission) {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(dir, 1); err != nil {
+		s.writeError(w, r, fsError(dir, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) {
+	p, err := s.queryPath(r, "path")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		s.writeError(w, r, fsError(p, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.fileInfo(p, fi))
+}
+
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
+	p, err := s.queryPath(r, "path")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		s.writeError(w, r, fsError(p, err))
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		s.writeError(w, r, fsError(p, err))
+		return
+	}
+	if fi.IsDir() {
+		s.writeError(w, r, badRequest("%q is a directory; list it with GET /files", p))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(p)}))
+	if fi.Mode().IsRegular() {
+		h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, f)
+}
+
+func (s *Server) handleBulkDownload(w http.ResponseWriter, r *http.Request) {
+	var req toolbox.FilesDownloadRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if len(req.Paths) == 0 {
+		s.writeError(w, r, badRequest("paths must list at least one file"))
+		return
+	}
+	mw := multipart.NewWriter(w)
+	w.Header().Set("Content-Type", "multipart/form-data; boundary="+mw.Boundary())
+	w.WriteHeader(http.StatusOK)
+	for _, raw := range req.Paths {
+		if err := s.writeDownloadPart(mw, r, raw); err != nil {
+			return // the connection failed
+		}
+	}
+	_ = mw.Close()
+}
+
+// writeDownloadPart writes one file part, or an error part when the file
+// cannot be read. It returns an error only when writing to the client fails.
+func (s *Server) writeDownloadPart(mw *multipart.Writer, r *http.Request, raw string) error {
+	fail := func(err error) error {
+		var he *httpError
+		if !errors.As(err, &he) {
+			he = &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
+		}
+		body, _ := json.Marshal(errorBody(r, he.status, he.code, he.Error()))
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "error", "filename": raw}))
+		h.Set("Content-Type", "application/json")
+		pw, err := mw.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		_, err = pw.Write(body)
+		return err
+	}
+	p, err := s.resolve(raw)
+	if err != nil {
+		return fail(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return fail(fsError(p, err))
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return fail(fsError(p, err))
+	} else if fi.IsDir() {
+		return fail(badRequest("%q is a directory", p))
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": raw}))
+	h.Set("Content-Type", "application/octet-stream")
+	pw, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(pw, f)
+	return err
+}
+
+// writeFile streams src into path, creating parent directories.
+func writeFile(path string, src io.Reader) (int64, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, fsError(filepath.Dir(path), err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, fsError(path, err)
+	}
+	n, err := io.Copy(f, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, fmt.Errorf("writing %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// uploadFromMultipart streams the part named field into path.
+func uploadFromMultipart(r *http.Request, field, path string) (bool, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return false, badRequest("a multipart/form-data body is required: %v", err)
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, badRequest("reading the multipart body: %v", err)
+		}
+		if part.FormName() != field {
+			part.Close()
+			continue
+		}
+		_, err = writeFile(path, part)
+		part.Close()
+		return true, err
+	}
+}
+
+func isMultipart(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && strings.HasPrefix(mt, "multipart/")
+}
+
+// handleUploadV1 is the v0.190 daemon's POST /files/upload: multipart field
+// "file", empty 200 answer.
+func (s *Server) handleUploadV1(w http.ResponseWriter, r *http.Request) {
+	p, err := s.queryPath(r, "path")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	found, err := uploadFromMultipart(r, "file", p)
+	if err == nil && !found {
+		err = badRequest("the multipart body has no part named \"file\"")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// v0.190 answers gin.H: an empty object.
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// handleUploadV2 is the cloud POST /files/upload-v2: multipart field "file"
+// or a raw body; answers {name, path, type}.
+func (s *Server) handleUploadV2(w http.ResponseWriter, r *http.Request) {
+	p, err := s.queryPath(r, "path")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if isMultipart(r) {
+		found, err := uploadFromMultipart(r, "file", p)
+		if err == nil && !found {
+			err = badRequest("the multipart body has no part named \"file\"")
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	} else if _, err := writeFile(p, r.Body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toolbox.UploadedFile{Name: filepath.Base(p), Path: p, Type: "file"})
+}
+
+// bulkUploadError is the 400 answer of a bulk upload: an ErrorResponse that
+// also lists the per-file errors and the files that were written.
+type bulkUploadError struct {
+	toolbox.ErrorResponse
+	Errors []string                   `json:"errors"`
+	Files  []toolbox.BulkUploadedFile `json:"files"`
+}
+
+// handleBulkUpload streams parts files[i].path and files[i].file to disk;
+// each path part must precede its file part.
+func (s *Server) handleBulkUpload(w http.ResponseWriter, r *http.Request) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		s.writeError(w, r, badRequest("a multipart/form-data body is required: %v", err))
+		return
+	}
+	paths := map[string]string{}
+	resp := toolbox.BulkUploadResponse{Files: []toolbox.BulkUploadedFile{}}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			resp.Errors = append(resp.Errors, fmt.Sprintf("reading the multipart body: %v", err))
+			break
+		}
+		name := part.FormName()
+		switch {
+		case strings.HasPrefix(name, "files[") && strings.HasSuffix(name, "].path"):
+			key := name[len("files[") : len(name)-len("].path")]
+			v, err := io.ReadAll(io.LimitReader(part, 4097))
+			switch {
+			case err != nil:
+				resp.Errors = append(resp.Errors, fmt.Sprintf("%s: %v", name, err))
+			case len(v) > 4096:
+				resp.Errors = append(resp.Errors, fmt.Sprintf("%s: path longer than 4096 bytes", name))
+			default:
+				paths[key] = string(v)
+			}
+		case strings.HasPrefix(name, "files[") && strings.HasSuffix(name, "].file"):
+			key := name[len("files[") : len(name)-len("].file")]
+			raw, ok := paths[key]
+			if !ok {
+				resp.Errors = append(resp.Errors, fmt.Sprintf("%s: no files[%s].path part before it; send each path part before its file part", name, key))
+				break
+			}
+			p, err := s.resolve(raw)
+			if err != nil {
+				resp.Errors = append(resp.Errors, fmt.Sprintf("%s: %v", raw, err))
+				break
+			}
+			n, err := writeFile(p, part)
+			if err != nil {
+				resp.Errors = append(resp.Errors, fmt.Sprintf("%s: %v", raw, err))
+				break
+			}
+			resp.Files = append(resp.Files, toolbox.BulkUploadedFile{Path: p, Bytes: n})
+		}
+		part.Close()
+	}
+	if len(resp.Errors) > 0 {
+		msg := fmt.Sprintf("%d of the uploads failed: %s", len(resp.Errors), strings.Join(resp.Errors, "; "))
+		writeJSON(w, http.StatusBadRequest, bulkUploadError{
+			ErrorResponse: errorBody(r, http.StatusBadRequest, codeBadRequest, msg),
+			Errors:        resp.Errors,
+			Files:         resp.Files,
+		})
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request) {
+	p, err := s.queryPath(r, "path")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	mode := fs.FileMode(0o755)
+	if v := r.URL.Query().Get("mode"); v != "" {
+		n, err := strconv.ParseUint(v, 8, 32)
+		if err != nil || n > 0o7777 {
+			s.writeError(w, r, badRequest("mode must be an octal permission such as 0755, got %q", v))
+			return
+		}
+		mode = fs.FileMode(n)
+	}
+	if err := os.MkdirAll(p, mode); err != nil {
+		s.writeError(w, r, fsError(p, err))
+		return
+	}
+	// MkdirAll applies the umask; set the mode asked for on the leaf.
+	_ = os.Chmod(p, mode)
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) {
+	p, err := s.queryPath(r, "path")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if p == "/" {
+		s.writeError(w, r, badRequest("refusing to delete /"))
+		return
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		s.writeError(w, r, fsError(p, err))
+		return
+	}
+	recursive := r.URL.Query().Get("recursive") == "true"
+	if fi.IsDir() && recursive {
+		err = os.RemoveAll(p)
+	} else {
+		err = os.Remove(p)
+	}
+	if err != nil {
+		s.writeError(w, r, fsError(p, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
+	src, err := s.queryPath(r, "source")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	dst, err := s.queryPath(r, "destination")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := os.Lstat(src); err != nil {
+		s.writeError(w, r, fsError(src, err))
+		return
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "destination %q already exists; delete it first", dst))
+		return
+	}
+	if err := os.Rename(src, dst); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = &httpError{status: http.StatusNotFound, code: codeFileNotFound, msg: fmt.Sprintf("the folder of destination %q does not exist; create it first", dst)}
+		} else {
+			err = fsError(src, err)
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,46 @@
+package toolbox
+
+// Names of the agentbox protocol extensions, as listed in the
+// X-Agentbox-Extensions and X-Agentbox-Use headers.
+const (
+	// ExtFrames: on the WebSocket handshake of a log follow, each binary
+	// message is one stream id byte (StreamStdout or StreamStderr) and the
+	// raw payload; the server closes with 1000 and reason "exit=<code>"
+	// when the command ended, or "killed" when its session was deleted.
+	ExtFrames = "frames"
+	// ExtStdin: on POST …/command/{id}/input, data is written exactly as
+	// given (no newline appended, no echo) and HeaderStdinClose closes the
+	// command's stdin afterwards.
+	ExtStdin = "stdin"
+	// ExtBase64: on a sync session exec and on GET …/logs (JSON), stdout
+	// and stderr are standard base64 of the raw bytes; the server confirms
+	// with HeaderEncoding.
+	ExtBase64 = "base64"
+)
+
+// Headers of the agentbox protocol extensions (see also HeaderExtensions
+// and HeaderUseExtensions).
+const (
+	// HeaderEncoding is the server's confirmation that stdout and stderr
+	// of the answer are encoded; its only value is "base64".
+	HeaderEncoding = "X-Agentbox-Encoding"
+	// HeaderStdinClose, with value "true" on an input request using the
+	// stdin extension, closes the command's stdin after writing data.
+	HeaderStdinClose = "X-Agentbox-Stdin-Close"
+)
+
+// Stream ids of the frames extension.
+const (
+	StreamStdout byte = 1
+	StreamStderr byte = 2
+)
+
+// Close reasons of the frames extension.
+const (
+	// CloseReasonExitPrefix starts the close reason of a command that
+	// ended: "exit=" followed by the decimal exit code.
+	CloseReasonExitPrefix = "exit="
+	// CloseReasonKilled is the close reason when the session was deleted
+	// while following.
+	CloseReasonKilled = "killed"
+)

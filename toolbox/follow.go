@@ -1,0 +1,368 @@
+package toolbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// wsPingInterval keeps a follow socket alive through proxies with idle
+// timeouts; Daytona's daemon sends no pings of its own.
+const wsPingInterval = 25 * time.Second
+
+// wsReadLimit bounds one WebSocket message.
+const wsReadLimit = 64 << 20
+
+// FollowLogs streams the output of a session command to stdout and stderr
+// (either may be nil) until the command ends. Writes happen from the
+// calling goroutine, in order, never concurrently.
+//
+// It follows over a WebSocket (with the frames extension when the server
+// offers it, else demultiplexing Daytona's marked log) and falls back to
+// polling GET …/logs every PollInterval when the socket cannot be opened,
+// closes abnormally, or ends without telling the exit code. Every source
+// replays the log from its start; FollowLogs writes each byte once.
+//
+// exitCode is the command's exit code when the follow learned it (frames
+// close reason, or polling), else nil: then ask GetCommand. killed reports
+// that the session was deleted while following. Cancelling ctx returns
+// ctx's error promptly.
+func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (exitCode *int, killed bool, err error) {
+	if err := checkID("session ID", sessionID); err != nil {
+		return nil, false, err
+	}
+	if err := checkID("command ID", cmdID); err != nil {
+		return nil, false, err
+	}
+	f := &follower{c: c, sid: sessionID, cid: cmdID, w: [2]io.Writer{stdout, stderr}}
+	f.dmx = NewDemuxer(streamWriter{f, 0}, streamWriter{f, 1})
+	if !c.noWS {
+		r, err := f.websocket(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if r.done {
+			return r.exitCode, r.killed, nil
+		}
+	}
+	return f.poll(ctx)
+}
+
+// follower de-duplicates output across sources that each replay the log
+// from byte 0. raw counts the bytes of the marked log consumed by dmx (-1:
+// unknown, after a frames source); per stream, emitted counts bytes
+// written and pos the bytes the current source has produced so far.
+type follower struct {
+	c        *Client
+	sid, cid string
+	w        [2]io.Writer
+	emitted  [2]int64
+	pos      [2]int64
+	raw      int64
+	dmx      *Demuxer
+	seen     bool // the command was seen to exist during this follow
+	werr     error
+}
+
+type followResult struct {
+	done     bool
+	exitCode *int
+	killed   bool
+}
+
+type streamWriter struct {
+	f *follower
+	s int
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	if err := w.f.emit(w.s, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// emit writes the part of p not written before.
+func (f *follower) emit(s int, p []byte) error {
+	if f.werr != nil {
+		return f.werr
+	}
+	skip := f.emitted[s] - f.pos[s]
+	f.pos[s] += int64(len(p))
+	if skip >= int64(len(p)) {
+		return nil
+	}
+	if skip > 0 {
+		p = p[skip:]
+	}
+	f.emitted[s] += int64(len(p))
+	if f.w[s] == nil {
+		return nil
+	}
+	if _, err := f.w[s].Write(p); err != nil {
+		f.werr = fmt.Errorf("toolbox: follow logs: writing output: %w", err)
+		return f.werr
+	}
+	return nil
+}
+
+// feedRaw consumes data found at offset off of the marked log.
+func (f *follower) feedRaw(off int64, data []byte) error {
+	if f.raw < 0 {
+		if off != 0 {
+			return nil
+		}
+		// A new pass over the whole log: start a fresh demuxer and let
+		// the per-stream counts skip what was already written.
+		f.dmx = NewDemuxer(streamWriter{f, 0}, streamWriter{f, 1})
+		f.pos = [2]int64{}
+		f.raw = 0
+	}
+	skip := f.raw - off
+	if skip >= int64(len(data)) {
+		return nil
+	}
+	if skip < 0 {
+		return nil // a gap cannot be filled from this data
+	}
+	data = data[skip:]
+	f.raw += int64(len(data))
+	if _, err := f.dmx.Write(data); err != nil {
+		if f.werr != nil {
+			return f.werr
+		}
+		return err
+	}
+	return nil
+}
+
+func (f *follower) logsPath() string { return commandPath(f.sid, f.cid) + "/logs" }
+
+// websocket follows over a WebSocket. A result with done=false means: poll.
+func (f *follower) websocket(ctx context.Context) (followResult, error) {
+	ext, err := f.c.Extensions(ctx)
+	if err != nil && ctx.Err() != nil {
+		return followResult{}, ctx.Err()
+	}
+	hdr := http.Header{}
+	if ext.Frames {
+		hdr.Set(HeaderUseExtensions, ExtFrames)
+	}
+	conn, resp, err := websocket.Dial(ctx, f.c.base+f.logsPath()+"?follow=true", &websocket.DialOptions{
+		HTTPClient:      f.c.hc,
+		HTTPHeader:      hdr,
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return followResult{}, ctx.Err()
+		}
+		return followResult{}, nil
+	}
+	conn.SetReadLimit(wsReadLimit)
+	frames := ext.Frames
+	if resp != nil {
+		if v, ok := resp.Header[http.CanonicalHeaderKey(HeaderExtensions)]; ok {
+			frames = frames && parseExtensions(strings.Join(v, ",")).Frames
+		}
+	}
+	f.seen = true
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(wsPingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_ = conn.Ping(pctx)
+				cancel()
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		_ = conn.CloseNow()
+		wg.Wait()
+	}()
+
+	if frames {
+		// This source restarts the per-stream counts; the marked log's
+		// offset is unknown from here on.
+		f.pos = [2]int64{}
+		f.raw = -1
+	}
+	var off int64 // offset in the marked log, without frames
+	for {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return followResult{}, ctx.Err()
+			}
+			var ce websocket.CloseError
+			if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure && frames {
+				switch {
+				case ce.Reason == CloseReasonKilled:
+					return followResult{done: true, killed: true}, nil
+				case strings.HasPrefix(ce.Reason, CloseReasonExitPrefix):
+					if n, err := strconv.Atoi(strings.TrimPrefix(ce.Reason, CloseReasonExitPrefix)); err == nil {
+						return followResult{done: true, exitCode: &n}, nil
+					}
+				}
+			}
+			// A plain close, an abnormal close or a broken link: the
+			// polling loop learns the exit code and drains the log.
+			return followResult{}, nil
+		}
+		if frames {
+			if len(data) == 0 {
+				continue
+			}
+			var s int
+			switch data[0] {
+			case StreamStdout:
+				s = 0
+			case StreamStderr:
+				s = 1
+			default:
+				continue // unknown stream: ignore
+			}
+			if err := f.emit(s, data[1:]); err != nil {
+				return followResult{}, err
+			}
+			continue
+		}
+		if err := f.feedRaw(off, data); err != nil {
+			return followResult{}, err
+		}
+		off += int64(len(data))
+	}
+}
+
+// poll follows by polling the command (for its exit code) and its log.
+// Each round asks for the command first, so once the exit code is known
+// the log fetched after it is complete.
+func (f *follower) poll(ctx context.Context) (*int, bool, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		cmd, err := f.c.GetCommand(ctx, f.sid, f.cid)
+		if err != nil {
+			return f.pollErr(ctx, err)
+		}
+		f.seen = true
+		var hdr http.Header
+		if e, _ := f.c.cachedExtensions(); e.Base64 {
+			hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtBase64}}
+		}
+		a, err := f.c.logs(ctx, f.sid, f.cid, hdr)
+		if err != nil {
+			return f.pollErr(ctx, err)
+		}
+		if err := f.feedLogs(a, cmd.ExitCode != nil); err != nil {
+			return nil, false, err
+		}
+		if cmd.ExitCode != nil {
+			if err := f.finish(); err != nil {
+				return nil, false, err
+			}
+			code := *cmd.ExitCode
+			return &code, false, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(f.c.poll)
+		} else {
+			timer.Reset(f.c.poll)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// feedLogs consumes one polled snapshot of the log. With the base64
+// extension the streams are exact and de-duplicated per stream; otherwise
+// the marked output is de-duplicated by its byte offset. A snapshot of a
+// running command may end inside a UTF-8 sequence, which JSON encoding
+// turned into U+FFFD: such a tail is left for the next round.
+func (f *follower) feedLogs(a *logsAnswer, complete bool) error {
+	if strings.EqualFold(strings.TrimSpace(a.header.Get(HeaderEncoding)), ExtBase64) {
+		out, errb, err := splitOutput(a.header, nil, a.stdout, a.stderr)
+		if err != nil {
+			return fmt.Errorf("toolbox: GET %s: %w", f.logsPath(), err)
+		}
+		// The exact streams replace the marked log from here on (bytes
+		// a demuxer held back are covered by them).
+		f.dmx = nil
+		f.raw = -1
+		f.pos = [2]int64{}
+		if err := f.emit(0, out); err != nil {
+			return err
+		}
+		return f.emit(1, errb)
+	}
+	if a.output == nil {
+		return nil
+	}
+	out := []byte(*a.output)
+	if !complete {
+		for bytes.HasSuffix(out, replacementChar) {
+			out = out[:len(out)-len(replacementChar)]
+		}
+	}
+	return f.feedRaw(0, out)
+}
+
+var replacementChar = []byte("\uFFFD")
+
+// pollErr turns a polling error into FollowLogs' answer: a 404 after the
+// command was seen means its session was deleted.
+func (f *follower) pollErr(ctx context.Context, err error) (*int, bool, error) {
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	if f.seen && errors.Is(err, sandbox.ErrNotFound) {
+		if err := f.finish(); err != nil {
+			return nil, false, err
+		}
+		return nil, true, nil
+	}
+	return nil, false, err
+}
+
+// finish flushes bytes the demuxer held back.
+func (f *follower) finish() error {
+	if f.raw < 0 || f.dmx == nil {
+		return f.werr
+	}
+	if err := f.dmx.Close(); err != nil {
+		if f.werr != nil {
+			return f.werr
+		}
+		return err
+	}
+	return f.werr
+}

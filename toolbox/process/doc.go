@@ -1,0 +1,40 @@
+// Package process runs commands and background processes in a sandbox
+// through its toolbox API. It is written once for every engine: a
+// [Manager] drives a [toolbox.Client], so the same code serves a local
+// sandbox (agentbox's own toolbox server) and a Daytona cloud sandbox.
+//
+// # Sessions
+//
+// Commands run in toolbox sessions, each a long-lived shell. The Manager
+// keeps a small pool of idle sessions and wraps every command so that
+// nothing it does (cd, export, set, exit, a syntax error) leaks into or
+// kills the pooled shell:
+//
+//	(export K='v' && cd '/dir' && eval '<command>') </dev/null
+//
+// The command is quoted with [sandbox.ShellQuote] and run by eval, so
+// heredocs, trailing comments and several lines work as typed, and a
+// syntax error fails the command (exit 2) instead of the session shell.
+//
+// # Round trips
+//
+// A command that streams nothing (no Stdout, Stderr or Stdin in its
+// options) costs one request on a warm pool: a synchronous session exec.
+// A streaming command costs an asynchronous exec plus one log follow, and,
+// against servers without the agentbox "frames" extension, one more request
+// for the exit code. A session found gone (the sandbox restarted) is
+// replaced and the command retried once.
+//
+// The exit code of a streamed command comes from the frames extension's
+// close reason, else from GET …/command/{id}; a server that has not
+// recorded it yet is asked again for up to 3 seconds before the command
+// fails with an error (Mastra instead assumes 0; a wrong "success" is worse
+// than an error).
+//
+// # Timeouts and cancellation
+//
+// Timeouts are enforced by the client: when one expires, or the caller's
+// context is cancelled, the command's session is deleted, which makes the
+// server kill the command's whole process tree. Such a session never
+// returns to the pool.
+package process

@@ -1,0 +1,445 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// plan is a validated command, ready to run.
+type plan struct {
+	line    string        // the full command line (what results report)
+	script  string        // the session command actually sent
+	timeout time.Duration // <= 0: none
+	retain  int64         // bytes retained per stream, < 0: all
+}
+
+// prepare validates opts, starts the sandbox if needed and builds the
+// session command. stdinNull redirects the command's stdin from /dev/null.
+func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOptions, defRetain int64, stdinNull bool) (*plan, error) {
+	if strings.TrimSpace(line) == "" {
+		return nil, fmt.Errorf("process: %w: the command is empty; pass a shell command line", sandbox.ErrInvalidArgument)
+	}
+	retain := opts.MaxRetainedBytes
+	switch {
+	case retain == 0:
+		retain = defRetain
+	case retain < 0 && retain != sandbox.Unlimited:
+		return nil, fmt.Errorf("process: %w: MaxRetainedBytes is %d; use a positive byte count, 0 for the default or sandbox.Unlimited", sandbox.ErrInvalidArgument, retain)
+	}
+	var env map[string]string
+	var err error
+	if m.host != nil {
+		env, err = m.host.MergeEnv(opts.Env)
+	} else {
+		env, err = opts.Env, sandbox.ValidateEnv(opts.Env)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cwd := opts.Cwd
+	if cwd == "" {
+		cwd = m.defaultCwd
+	}
+	script, err := buildScript(line, env, cwd, stdinNull)
+	if err != nil {
+		return nil, err
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = m.defaultTimeout
+	}
+	if m.host != nil {
+		if err := m.host.EnsureRunning(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return &plan{line: line, script: script, timeout: timeout, retain: retain}, nil
+}
+
+// buildScript wraps line so that nothing it does leaks into the session
+// shell: the exports and the cd happen in a subshell, and the command runs
+// through eval, so a syntax error fails the command rather than the shell.
+func buildScript(line string, env map[string]string, cwd string, stdinNull bool) (string, error) {
+	var b strings.Builder
+	b.WriteByte('(')
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !sandbox.ValidEnvName(k) {
+			return "", fmt.Errorf("process: %w: %q (names must match [A-Za-z_][A-Za-z0-9_]*)", sandbox.ErrInvalidEnv, k)
+		}
+		b.WriteString("export ")
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(sandbox.ShellQuote(env[k]))
+		b.WriteString(" && ")
+	}
+	if cwd != "" {
+		b.WriteString("cd ")
+		b.WriteString(sandbox.ShellQuote(cwd))
+		b.WriteString(" && ")
+	}
+	b.WriteString("eval ")
+	b.WriteString(sandbox.ShellQuote(line))
+	b.WriteByte(')')
+	if stdinNull {
+		b.WriteString(" </dev/null")
+	}
+	return b.String(), nil
+}
+
+// Execute runs command, followed by args each quoted with
+// sandbox.ShellQuote, and waits for it. A command that runs and fails is
+// not an error: the result has a non-zero ExitCode.
+//
+// Options are validated before anything runs. On timeout the command's
+// process tree is killed and the result has exit code 124, TimedOut and
+// Killed, with "Command timed out after <d>" as stderr when the command
+// wrote none. Cancelling ctx kills the command too and returns ctx.Err().
+//
+// With opts.Stdin set the command reads it; this needs a toolbox server
+// with the agentbox "stdin" extension (exact bytes and a real EOF), and
+// fails with an error matching sandbox.ErrUnsupported against others (a
+// plain Daytona daemon appends newlines and cannot close a command's
+// input). Like os/exec, Execute waits for the copying of Stdin to end, so a
+// Stdin whose Read blocks forever blocks Execute.
+//
+// If the Stdout or Stderr writer fails, it receives nothing more, the
+// command runs on, and Execute returns the result together with an error
+// wrapping the writer's. Likewise for a failure to copy Stdin (a read
+// error, or input that is not UTF-8, which the protocol cannot carry); the
+// command then sees EOF.
+func (m *Manager) Execute(ctx context.Context, command string, args []string, opts *sandbox.ExecOptions) (*sandbox.CommandResult, error) {
+	if opts == nil {
+		opts = &sandbox.ExecOptions{}
+	}
+	pl, err := m.prepare(ctx, sandbox.CommandLine(command, args), opts, sandbox.Unlimited, opts.Stdin == nil)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Stdin != nil {
+		if err := m.requireStdin(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Stdout == nil && opts.Stderr == nil && opts.Stdin == nil {
+		return m.executeSync(ctx, pl)
+	}
+	return m.executeStream(ctx, pl, opts)
+}
+
+// requireStdin fails unless the server offers the stdin extension.
+func (m *Manager) requireStdin(ctx context.Context) error {
+	ext, err := m.client.Extensions(ctx)
+	if err != nil {
+		return &toolboxError{op: "asking the server for its extensions", err: err}
+	}
+	if !ext.Stdin {
+		return fmt.Errorf("process: %w: Stdin needs a toolbox server with the agentbox stdin extension (a plain Daytona daemon cannot deliver exact bytes or close a command's input); pipe the input through the command line instead", sandbox.ErrUnsupported)
+	}
+	return nil
+}
+
+// executeSync runs a command that streams nothing with one synchronous
+// session exec.
+func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandResult, error) {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		s, err := m.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := withTimeout(ctx, pl.timeout)
+		res, err := m.client.SessionExecute(rctx, s.id, toolbox.SessionExecuteRequest{Command: pl.script})
+		timedOut := err != nil && ctx.Err() == nil && rctx.Err() != nil
+		cancel()
+		switch {
+		case err == nil && res.ExitCode != nil:
+			m.release(s)
+			out := newStreams(pl.retain, nil, nil)
+			out.stdout.add(res.Stdout)
+			out.stderr.add(res.Stderr)
+			return result(pl.line, *res.ExitCode, out, time.Since(start)), nil
+		case err == nil:
+			m.deleteSession(s.id)
+			return nil, &toolboxError{op: "running a command", err: errors.New("the server reported no exit code")}
+		case timedOut:
+			out := m.salvage(s.id, pl.retain)
+			m.deleteSession(s.id)
+			return timedOutResult(pl, out, time.Since(start)), nil
+		case ctx.Err() != nil:
+			m.deleteSession(s.id)
+			return nil, ctx.Err()
+		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound):
+			m.stale(s.gen)
+			continue
+		default:
+			m.deleteSession(s.id)
+			return nil, &toolboxError{op: "running a command", err: err}
+		}
+	}
+}
+
+// salvage fetches the output a synchronous command wrote before its
+// timeout: the session's command still running. Best effort.
+func (m *Manager) salvage(sid string, retain int64) *streams {
+	out := newStreams(retain, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sess, err := m.client.GetSession(ctx, sid)
+	if err != nil {
+		return out
+	}
+	for i := len(sess.Commands) - 1; i >= 0; i-- {
+		if c := sess.Commands[i]; c.ExitCode == nil {
+			if stdout, stderr, err := m.client.CommandLogs(ctx, sid, c.ID); err == nil {
+				out.stdout.add(stdout)
+				out.stderr.add(stderr)
+			}
+			break
+		}
+	}
+	return out
+}
+
+// startAsync starts pl asynchronously on a session of the pool, replacing
+// a vanished pooled session once.
+func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := m.acquire(ctx)
+		if err != nil {
+			return session{}, "", err
+		}
+		res, err := m.client.SessionExecute(ctx, s.id, toolbox.SessionExecuteRequest{Command: pl.script, RunAsync: true, SuppressInputEcho: true})
+		switch {
+		case err == nil && res.CmdID != "":
+			return s, res.CmdID, nil
+		case err == nil:
+			m.deleteSession(s.id)
+			return session{}, "", &toolboxError{op: "starting a command", err: errors.New("the server returned no command id")}
+		case ctx.Err() != nil:
+			m.deleteSession(s.id)
+			return session{}, "", ctx.Err()
+		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound):
+			m.stale(s.gen)
+			continue
+		default:
+			m.deleteSession(s.id)
+			return session{}, "", &toolboxError{op: "starting a command", err: err}
+		}
+	}
+}
+
+// follow streams a command's output into out until it ends and returns
+// its exit code. killed reports that its session was deleted meanwhile.
+func (m *Manager) follow(ctx context.Context, sid, cid string, out *streams) (code int, killed bool, err error) {
+	ec, killed, err := m.client.FollowLogs(ctx, sid, cid, out.stdoutWriter(), out.stderrWriter())
+	if err != nil || killed {
+		return 0, killed, err
+	}
+	if ec != nil {
+		return *ec, false, nil
+	}
+	return m.exitCode(ctx, sid, cid)
+}
+
+// exitCode asks the server for the exit code of an ended command. A server
+// may record it a moment after the log ends, so a missing code is asked
+// again for up to exitCodeWait before giving up with an error.
+func (m *Manager) exitCode(ctx context.Context, sid, cid string) (int, bool, error) {
+	deadline := time.Now().Add(exitCodeWait)
+	delay := 5 * time.Millisecond
+	for {
+		c, err := m.client.GetCommand(ctx, sid, cid)
+		if err != nil {
+			if errors.Is(err, sandbox.ErrNotFound) {
+				return 0, true, nil // the session was deleted
+			}
+			return 0, false, &toolboxError{op: "getting the exit code", err: err}
+		}
+		if c.ExitCode != nil {
+			return *c.ExitCode, false, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, false, &toolboxError{op: "getting the exit code", err: fmt.Errorf("the server reported none %v after the output ended", exitCodeWait)}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, false, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// exitCodeWait bounds how long exitCode waits for a missing exit code.
+const exitCodeWait = 3 * time.Second
+
+// executeStream runs a command whose output streams to the caller's
+// writers or whose input comes from opts.Stdin.
+func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.ExecOptions) (*sandbox.CommandResult, error) {
+	start := time.Now()
+	s, cid, err := m.startAsync(ctx, pl)
+	if err != nil {
+		return nil, err
+	}
+	out := newStreams(pl.retain, opts.Stdout, opts.Stderr)
+	fctx, cancel := withTimeout(ctx, pl.timeout)
+	var stdinDone chan struct{}
+	var stdinErr error
+	if opts.Stdin != nil {
+		stdinDone = make(chan struct{})
+		go func() {
+			defer close(stdinDone)
+			stdinErr = stdinFailure(m.copyStdin(fctx, s.id, cid, opts.Stdin))
+		}()
+	}
+	code, killed, err := m.follow(fctx, s.id, cid, out)
+	timedOut := err != nil && ctx.Err() == nil && fctx.Err() != nil
+	cancel()
+	if stdinDone != nil {
+		<-stdinDone
+	}
+	ioErr := errors.Join(stdinErr, out.l.failure())
+	switch {
+	case err == nil && !killed:
+		m.release(s)
+		return result(pl.line, code, out, time.Since(start)), ioErr
+	case err == nil: // someone deleted the session (Close)
+		r := result(pl.line, sandbox.ExitKilled, out, time.Since(start))
+		r.Killed = true
+		return r, ioErr
+	case timedOut:
+		m.deleteSession(s.id)
+		return timedOutResult(pl, out, time.Since(start)), ioErr
+	case ctx.Err() != nil:
+		m.deleteSession(s.id)
+		return nil, ctx.Err()
+	default:
+		m.deleteSession(s.id)
+		return nil, &toolboxError{op: "following a command's output", err: err}
+	}
+}
+
+// stdinChunk is the most bytes sent per input request.
+const stdinChunk = 256 << 10
+
+// copyStdin sends r to the command's stdin as it is read and closes it at
+// EOF (or at a read error, as os/exec does). Input travels as JSON strings,
+// so it must be UTF-8; chunks are cut on rune boundaries. A command that
+// ends first makes the next request fail, which ends the copy. It returns
+// the first error.
+func (m *Manager) copyStdin(ctx context.Context, sid, cid string, r io.Reader) error {
+	buf := make([]byte, stdinChunk)
+	carry := 0
+	for {
+		n, rerr := r.Read(buf[carry:])
+		n += carry
+		send := n
+		if rerr == nil {
+			send = completeRunes(buf[:n])
+		}
+		if send > 0 {
+			if err := m.sendInput(ctx, sid, cid, buf[:send]); err != nil {
+				m.client.CloseInput(ctx, sid, cid) // the command sees EOF
+				return err
+			}
+		}
+		carry = copy(buf, buf[send:n])
+		if rerr != nil {
+			cerr := m.client.CloseInput(ctx, sid, cid)
+			if rerr == io.EOF {
+				return cerr
+			}
+			return rerr
+		}
+	}
+}
+
+// sendInput sends one chunk of input. A server may refuse input for a
+// command that has not started yet (409, it queues only a little); the
+// chunk is then sent again until the command starts or ctx ends.
+func (m *Manager) sendInput(ctx context.Context, sid, cid string, data []byte) error {
+	delay := 5 * time.Millisecond
+	for {
+		err := m.client.SendInput(ctx, sid, cid, data)
+		var ae *toolbox.APIError
+		if err == nil || !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+}
+
+// completeRunes returns the length of the longest prefix of b that does
+// not end inside a UTF-8 sequence.
+func completeRunes(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return len(b)
+			}
+			return i
+		}
+	}
+	return len(b)
+}
+
+// stdinFailure turns the error of copyStdin into one worth reporting:
+// none when the command simply ended before reading all of its input.
+func stdinFailure(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, sandbox.ErrExited) || errors.Is(err, sandbox.ErrNotFound) {
+		return nil
+	}
+	// The command closed its stdin (EPIPE, which os/exec ignores too);
+	// the agentbox daemon reports it as a 408 naming the broken pipe.
+	var ae *toolbox.APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusRequestTimeout && strings.Contains(ae.Message, "broken pipe") {
+		return nil
+	}
+	return fmt.Errorf("process: copying stdin: %w", err)
+}
+
+// withTimeout is context.WithTimeout for d > 0 and context.WithCancel
+// otherwise (no timeout).
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
+func result(line string, code int, out *streams, d time.Duration) *sandbox.CommandResult {
+	r := &sandbox.CommandResult{Command: line, ExitCode: code, Duration: d}
+	r.Stdout, r.StdoutDroppedBytes = out.stdout.snapshot()
+	r.Stderr, r.StderrDroppedBytes = out.stderr.snapshot()
+	return r
+}
+
+func timedOutResult(pl *plan, out *streams, d time.Duration) *sandbox.CommandResult {
+	r := result(pl.line, sandbox.ExitTimedOut, out, d)
+	r.TimedOut, r.Killed = true, true
+	if r.Stderr == "" {
+		r.Stderr = "Command timed out after " + pl.timeout.String()
+	}
+	return r
+}

@@ -1,0 +1,263 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/agentbox-dev/agentbox/toolbox"
+	"github.com/agentbox-dev/agentbox/toolbox/daemon"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// countingTransport counts the requests (WebSocket handshakes included)
+// and can hide the server's agentbox extensions, making it look like a
+// plain Daytona daemon to the client.
+type countingTransport struct {
+	next  http.RoundTripper
+	plain bool
+	n     atomic.Int64
+
+	mu  sync.Mutex
+	log []string
+}
+
+func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.n.Add(1)
+	t.mu.Lock()
+	t.log = append(t.log, r.Method+" "+r.URL.Path)
+	t.mu.Unlock()
+	if t.plain {
+		r = r.Clone(r.Context())
+		r.Header.Del(toolbox.HeaderUseExtensions)
+	}
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && t.plain {
+		resp.Header.Del(toolbox.HeaderExtensions)
+	}
+	return resp, err
+}
+
+// requests returns the count of requests made so far and the log since the
+// previous call.
+func (t *countingTransport) take() (int64, []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.log
+	t.log = nil
+	return int64(len(l)), l
+}
+
+// stubHost is a Host with an environment overlay that counts starts.
+type stubHost struct {
+	mu      sync.Mutex
+	env     map[string]string
+	err     error
+	ensured atomic.Int64
+}
+
+func (h *stubHost) EnsureRunning(ctx context.Context) error {
+	h.ensured.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *stubHost) MergeEnv(perCall map[string]string) (map[string]string, error) {
+	if err := sandbox.ValidateEnv(perCall); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := maps.Clone(h.env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, perCall)
+	return out, nil
+}
+
+type harness struct {
+	m      *Manager
+	client *toolbox.Client
+	rt     *countingTransport
+	host   *stubHost
+	srv    *daemon.Server
+	dir    string // the sandbox's work dir
+}
+
+type harnessOptions struct {
+	plain   bool // hide the agentbox extensions
+	manager Options
+	env     []string // the daemon's base environment
+}
+
+// newHarness serves a real toolbox daemon over a unix socket and returns a
+// Manager talking to it.
+func newHarness(t testing.TB, ho harnessOptions) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	sockDir, err := os.MkdirTemp("", "agentbox-proc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "toolbox.sock")
+	env := ho.env
+	if env == nil {
+		env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "LANG=C.UTF-8"}
+	}
+	srv, err := daemon.New(daemon.Options{WorkDir: dir, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		hs.Serve(ln)
+	}()
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		MaxIdleConnsPerHost: 32,
+	}
+	rt := &countingTransport{next: tr, plain: ho.plain}
+	client, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://sandbox", HTTPClient: &http.Client{Transport: rt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &stubHost{}
+	mo := ho.manager
+	mo.Client, mo.Host = client, host
+	h := &harness{m: NewManager(mo), client: client, rt: rt, host: host, srv: srv, dir: dir}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.m.Close(ctx); err != nil {
+			t.Errorf("Manager.Close: %v", err)
+		}
+		client.Close()
+		srv.Close()
+		hs.Close()
+		<-served
+		tr.CloseIdleConnections()
+	})
+	return h
+}
+
+// exec runs Execute and fails the test on error.
+func (h *harness) exec(t testing.TB, command string, args []string, opts *sandbox.ExecOptions) *sandbox.CommandResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := h.m.Execute(ctx, command, args, opts)
+	if err != nil {
+		t.Fatalf("Execute(%q): %v", command, err)
+	}
+	return r
+}
+
+// warm runs one command so that the pool holds a session and the client
+// knows the server's extensions.
+func (h *harness) warm(t testing.TB) {
+	t.Helper()
+	h.exec(t, "true", nil, nil)
+	h.rt.take()
+}
+
+// requests returns how many requests were made since the previous call.
+func (h *harness) requests() (int64, []string) { return h.rt.take() }
+
+// processGone reports whether pid no longer runs (gone or a zombie).
+func processGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
+}
+
+// waitGone waits up to 5 s for pid to end.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readPID waits for a file holding a pid and returns it.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("pid file %s: %v", path, err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid file %s never written", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a goroutine-safe bytes.Buffer.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+func (s *syncBuffer) String() string { return string(s.Bytes()) }
+
+// failingWriter fails every write.
+type failingWriter struct{}
+
+var errWriter = errors.New("writer broke")
+
+func (failingWriter) Write(p []byte) (int, error) { return 0, errWriter }

@@ -1,0 +1,275 @@
+package toolbox
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// CreateSession creates a session, a long-lived shell that runs commands one
+// at a time (POST /process/session). An existing ID gives an *APIError with
+// StatusCode 409.
+func (c *Client) CreateSession(ctx context.Context, sessionID string) error {
+	if err := checkID("session ID", sessionID); err != nil {
+		return err
+	}
+	return c.doJSON(ctx, http.MethodPost, "/process/session", nil, CreateSessionRequest{SessionID: sessionID}, nil, nil)
+}
+
+// GetSession describes a session and its commands.
+func (c *Client) GetSession(ctx context.Context, sessionID string) (*Session, error) {
+	if err := checkID("session ID", sessionID); err != nil {
+		return nil, err
+	}
+	var s Session
+	if err := c.doJSON(ctx, http.MethodGet, "/process/session/"+seg(sessionID), nil, nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// ListSessions lists the sessions.
+func (c *Client) ListSessions(ctx context.Context) ([]Session, error) {
+	var s []Session
+	if err := c.doJSON(ctx, http.MethodGet, "/process/session", nil, nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DeleteSession deletes a session, killing its shell and every process
+// started in it.
+func (c *Client) DeleteSession(ctx context.Context, sessionID string) error {
+	if err := checkID("session ID", sessionID); err != nil {
+		return err
+	}
+	return c.doJSON(ctx, http.MethodDelete, "/process/session/"+seg(sessionID), nil, nil, nil, nil)
+}
+
+// ExecResult is the outcome of SessionExecute. For a synchronous exec the
+// output is split into Stdout and Stderr (binary safe with the base64
+// extension, else as split by the server, else demultiplexed from the
+// marked log) and ExitCode is set; for an async exec only CmdID is set.
+type ExecResult struct {
+	CmdID    string
+	ExitCode *int
+	Stdout   []byte
+	Stderr   []byte
+}
+
+// SessionExecute runs req.Command in a session (POST
+// /process/session/{id}/exec). With RunAsync (or Async) it returns as soon
+// as the command started; follow it with FollowLogs and GetCommand.
+func (c *Client) SessionExecute(ctx context.Context, sessionID string, req SessionExecuteRequest) (*ExecResult, error) {
+	if err := checkID("session ID", sessionID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, fmt.Errorf("toolbox: session exec: command is empty: %w", sandbox.ErrInvalidArgument)
+	}
+	async := req.RunAsync || req.Async
+	var hdr http.Header
+	if !async {
+		// Ask for base64 unless the server is known not to offer it:
+		// servers that do not know the header ignore it, and the
+		// answer says whether it was honoured.
+		if e, known := c.cachedExtensions(); !known || e.Base64 {
+			hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtBase64}}
+		}
+	}
+	path := "/process/session/" + seg(sessionID) + "/exec"
+	var r SessionExecuteResponse
+	resp, err := c.doJSONResp(ctx, http.MethodPost, path, nil, req, hdr, &r)
+	if err != nil {
+		return nil, err
+	}
+	res := &ExecResult{CmdID: r.CmdID, ExitCode: r.ExitCode}
+	if async || resp.StatusCode == http.StatusAccepted {
+		return res, nil
+	}
+	res.Stdout, res.Stderr, err = splitOutput(resp.Header, r.Output, r.Stdout, r.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("toolbox: POST %s: %w", path, err)
+	}
+	return res, nil
+}
+
+// splitOutput picks stdout and stderr from an answer: base64 fields when
+// the server confirmed the encoding, else server-split fields, else the
+// demultiplexed output.
+func splitOutput(h http.Header, output, stdout, stderr *string) ([]byte, []byte, error) {
+	if strings.EqualFold(strings.TrimSpace(h.Get(HeaderEncoding)), ExtBase64) {
+		o, err := decodeB64(stdout)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decoding base64 stdout: %w", err)
+		}
+		e, err := decodeB64(stderr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("decoding base64 stderr: %w", err)
+		}
+		return o, e, nil
+	}
+	if stdout != nil || stderr != nil {
+		return strBytes(stdout), strBytes(stderr), nil
+	}
+	if output != nil {
+		o, e := demuxBytes([]byte(*output))
+		return o, e, nil
+	}
+	return nil, nil, nil
+}
+
+func decodeB64(s *string) ([]byte, error) {
+	if s == nil || *s == "" {
+		return nil, nil
+	}
+	return base64.StdEncoding.DecodeString(*s)
+}
+
+func strBytes(s *string) []byte {
+	if s == nil || *s == "" {
+		return nil
+	}
+	return []byte(*s)
+}
+
+// GetCommand describes a session command; ExitCode is nil while it runs.
+func (c *Client) GetCommand(ctx context.Context, sessionID, cmdID string) (*Command, error) {
+	if err := checkID("session ID", sessionID); err != nil {
+		return nil, err
+	}
+	if err := checkID("command ID", cmdID); err != nil {
+		return nil, err
+	}
+	var cmd Command
+	if err := c.doJSON(ctx, http.MethodGet, commandPath(sessionID, cmdID), nil, nil, nil, &cmd); err != nil {
+		return nil, err
+	}
+	return &cmd, nil
+}
+
+func commandPath(sessionID, cmdID string) string {
+	return "/process/session/" + seg(sessionID) + "/command/" + seg(cmdID)
+}
+
+// SendInput writes data to the standard input of a running async command.
+//
+// With the server's stdin extension the bytes are written exactly. Against
+// a plain Daytona server, Daytona's semantics apply: a newline is appended
+// when data does not end in one, and the input is echoed into the log unless
+// the command ran with SuppressInputEcho. Input travels as a JSON string, so
+// data must be valid UTF-8 (split input on rune boundaries). A command that
+// already ended gives an error matching sandbox.ErrExited.
+func (c *Client) SendInput(ctx context.Context, sessionID, cmdID string, data []byte) error {
+	return c.input(ctx, sessionID, cmdID, data, false)
+}
+
+// CloseInput closes the standard input of a running async command, so it
+// sees end of file. It needs the server's stdin extension; without it the
+// error matches sandbox.ErrUnsupported.
+func (c *Client) CloseInput(ctx context.Context, sessionID, cmdID string) error {
+	return c.input(ctx, sessionID, cmdID, nil, true)
+}
+
+func (c *Client) input(ctx context.Context, sessionID, cmdID string, data []byte, closeIn bool) error {
+	if err := checkID("session ID", sessionID); err != nil {
+		return err
+	}
+	if err := checkID("command ID", cmdID); err != nil {
+		return err
+	}
+	if !utf8.Valid(data) {
+		return fmt.Errorf("toolbox: send input: data is not valid UTF-8 (the protocol carries input as a JSON string; split input on rune boundaries): %w", sandbox.ErrInvalidArgument)
+	}
+	ext, err := c.Extensions(ctx)
+	if err != nil {
+		return err
+	}
+	var hdr http.Header
+	if ext.Stdin {
+		hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtStdin}}
+		if closeIn {
+			hdr.Set(HeaderStdinClose, "true")
+		}
+	} else if closeIn {
+		return fmt.Errorf("toolbox: closing a command's stdin needs the agentbox stdin extension, which this server does not offer: %w", sandbox.ErrUnsupported)
+	}
+	return c.doJSON(ctx, http.MethodPost, commandPath(sessionID, cmdID)+"/input", nil, SessionSendInputRequest{Data: string(data)}, hdr, nil)
+}
+
+// CommandLogs returns a snapshot of a command's output so far, split into
+// stdout and stderr (binary safe with the base64 extension).
+func (c *Client) CommandLogs(ctx context.Context, sessionID, cmdID string) (stdout, stderr []byte, err error) {
+	if err := checkID("session ID", sessionID); err != nil {
+		return nil, nil, err
+	}
+	if err := checkID("command ID", cmdID); err != nil {
+		return nil, nil, err
+	}
+	var hdr http.Header
+	if e, known := c.cachedExtensions(); !known || e.Base64 {
+		hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtBase64}}
+	}
+	l, err := c.logs(ctx, sessionID, cmdID, hdr)
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, stderr, err = splitOutput(l.header, l.output, l.stdout, l.stderr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("toolbox: GET %s/logs: %w", commandPath(sessionID, cmdID), err)
+	}
+	return stdout, stderr, nil
+}
+
+type logsAnswer struct {
+	header                 http.Header
+	output, stdout, stderr *string
+}
+
+// logs fetches GET …/logs: JSON for current SDK versions, raw text (with
+// or without markers) for old servers.
+func (c *Client) logs(ctx context.Context, sessionID, cmdID string, hdr http.Header) (*logsAnswer, error) {
+	path := commandPath(sessionID, cmdID) + "/logs"
+	req, err := c.request(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("Accept", "application/json, text/plain;q=0.5")
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	defer closeBody(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("toolbox: GET %s: reading answer: %w", path, err)
+	}
+	a := &logsAnswer{header: resp.Header}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "application/json" {
+		var r struct {
+			Output *string `json:"output"`
+			Stdout *string `json:"stdout"`
+			Stderr *string `json:"stderr"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil {
+			return nil, fmt.Errorf("toolbox: GET %s: decoding answer: %w", path, err)
+		}
+		a.output, a.stdout, a.stderr = r.Output, r.Stdout, r.Stderr
+		return a, nil
+	}
+	s := string(body)
+	a.output = &s
+	return a, nil
+}
