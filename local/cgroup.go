@@ -57,7 +57,7 @@ func cgroupMounts() ([]cgroupMount, error) {
 			var ctrls []string
 			for _, o := range strings.Split(post[2], ",") {
 				switch o {
-				case "memory", "pids", "cpu", "cpuacct", "freezer":
+				case "memory", "pids":
 					ctrls = append(ctrls, o)
 				}
 			}

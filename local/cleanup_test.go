@@ -3,6 +3,8 @@ package local_test
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +96,10 @@ func TestDestroyLeavesNothing(t *testing.T) {
 	mustRun(t, sb, "echo kept > /data/v.txt; "+tree("33")+" & sleep 0.2")
 	pid := local.InitPID(sb)
 	ns := pidNS(pid)
+	mntNS, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := local.Dir(sb)
 	cgroups := local.CgroupDirs(sb)
 	if os.Geteuid() == 0 && len(cgroups) == 0 {
@@ -122,6 +128,14 @@ func TestDestroyLeavesNothing(t *testing.T) {
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	if strings.Contains(string(mi), stateDir) {
 		t.Errorf("mounts left under %s", stateDir)
+	}
+	// The sandbox's mounts lived in its own mount namespace: no process may
+	// still be in it.
+	links, _ := filepath.Glob("/proc/[0-9]*/ns/mnt")
+	for _, l := range links {
+		if target, _ := os.Readlink(l); target == mntNS {
+			t.Errorf("%s is still in the sandbox's mount namespace %s", l, mntNS)
+		}
 	}
 	if b, err := os.ReadFile(stateDir + "/volumes/vol/v.txt"); err != nil || string(b) != "kept\n" {
 		t.Errorf("volume content after destroy: %q %v (volumes outlive sandboxes)", b, err)

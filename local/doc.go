@@ -23,7 +23,7 @@
 //
 // State lives under a state dir (see [DefaultStateDir]):
 //
-//	<StateDir>/sandboxes/<id>/   meta.json, init.json, toolbox.sock, home/, tmp/, workdir/, run/
+//	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
 //
 // [List], [Lookup], [StopByID] and [Remove] work on a state dir by id, from

@@ -16,9 +16,9 @@ func Dir(s *Sandbox) string { return s.dir }
 
 // CgroupDirs returns the cgroup folders recorded for the running sandbox.
 func CgroupDirs(s *Sandbox) []string {
-	var cg cgroupSet
-	if readJSON(filepath.Join(s.dir, cgroupFile), &cg) != nil {
+	var m meta
+	if readJSON(filepath.Join(s.dir, metaFile), &m) != nil || m.Cgroups == nil {
 		return nil
 	}
-	return cg.dirs()
+	return m.Cgroups.dirs()
 }

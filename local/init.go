@@ -22,18 +22,14 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox/daemon"
 )
 
-// initEnv is the environment variable that marks a re-executed sandbox init
-// and carries its configuration (JSON).
+// initEnv is the environment variable that marks a re-executed sandbox
+// init.
 const initEnv = "_AGENTBOX_SANDBOX_INIT"
 
-// File descriptors handed to the init (ExtraFiles start at 3).
-const (
-	fdListener = 3 // the toolbox socket, already listening
-	fdReady    = 4 // write end: "ok" or an error message, then closed
-	fdGo       = 5 // read end: one byte once the init sits in its cgroups
-	fdRun      = 6 // the sandbox's run/ folder, for the exit record
-	fdFirstDir = 7 // bind sources, in initConfig.Binds order
-)
+// fdControl is the init's end of the control socket (SOCK_SEQPACKET): the
+// host sends one message, the initConfig as JSON with the descriptors it
+// names; the init answers "ok" once it serves, or an error message.
+const fdControl = 3
 
 // initTmpDir is the init's TMPDIR inside the sandbox, bound from the
 // toolboxDir folder of the sandbox's state folder.
@@ -51,14 +47,15 @@ type initConfig struct {
 	AutoStop    int64      `json:"autoStopNanos"` // <= 0: never
 }
 
-// bindSpec binds the folder passed as fd fdFirstDir+index at Target.
+// bindSpec binds a host folder at Target.
 type bindSpec struct {
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readOnly,omitempty"`
-	// Detached: the fd is a detached mount (open_tree) to move in place.
-	// Otherwise Path is opened by the init before it hides the host's /tmp.
-	Detached bool   `json:"detached,omitempty"`
-	Path     string `json:"path,omitempty"`
+	// FD, when >= 0, indexes the descriptors sent with the configuration:
+	// a detached mount (open_tree) to move in place. Otherwise Path is
+	// opened by the init itself before it hides the host's /tmp.
+	FD   int    `json:"fd"`
+	Path string `json:"path,omitempty"`
 }
 
 // Init runs the sandbox init when this process is one, and never returns
@@ -70,62 +67,91 @@ type bindSpec struct {
 // forgets it still never runs its main as a sandbox init; the explicit call
 // documents the re-execution where a reader of main looks for it.
 func Init() {
-	v, ok := os.LookupEnv(initEnv)
-	if !ok {
+	if _, ok := os.LookupEnv(initEnv); !ok {
 		return
 	}
 	os.Unsetenv(initEnv)
-	var cfg initConfig
-	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
-		initFail(fmt.Errorf("bad init configuration: %w", err))
+	ctl := os.NewFile(fdControl, "control")
+	cfg, fds, err := receiveConfig(ctl)
+	if err != nil {
+		initFail(ctl, err)
 	}
 	// Keep the init lean: it idles most of its life.
 	debug.SetGCPercent(50)
-	if err := setupRoot(&cfg); err != nil {
-		initFail(err)
+	if err := setupRoot(cfg, fds); err != nil {
+		initFail(ctl, err)
 	}
-	os.Exit(runInit(&cfg))
+	os.Exit(runInit(cfg, ctl, fds[0]))
 }
 
 func init() { Init() }
 
-// initFail reports err to the host through the ready pipe and exits.
-func initFail(err error) {
-	f := os.NewFile(fdReady, "ready")
-	fmt.Fprintf(f, "%v", err)
-	f.Close()
+// receiveConfig reads the host's one message. The descriptors arrive
+// close-on-exec; the first is the toolbox socket.
+func receiveConfig(ctl *os.File) (*initConfig, []int, error) {
+	buf := make([]byte, 1<<16)
+	oob := make([]byte, unix.CmsgSpace(64*4))
+	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read configuration: %w", err)
+	}
+	if n == 0 {
+		return nil, nil, errors.New("the host went away before the sandbox started")
+	}
+	var fds []int
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return nil, nil, err
+		}
+		fds = append(fds, r...)
+	}
+	var cfg initConfig
+	if err := json.Unmarshal(buf[:n], &cfg); err != nil {
+		return nil, nil, fmt.Errorf("bad init configuration: %w", err)
+	}
+	if len(fds) == 0 {
+		return nil, nil, errors.New("no toolbox socket received")
+	}
+	for _, b := range cfg.Binds {
+		if b.FD >= len(fds) {
+			return nil, nil, errors.New("bad init configuration: missing descriptor")
+		}
+	}
+	return &cfg, fds, nil
+}
+
+// initFail reports err to the host through the control socket and exits.
+func initFail(ctl *os.File, err error) {
+	ctl.WriteString(err.Error())
+	ctl.Close()
 	os.Exit(1)
 }
 
 // setupRoot builds the sandbox's file system view and identity. It runs in
 // the new namespaces, as uid 0 of the new user namespace, before anything
 // of the user runs.
-func setupRoot(cfg *initConfig) error {
-	// Wait until the host has placed us in our cgroups.
-	goPipe := os.NewFile(fdGo, "go")
-	var b [1]byte
-	if n, _ := goPipe.Read(b[:]); n != 1 {
-		return errors.New("host went away before the sandbox started")
-	}
-	goPipe.Close()
-
+func setupRoot(cfg *initConfig, fds []int) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
 	// Open the bind sources given by path now, while the host's /tmp (where
 	// a state dir may live) is still visible.
+	srcFD := make([]int, len(cfg.Binds))
 	for i, b := range cfg.Binds {
-		if b.Detached {
+		if b.FD >= 0 {
+			srcFD[i] = fds[b.FD]
 			continue
 		}
-		fd, err := unix.Open(b.Path, unix.O_PATH|unix.O_DIRECTORY, 0)
+		fd, err := unix.Open(b.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("open %s: %w", b.Path, err)
 		}
-		if err := unix.Dup3(fd, fdFirstDir+i, 0); err != nil {
-			return err
-		}
-		unix.Close(fd)
+		srcFD[i] = fd
 	}
 	// The new root is a small tmpfs mounted over /tmp, which every Linux
 	// host has and everyone may traverse. Our mount namespace is private, so
@@ -183,7 +209,7 @@ func setupRoot(cfg *initConfig) error {
 	}
 	binds := make([]bind, len(cfg.Binds))
 	for i, s := range cfg.Binds {
-		binds[i] = bind{fdFirstDir + i, s}
+		binds[i] = bind{srcFD[i], s}
 	}
 	sort.SliceStable(binds, func(i, j int) bool {
 		return strings.Count(binds[i].Target, "/") < strings.Count(binds[j].Target, "/")
@@ -193,7 +219,7 @@ func setupRoot(cfg *initConfig) error {
 		if err := os.MkdirAll(t, 0o755); err != nil {
 			return fmt.Errorf("create mount point %s: %w", b.Target, err)
 		}
-		if b.Detached {
+		if b.FD >= 0 {
 			if err := unix.MoveMount(b.fd, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 				return fmt.Errorf("bind %s: %w", b.Target, err)
 			}
@@ -221,6 +247,18 @@ func setupRoot(cfg *initConfig) error {
 	}
 	if err := os.MkdirAll(at("run"), 0o755); err != nil {
 		return err
+	}
+	// /etc/resolv.conf often links into /run (systemd-resolved): bring the
+	// file it names along, read-only, so that name resolution works.
+	if t, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && strings.HasPrefix(t, "/run/") && !strings.HasPrefix(t, initTmpDir) {
+		if err := os.MkdirAll(filepath.Dir(at(t)), 0o755); err == nil {
+			if f, err := os.OpenFile(at(t), os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+				if unix.Mount(t, at(t), "", unix.MS_BIND, "") == nil {
+					roTargets = append(roTargets, at(t))
+				}
+			}
+		}
 	}
 	if err := remountReadOnly(roTargets); err != nil {
 		return err
@@ -362,13 +400,12 @@ func loopbackUp() error {
 
 // runInit is PID 1 of the sandbox: it serves the toolbox API, reaps
 // orphans, stops itself when idle and shuts down on SIGTERM.
-func runInit(cfg *initConfig) int {
-	runDir := os.NewFile(fdRun, "run")
-	lf := os.NewFile(fdListener, "toolbox.sock")
+func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
+	lf := os.NewFile(uintptr(lnFD), "toolbox.sock")
 	ln, err := net.FileListener(lf)
 	lf.Close()
 	if err != nil {
-		initFail(fmt.Errorf("toolbox socket: %w", err))
+		initFail(ctl, fmt.Errorf("toolbox socket: %w", err))
 	}
 	os.Clearenv()
 	for _, kv := range cfg.Env {
@@ -380,7 +417,7 @@ func runInit(cfg *initConfig) int {
 	os.Setenv("TMPDIR", initTmpDir)
 	d, err := daemon.New(daemon.Options{WorkDir: cfg.WorkDir, HomeDir: cfg.Home, Env: cfg.Env})
 	if err != nil {
-		initFail(fmt.Errorf("toolbox server: %w", err))
+		initFail(ctl, fmt.Errorf("toolbox server: %w", err))
 	}
 	var (
 		last     atomic.Int64
@@ -403,9 +440,8 @@ func runInit(cfg *initConfig) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	ready := os.NewFile(fdReady, "ready")
-	ready.WriteString("ok")
-	ready.Close()
+	ctl.WriteString("ok")
+	ctl.Close()
 
 	var tick <-chan time.Time
 	idle := time.Duration(cfg.AutoStop)
@@ -448,18 +484,14 @@ loop:
 			break
 		}
 	}
-	writeExitRecord(runDir, reason)
+	writeExitRecord(reason)
 	return 0
 }
 
-func writeExitRecord(dir *os.File, reason string) {
+// writeExitRecord tells host processes when and why the init ended.
+func writeExitRecord(reason string) {
 	b, _ := json.Marshal(exitRecord{StoppedAt: time.Now().UTC(), Reason: reason})
-	fd, err := unix.Openat(int(dir.Fd()), exitFile, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return
-	}
-	unix.Write(fd, b)
-	unix.Close(fd)
+	_ = os.WriteFile(filepath.Join(initTmpDir, exitFile), b, 0o644)
 }
 
 // reapOrphans reaps the zombies that no one else will wait for: children

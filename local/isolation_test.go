@@ -82,6 +82,19 @@ func TestIsolation(t *testing.T) {
 			}
 		}
 		mustRun(t, sb, "echo ok > ~/w && echo ok > /tmp/w && cat ~/w /tmp/w")
+		// Root of the sandbox may remount its own view read-write, but the
+		// host's files stay out of reach: their owners are not mapped.
+		for _, d := range []string{"/usr", "/etc"} {
+			probe := d + "/agentbox-remount-probe"
+			r := run(t, sb, "mount -o remount,rw,bind "+d+" 2>/dev/null; touch "+probe)
+			if r.ExitCode == 0 {
+				t.Errorf("after a remount, creating %s succeeded", probe)
+			}
+			if _, err := os.Stat(probe); err == nil {
+				os.Remove(probe)
+				t.Errorf("%s appeared on the host", probe)
+			}
+		}
 	})
 	t.Run("tmp-is-the-users", func(t *testing.T) {
 		if out := mustRun(t, sb, "ls -A /tmp"); strings.Contains(out, "agentbox") {

@@ -45,7 +45,9 @@ type Options struct {
 	// Default: "agent". Commands run as uid 0 of the sandbox's user
 	// namespace, which is an unprivileged uid on the host.
 	User string
-	// Ephemeral sandboxes are destroyed when they stop.
+	// Ephemeral sandboxes are destroyed when they stop. One that stopped
+	// itself (AutoStopInterval) is removed as soon as a host process next
+	// looks at the state dir (New+Start, List, Lookup).
 	Ephemeral bool
 	// AutoStopInterval is the idle time (no toolbox request) after which
 	// the sandbox stops itself. 0 means 15 minutes; negative means never.

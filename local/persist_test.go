@@ -94,3 +94,46 @@ func TestReconnectAfterKill9(t *testing.T) {
 		t.Errorf("sleep 3031 processes inside: %q", got)
 	}
 }
+
+// TestCloseDetachesWithoutStopping: Close releases the handle (its pooled
+// sessions and background processes) while the sandbox keeps running for
+// the next handle.
+func TestCloseDetachesWithoutStopping(t *testing.T) {
+	ctx := context.Background()
+	sb := newSandbox(t, local.Options{})
+	mustRun(t, sb, "echo kept > ~/close.txt")
+	p, err := sb.Processes().Spawn(ctx, "sleep 300", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := local.InitPID(sb)
+	if err := sb.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, done := p.ExitCode(); !done {
+		t.Error("a process spawned through the closed handle is still running")
+	}
+	other, err := local.New(local.Options{ID: sb.ID(), StateDir: sb.StateDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	outcome, err := other.Start(ctx)
+	if err != nil || outcome != sandbox.OutcomeConnected {
+		t.Fatalf("new handle: outcome %v, err %v; want connected", outcome, err)
+	}
+	if local.InitPID(other) != pid {
+		t.Errorf("init changed from %d to %d: Close must not stop the sandbox", pid, local.InitPID(other))
+	}
+	if got := mustRun(t, other, "cat ~/close.txt"); got != "kept\n" {
+		t.Errorf("got %q", got)
+	}
+	sessions, err := other.Client().ListSessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the new handle's own pooled session may remain.
+	if len(sessions) > 1 {
+		t.Errorf("sessions left behind by the closed handle: %v", sessions)
+	}
+}

@@ -43,7 +43,10 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 
 // New returns a pending sandbox configured by opts. It only validates; the
 // sandbox starts on Start or on the first command. Starting a sandbox whose
-// id exists in the state dir connects to it or restarts it with its files.
+// id exists in the state dir connects to it or restarts it with its files;
+// such a sandbox keeps the shape it was created with (Name, User, Language,
+// WorkingDirectory, Volumes, NetworkBlockAll, Ephemeral), as a Daytona
+// sandbox does, while Env, Timeout and Hooks are this object's.
 func New(opts Options) (*Sandbox, error) {
 	o, err := opts.normalize()
 	if err != nil {
@@ -110,14 +113,14 @@ func (s *Sandbox) Processes() sandbox.ProcessManager {
 func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 	var m meta
 	if err := readJSON(filepath.Join(s.dir, metaFile), &m); err == nil {
-		info := infoFrom(s.dir, &m)
+		info := infoFrom(&m)
 		// This object's status, unless the init ended behind its back.
 		s.noticeDeath()
 		info.Status = s.Status()
 		return info, nil
 	}
 	m = s.newMeta()
-	info := infoFrom(s.dir, &m)
+	info := infoFrom(&m)
 	info.Status = s.Status()
 	return info, nil
 }
@@ -209,12 +212,12 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 			return s.acquire(ctx)
 		}
 		s.adopt(&m)
-		if _, ok := liveInit(l.path); ok {
+		if m.alive() {
 			s.afterStart(false)
 			return sandbox.OutcomeConnected, nil
 		}
 		// Stopped (or its init died): clear leftovers, restart with its files.
-		if err := killInit(ctx, l.path); err != nil {
+		if err := killInit(ctx, l.path, &m); err != nil {
 			return "", err
 		}
 	} else {
@@ -222,34 +225,32 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 	}
 
 	outcome, err := s.boot(ctx, l.path, &m)
-	if err != nil && fresh {
-		// Never leave a half-made sandbox behind.
-		_ = killInit(context.WithoutCancel(ctx), l.path)
-		_ = removeAll(l.path)
+	if err != nil {
+		cctx := context.WithoutCancel(ctx)
+		_ = killInit(cctx, l.path, &m)
+		if fresh {
+			// Never leave a half-made sandbox behind.
+			_ = removeAll(l.path)
+		} else {
+			m.Status = sandbox.StatusStopped
+			_ = writeJSON(filepath.Join(l.path, metaFile), &m)
+		}
 	}
 	return outcome, err
 }
 
-// boot starts the init of the locked folder dir and records it.
+// boot starts the init of the locked folder dir and records it in m. On
+// failure the caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) (sandbox.Outcome, error) {
 	cg, err := newCgroupSet(cgroupKey(s.opts.StateDir, m.ID))
 	if err != nil {
 		cg = nil // accounting only; the pid namespace still holds the sandbox
 	}
-	if cg != nil {
-		if err := writeJSON(filepath.Join(dir, cgroupFile), cg); err != nil {
-			_ = cg.destroy(ctx)
-			return "", stateDirError(s.opts.StateDir, err)
-		}
-	}
-	cmd, err := launch(ctx, dir, m, cg, s.opts.StateDir)
+	m.Cgroups = cg
+	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
 	if err != nil {
-		_ = cg.destroy(context.WithoutCancel(ctx))
-		_ = os.Remove(filepath.Join(dir, cgroupFile))
 		return "", err
 	}
-	pid := cmd.Process.Pid
-	st, _ := procStartTime(pid)
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // reap the init when it ends while we live
@@ -258,18 +259,18 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) (sandbox.Outcom
 	s.mu.Lock()
 	s.waits = append(s.waits, done)
 	s.mu.Unlock()
-	if err := writeJSON(filepath.Join(dir, initFile), initRecord{PID: pid, StartTime: st}); err != nil {
-		_ = killInit(ctx, dir)
-		_ = cmd.Process.Kill()
-		<-done
-		return "", stateDirError(s.opts.StateDir, err)
-	}
+	pid := cmd.Process.Pid
+	st, _ := procStartTime(pid)
+	m.Init = &initRecord{PID: pid, StartTime: st}
 	m.Status = sandbox.StatusRunning
 	m.StoppedAt = time.Time{}
-	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
-		_ = killInit(ctx, dir)
-		<-done
-		return "", stateDirError(s.opts.StateDir, err)
+	// Record the init while it builds its root, then wait for it.
+	werr := writeJSON(filepath.Join(dir, metaFile), m)
+	if err := ready(); err != nil {
+		return "", err
+	}
+	if werr != nil {
+		return "", stateDirError(s.opts.StateDir, werr)
 	}
 	s.afterStart(true)
 	return sandbox.OutcomeCreated, nil
@@ -355,6 +356,18 @@ func (s *Sandbox) teardown(ctx context.Context) error {
 	if errors.Is(err, sandbox.ErrNotFound) {
 		err = nil
 	}
+	s.waitInits()
+	s.closeClient()
+	return err
+}
+
+// Close releases what this handle holds without stopping the sandbox: it
+// kills the background processes spawned through it, deletes its pooled
+// toolbox sessions and closes its connections. The sandbox keeps running
+// and another handle (or process) can connect to it by id. A closed handle
+// must not be used again.
+func (s *Sandbox) Close(ctx context.Context) error {
+	err := s.mgr.Close(ctx)
 	s.waitInits()
 	s.closeClient()
 	return err

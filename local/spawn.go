@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -81,153 +80,34 @@ func checkUserns() error {
 	return nil
 }
 
-// launch starts the init of the sandbox folder dir (locked by the caller)
-// and returns once it serves. The init outlives this process.
-func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (*exec.Cmd, error) {
+// launch starts the init of the sandbox folder dir (locked by the caller).
+// ready waits until it serves, or kills it and reports why it could not;
+// the caller reaps cmd. The init outlives this process.
+//
+// The init is forked first and the host prepares the sandbox's folders,
+// socket and cgroup placement while the new process starts its runtime;
+// it then sends the configuration and the descriptors over the control
+// socket (fd 3), and the init answers "ok" or an error on it.
+func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (cmd *exec.Cmd, ready func() error, err error) {
 	if err := checkUserns(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	o := m.Options
-	home := "/home/" + o.User
 	shifted := shiftedMode()
-	// /proc/self/exe reaches this program even when a folder on its path is
-	// closed to the sandbox's host uid.
-	exe := "/proc/self/exe"
 
-	// Folders the sandbox writes, each bound in from the state dir.
-	type src struct {
-		host string
-		bindSpec
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("control socket: %w", err)
 	}
-	srcs := []src{
-		{filepath.Join(dir, "home"), bindSpec{Target: home}},
-		{filepath.Join(dir, "tmp"), bindSpec{Target: "/tmp"}},
-		// The toolbox server's own files (command logs), fresh each boot.
-		{filepath.Join(dir, toolboxDir), bindSpec{Target: initTmpDir}},
-	}
-	if err := removeAll(filepath.Join(dir, toolboxDir)); err != nil {
-		return nil, stateDirError(stateDir, err)
-	}
-	wd := o.WorkingDirectory
-	inside := func(p, base string) bool { return p == base || strings.HasPrefix(p, base+"/") }
-	covered := inside(wd, home) || inside(wd, "/tmp")
-	for _, v := range o.Volumes {
-		srcs = append(srcs, src{filepath.Join(stateDir, volumesDir, v.Name), bindSpec{Target: v.MountPath, ReadOnly: v.ReadOnly}})
-		covered = covered || inside(wd, v.MountPath)
-	}
-	if !covered {
-		srcs = append(srcs, src{filepath.Join(dir, "workdir"), bindSpec{Target: wd}})
-	}
-	runDir := filepath.Join(dir, "run")
-	for _, p := range append([]string{runDir}, func() []string {
-		var out []string
-		for _, s := range srcs {
-			out = append(out, s.host)
-		}
-		return out
-	}()...) {
-		if err := ensureOwned(p, shifted); err != nil {
-			return nil, stateDirError(stateDir, err)
-		}
-	}
-	_ = os.Remove(filepath.Join(runDir, exitFile))
-
-	var files []*os.File
+	ctl := os.NewFile(uintptr(fds[0]), "control")
+	child := os.NewFile(uintptr(fds[1]), "control-child")
+	defer child.Close()
+	closeCtl := true
 	defer func() {
-		for _, f := range files {
-			f.Close()
+		if closeCtl {
+			ctl.Close()
 		}
 	}()
-	open := func(p string) (*os.File, error) {
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", p, err)
-		}
-		f := os.NewFile(uintptr(fd), p)
-		files = append(files, f)
-		return f, nil
-	}
-
-	// The toolbox socket: listened on here, served by the init.
-	sock := filepath.Join(dir, socketFile)
-	_ = os.Remove(sock)
-	sockPath, release, err := shortPath(dir, socketFile)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("unix", sockPath)
-	release()
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", sock, err)
-	}
-	ul := ln.(*net.UnixListener)
-	ul.SetUnlinkOnClose(false)
-	lnFile, err := ul.File()
-	ul.Close()
-	if err != nil {
-		return nil, err
-	}
-	files = append(files, lnFile)
-	_ = os.Chmod(sock, 0o600)
-
-	readyR, readyW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	files = append(files, readyR, readyW)
-	goR, goW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	files = append(files, goR, goW)
-	runF, err := open(runDir)
-	if err != nil {
-		return nil, err
-	}
-	extra := []*os.File{lnFile, readyW, goR, runF}
-	cfg := initConfig{
-		ID:          m.ID,
-		Hostname:    m.ID[:min(len(m.ID), 63)],
-		Home:        home,
-		WorkDir:     wd,
-		NetworkNone: o.NetworkBlockAll,
-		AutoStop:    int64(o.AutoStopInterval),
-		Env: []string{
-			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"HOME=" + home, "USER=" + o.User, "LOGNAME=" + o.User,
-			"SHELL=/bin/bash", "LANG=C.UTF-8", "TERM=xterm-256color",
-			"HOSTNAME=" + m.ID[:min(len(m.ID), 63)], "TMPDIR=/tmp",
-		},
-	}
-	for _, s := range srcs {
-		if shifted {
-			// The sandbox's host uid may not traverse the state dir (it often
-			// lives under /root), so hand it detached clones of the folders.
-			fd, err := unix.OpenTree(unix.AT_FDCWD, s.host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-			if err != nil {
-				return nil, fmt.Errorf("clone mount of %s: %w", s.host, err)
-			}
-			f := os.NewFile(uintptr(fd), s.host)
-			files = append(files, f)
-			if s.ReadOnly {
-				attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-				if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-					return nil, fmt.Errorf("make %s read-only: %w", s.host, err)
-				}
-			}
-			extra = append(extra, f)
-			s.Detached = true
-		} else {
-			// The init opens the folder itself, in its own mount namespace.
-			extra = append(extra, runF) // placeholder keeps fd numbering
-			s.Path = s.host
-		}
-		cfg.Binds = append(cfg.Binds, s.bindSpec)
-	}
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
 
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if o.NetworkBlockAll {
@@ -243,81 +123,221 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	var cgf *os.File
+	v2cgroup := false
 	if cg != nil && cg.Version == 2 {
 		if f, err := os.Open(cg.Paths["unified"]); err == nil {
-			cgf = f
-			files = append(files, f)
+			defer f.Close()
 			attr.UseCgroupFD = true
 			attr.CgroupFD = int(f.Fd())
+			v2cgroup = true
 		}
 	}
-	cmd := &exec.Cmd{
-		Path: exe,
+	cmd = &exec.Cmd{
+		// /proc/self/exe reaches this program even when a folder on its
+		// path is closed to the sandbox's host uid.
+		Path: "/proc/self/exe",
 		Args: []string{"agentbox-init", m.ID},
 		Env: []string{
-			initEnv + "=" + string(cfgJSON),
+			initEnv + "=1",
 			"GOGC=50", "GOMAXPROCS=2", "GODEBUG=madvdontneed=1",
 			// Race-enabled builds (tests) would sleep 1s at every init exit.
 			"GORACE=atexit_sleep_ms=0",
 		},
-		ExtraFiles:  extra,
+		ExtraFiles:  []*os.File{child},
 		SysProcAttr: attr,
 		Dir:         "/",
 	}
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EINVAL) {
-			return nil, fmt.Errorf("%w: creating the sandbox namespaces failed: %v; this host does not allow user namespaces for this user (run as root, or enable unprivileged user namespaces)", sandbox.ErrIsolationUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: creating the sandbox namespaces failed: %v; this host does not allow user namespaces for this user (run as root, or enable unprivileged user namespaces)", sandbox.ErrIsolationUnavailable, err)
 		}
-		if errors.Is(err, syscall.EACCES) {
+		if errors.Is(err, syscall.EACCES) && shifted {
 			self, _ := os.Executable()
-			return nil, fmt.Errorf("start sandbox init: %w: the sandbox re-executes this program (%s) as host uid %d, which may not execute it; make it executable by others (chmod o+rx)", err, self, uidBase)
+			return nil, nil, fmt.Errorf("start sandbox init: %w: the sandbox re-executes this program (%s) as host uid %d, which may not execute it; make it executable by others (chmod o+rx)", err, self, uidBase)
 		}
-		return nil, fmt.Errorf("start sandbox init: %w", err)
+		return nil, nil, fmt.Errorf("start sandbox init: %w", err)
 	}
-	fail := func(err error) (*exec.Cmd, error) {
+	child.Close()
+	abort := func(err error) (*exec.Cmd, func() error, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, err
+		return nil, nil, err
 	}
-	if cg != nil && cgf == nil {
-		if err := cg.add(cmd.Process.Pid); err != nil {
-			return fail(err)
-		}
-	}
-	readyW.Close()
-	if _, err := goW.Write([]byte{1}); err != nil {
-		return fail(fmt.Errorf("start sandbox init: %w", err))
-	}
-	goW.Close()
 
-	// Wait for "ok" or an error message; EOF without a word means it died.
-	msg := make(chan string, 1)
-	go func() {
-		b, _ := io.ReadAll(io.LimitReader(readyR, 4096))
-		msg <- string(b)
+	// While the init starts: its cgroups, folders, socket.
+	cgDone := make(chan error, 1)
+	if cg != nil && !v2cgroup {
+		go func() { cgDone <- cg.add(cmd.Process.Pid) }()
+	} else {
+		cgDone <- nil
+	}
+	cfg, files, err := prepare(dir, m, stateDir, shifted)
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
 	}()
-	select {
-	case s := <-msg:
-		if s != "ok" {
+	if cgErr := <-cgDone; err == nil {
+		err = cgErr
+	}
+	if err != nil {
+		return abort(err)
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return abort(err)
+	}
+	rights := make([]int, len(files))
+	for i, f := range files {
+		rights[i] = int(f.Fd())
+	}
+	if err := unix.Sendmsg(int(ctl.Fd()), cfgJSON, unix.UnixRights(rights...), nil, 0); err != nil {
+		return abort(fmt.Errorf("start sandbox init: send configuration: %w", err))
+	}
+
+	// ready waits for "ok" or an error message; EOF without a word means
+	// the init died.
+	closeCtl = false
+	ready = func() error {
+		msg := make(chan string, 1)
+		go func() {
+			b := make([]byte, 4096)
+			n, _ := ctl.Read(b)
+			ctl.Close()
+			msg <- string(b[:max(n, 0)])
+		}()
+		kill := func() { _ = cmd.Process.Kill() } // the caller reaps it
+		select {
+		case s := <-msg:
+			if s == "ok" {
+				return nil
+			}
+			kill()
 			if s == "" {
 				s = "the init exited before it was ready"
 			}
 			if strings.Contains(s, "operation not permitted") || strings.Contains(s, "permission denied") {
-				return fail(fmt.Errorf("%w: sandbox init: %s", sandbox.ErrIsolationUnavailable, s))
+				return fmt.Errorf("%w: sandbox init: %s", sandbox.ErrIsolationUnavailable, s)
 			}
-			return fail(fmt.Errorf("sandbox init: %s", s))
+			return fmt.Errorf("sandbox init: %s", s)
+		case <-ctx.Done():
+			kill()
+			<-msg
+			return ctx.Err()
+		case <-time.After(30 * time.Second):
+			kill()
+			<-msg
+			return errors.New("sandbox init: not ready after 30s")
 		}
-	case <-ctx.Done():
-		r, _ := fail(ctx.Err())
-		<-msg
-		return r, ctx.Err()
-	case <-time.After(30 * time.Second):
-		r, err := fail(errors.New("sandbox init: not ready after 30s"))
-		<-msg
-		return r, err
 	}
-	return cmd, nil
+	return cmd, ready, nil
+}
+
+// prepare makes the folders of the sandbox in dir and the toolbox socket,
+// and returns the init's configuration with the descriptors to send it:
+// the listening socket first, then one detached mount per bind when
+// shifted (otherwise the init opens the bind sources by path).
+func prepare(dir string, m *meta, stateDir string, shifted bool) (*initConfig, []*os.File, error) {
+	o := m.Options
+	home := "/home/" + o.User
+	hostname := m.ID[:min(len(m.ID), 63)]
+	cfg := &initConfig{
+		ID:          m.ID,
+		Hostname:    hostname,
+		Home:        home,
+		WorkDir:     o.WorkingDirectory,
+		NetworkNone: o.NetworkBlockAll,
+		AutoStop:    int64(o.AutoStopInterval),
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"HOME=" + home, "USER=" + o.User, "LOGNAME=" + o.User,
+			"SHELL=/bin/bash", "LANG=C.UTF-8", "TERM=xterm-256color",
+			"HOSTNAME=" + hostname, "TMPDIR=/tmp",
+		},
+	}
+
+	// Folders the sandbox writes, each bound in from the state dir.
+	type src struct {
+		host string
+		bindSpec
+	}
+	srcs := []src{
+		{filepath.Join(dir, "home"), bindSpec{Target: home}},
+		{filepath.Join(dir, "tmp"), bindSpec{Target: "/tmp"}},
+		// The toolbox server's own files (command logs), fresh each boot.
+		{filepath.Join(dir, toolboxDir), bindSpec{Target: initTmpDir}},
+	}
+	if err := removeAll(filepath.Join(dir, toolboxDir)); err != nil {
+		return nil, nil, stateDirError(stateDir, err)
+	}
+	wd := o.WorkingDirectory
+	inside := func(p, base string) bool { return p == base || strings.HasPrefix(p, base+"/") }
+	covered := inside(wd, home) || inside(wd, "/tmp")
+	for _, v := range o.Volumes {
+		srcs = append(srcs, src{filepath.Join(stateDir, volumesDir, v.Name), bindSpec{Target: v.MountPath, ReadOnly: v.ReadOnly}})
+		covered = covered || inside(wd, v.MountPath)
+	}
+	if !covered {
+		srcs = append(srcs, src{filepath.Join(dir, "workdir"), bindSpec{Target: wd}})
+	}
+
+	var files []*os.File
+	fail := func(err error) (*initConfig, []*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, nil, err
+	}
+	// The toolbox socket: listened on here, served by the init.
+	sock := filepath.Join(dir, socketFile)
+	_ = os.Remove(sock)
+	sockPath, release, err := shortPath(dir, socketFile)
+	if err != nil {
+		return fail(err)
+	}
+	ln, err := net.Listen("unix", sockPath)
+	release()
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", sock, err))
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	lnFile, err := ul.File()
+	ul.Close()
+	if err != nil {
+		return fail(err)
+	}
+	files = append(files, lnFile)
+	_ = os.Chmod(sock, 0o600)
+
+	for _, s := range srcs {
+		if err := ensureOwned(s.host, shifted); err != nil {
+			return fail(stateDirError(stateDir, err))
+		}
+		if shifted {
+			// The sandbox's host uid may not traverse the state dir (it often
+			// lives under /root), so hand it detached clones of the folders.
+			fd, err := unix.OpenTree(unix.AT_FDCWD, s.host, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err != nil {
+				return fail(fmt.Errorf("clone mount of %s: %w", s.host, err))
+			}
+			f := os.NewFile(uintptr(fd), s.host)
+			files = append(files, f)
+			if s.ReadOnly {
+				attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+				if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+					return fail(fmt.Errorf("make %s read-only: %w", s.host, err))
+				}
+			}
+			s.FD = len(files) - 1
+		} else {
+			// The init opens the folder itself, in its own mount namespace.
+			s.FD = -1
+			s.Path = s.host
+		}
+		cfg.Binds = append(cfg.Binds, s.bindSpec)
+	}
+	return cfg, files, nil
 }
 
 // shortPath returns a path naming dir/name that fits in a unix socket

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,22 +23,22 @@ import (
 
 // Layout of a state dir:
 //
-//	<StateDir>/sandboxes/<id>/meta.json     metadata (written last when created)
-//	<StateDir>/sandboxes/<id>/init.json     pid and start time of the running init
-//	<StateDir>/sandboxes/<id>/cgroup.json   cgroups of the running init
+//	<StateDir>/sandboxes/<id>/meta.json     metadata, pid and cgroups of the running init
 //	<StateDir>/sandboxes/<id>/toolbox.sock  the init's toolbox API
 //	<StateDir>/sandboxes/<id>/home/         /home/<user>
 //	<StateDir>/sandboxes/<id>/tmp/          /tmp
 //	<StateDir>/sandboxes/<id>/workdir/      the working directory, when outside home and /tmp
-//	<StateDir>/sandboxes/<id>/run/          written by the init (exit record)
-//	<StateDir>/sandboxes/<id>/toolbox/      the toolbox server's files (/run/agentbox), emptied each boot
+//	<StateDir>/sandboxes/<id>/toolbox/      the toolbox server's files and the init's exit
+//	                                        record (/run/agentbox inside), emptied each boot
+//
+// One file holds everything a host process needs: creating files is the
+// slowest step of a start on some disks.
+//
 //	<StateDir>/volumes/<name>/              named volumes
 const (
 	sandboxesDir = "sandboxes"
 	volumesDir   = "volumes"
 	metaFile     = "meta.json"
-	initFile     = "init.json"
-	cgroupFile   = "cgroup.json"
 	socketFile   = "toolbox.sock"
 	exitFile     = "exit.json"
 	toolboxDir   = "toolbox"
@@ -53,6 +54,9 @@ type meta struct {
 	StoppedAt  time.Time         `json:"stoppedAt,omitzero"`
 	LastUsedAt time.Time         `json:"lastUsedAt,omitzero"`
 	Options    metaOptions       `json:"options"`
+	// Init and Cgroups describe the running init; nil when stopped.
+	Init    *initRecord `json:"init,omitempty"`
+	Cgroups *cgroupSet  `json:"cgroups,omitempty"`
 }
 
 // metaOptions are the options that shape the sandbox and survive restarts.
@@ -128,15 +132,23 @@ func procStartTime(pid int) (uint64, bool) {
 	return st, f[0] != "Z" && f[0] != "X"
 }
 
+// alive reports whether the init recorded in m runs.
+func (m *meta) alive() bool {
+	if m.Init == nil || m.Init.PID <= 0 {
+		return false
+	}
+	st, ok := procStartTime(m.Init.PID)
+	return ok && st == m.Init.StartTime
+}
+
 // liveInit returns the init record of the sandbox folder dir if its init
 // runs.
 func liveInit(dir string) (initRecord, bool) {
-	var r initRecord
-	if err := readJSON(filepath.Join(dir, initFile), &r); err != nil || r.PID <= 0 {
-		return r, false
+	var m meta
+	if err := readJSON(filepath.Join(dir, metaFile), &m); err != nil || !m.alive() {
+		return initRecord{}, false
 	}
-	st, alive := procStartTime(r.PID)
-	return r, alive && st == r.StartTime
+	return *m.Init, true
 }
 
 // lockedDir is a sandbox folder held under an exclusive flock.
@@ -215,20 +227,19 @@ func stateDirError(stateDir string, err error) error {
 	return fmt.Errorf("state dir %s: %w", stateDir, err)
 }
 
-// statusOf returns the live status of the sandbox in dir with meta m.
-func statusOf(dir string) sandbox.Status {
-	if _, ok := liveInit(dir); ok {
+func statusOf(m *meta) sandbox.Status {
+	if m.alive() {
 		return sandbox.StatusRunning
 	}
 	return sandbox.StatusStopped
 }
 
-func infoFrom(dir string, m *meta) *sandbox.Info {
+func infoFrom(m *meta) *sandbox.Info {
 	info := &sandbox.Info{
 		ID:         m.ID,
 		Name:       "LocalSandbox",
 		Provider:   "local",
-		Status:     statusOf(dir),
+		Status:     statusOf(m),
 		CreatedAt:  m.CreatedAt,
 		LastUsedAt: m.LastUsedAt,
 		Metadata:   map[string]string{},
@@ -245,11 +256,8 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	for _, v := range m.Options.Volumes {
 		info.Mounts = append(info.Mounts, sandbox.MountInfo{Path: v.MountPath, Filesystem: "volume:" + v.Name})
 	}
-	if info.Status == sandbox.StatusRunning {
-		var cg cgroupSet
-		if readJSON(filepath.Join(dir, cgroupFile), &cg) == nil {
-			info.Resources = cg.resources()
-		}
+	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
+		info.Resources = m.Cgroups.resources()
 	}
 	return info
 }
@@ -270,6 +278,13 @@ func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
 	}
 	var out []sandbox.Info
 	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".trash-") {
+			// Left by a removal that was interrupted.
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				_ = removeAll(filepath.Join(stateDir, sandboxesDir, e.Name()))
+			}
+			continue
+		}
 		if !e.IsDir() || ValidateID(e.Name()) != nil {
 			continue
 		}
@@ -305,12 +320,12 @@ func Lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
 			return nil, fmt.Errorf("sandbox %q in %s was deleted after it stopped: %w", id, stateDir, sandbox.ErrNotFound)
 		}
 	}
-	return infoFrom(dir, &m), nil
+	return infoFrom(&m), nil
 }
 
 // expired reports whether a stopped sandbox should be deleted now.
 func expired(dir string, m *meta) bool {
-	if _, ok := liveInit(dir); ok {
+	if m.alive() {
 		return false
 	}
 	if m.Options.Ephemeral {
@@ -320,19 +335,36 @@ func expired(dir string, m *meta) bool {
 		return false
 	}
 	stopped := m.StoppedAt
-	var x exitRecord
-	if readJSON(filepath.Join(dir, "run", exitFile), &x) == nil && x.StoppedAt.After(stopped) {
+	if x, ok := readExitRecord(dir); ok && x.StoppedAt.After(stopped) {
 		stopped = x.StoppedAt
 	}
 	if stopped.IsZero() {
 		// The init died without a record (e.g. the machine rebooted).
-		if fi, err := os.Stat(filepath.Join(dir, initFile)); err == nil {
+		if fi, err := os.Stat(filepath.Join(dir, metaFile)); err == nil {
 			stopped = fi.ModTime()
-		} else {
-			stopped = m.CreatedAt
 		}
 	}
 	return time.Since(stopped) >= m.Options.AutoDeleteInterval
+}
+
+// readExitRecord reads the init's exit record. The folder holding it is
+// writable from inside the sandbox, so only a small regular file is read.
+func readExitRecord(dir string) (exitRecord, bool) {
+	var x exitRecord
+	fd, err := unix.Open(filepath.Join(dir, toolboxDir, exitFile), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return x, false
+	}
+	f := os.NewFile(uintptr(fd), exitFile)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return x, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil || json.Unmarshal(b, &x) != nil {
+		return x, false
+	}
+	return x, true
 }
 
 // StopByID stops the sandbox id in stateDir: every process ends, the files
@@ -370,28 +402,27 @@ func StopByID(ctx context.Context, stateDir, id string) error {
 // stopLocked ends the init of the locked sandbox folder dir and every
 // process of the sandbox, then records the stop in meta.
 func stopLocked(ctx context.Context, dir string, m *meta) error {
-	if err := killInit(ctx, dir); err != nil {
+	if err := killInit(ctx, dir, m); err != nil {
 		return err
 	}
 	m.Status = sandbox.StatusStopped
 	m.StoppedAt = time.Now().UTC()
-	if m.ID == "" {
-		return nil
-	}
 	if err := writeJSON(filepath.Join(dir, metaFile), m); err != nil {
 		return fmt.Errorf("sandbox %q: record stop: %w", m.ID, err)
 	}
 	return nil
 }
 
-// killInit asks the init to shut down (SIGTERM), kills it after a grace
-// period, then makes sure no process of the sandbox is left and removes
-// its cgroups.
-func killInit(ctx context.Context, dir string) error {
-	if r, ok := liveInit(dir); ok {
+// killInit asks the init recorded in m to shut down (SIGTERM), kills it
+// after a grace period, then makes sure no process of the sandbox is left
+// and removes its cgroups. It clears m.Init and m.Cgroups; the caller
+// writes m.
+func killInit(ctx context.Context, dir string, m *meta) error {
+	if m.alive() {
+		r := m.Init
 		pfd, err := unix.PidfdOpen(r.PID, 0)
 		if err == nil {
-			// The pid may have been reused between liveInit and PidfdOpen.
+			// The pid may have been reused between alive and PidfdOpen.
 			if st, alive := procStartTime(r.PID); alive && st == r.StartTime {
 				_ = unix.PidfdSendSignal(pfd, unix.SIGTERM, nil, 0)
 				if !waitPidfd(ctx, pfd, 3*time.Second) {
@@ -402,14 +433,10 @@ func killInit(ctx context.Context, dir string) error {
 			unix.Close(pfd)
 		}
 	}
-	var cg cgroupSet
-	if err := readJSON(filepath.Join(dir, cgroupFile), &cg); err == nil {
-		if err := cg.destroy(ctx); err != nil {
-			return err
-		}
+	if err := m.Cgroups.destroy(ctx); err != nil {
+		return err
 	}
-	_ = os.Remove(filepath.Join(dir, cgroupFile))
-	_ = os.Remove(filepath.Join(dir, initFile))
+	m.Init, m.Cgroups = nil, nil
 	_ = os.Remove(filepath.Join(dir, socketFile))
 	return nil
 }
@@ -449,8 +476,11 @@ func Remove(ctx context.Context, stateDir, id string) error {
 }
 
 func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
-	if err := killInit(ctx, l.path); err != nil {
-		return err
+	var m meta
+	if err := readJSON(filepath.Join(l.path, metaFile), &m); err == nil {
+		if err := killInit(ctx, l.path, &m); err != nil {
+			return err
+		}
 	}
 	// Rename first so that no one finds a half-removed sandbox; the lock
 	// holders that wait on the old folder notice and retry.

@@ -318,3 +318,53 @@ func TestLongStateDirAndSharedVolume(t *testing.T) {
 		t.Errorf("a reads %q", got)
 	}
 }
+
+func TestEnvOverlay(t *testing.T) {
+	sb := newSandbox(t, local.Options{Env: map[string]string{"FROM_OPTIONS": "opt-value-6502"}})
+	if err := sb.SetEnv(func(env map[string]string) map[string]string {
+		env["API_TOKEN"] = "tok-value-8086"
+		return env
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.SetEnv(func(env map[string]string) map[string]string {
+		env["1BAD"] = "x"
+		return env
+	}); !errors.Is(err, sandbox.ErrInvalidEnv) {
+		t.Errorf("SetEnv with a bad name: %v", err)
+	}
+	if got := mustRun(t, sb, "echo $FROM_OPTIONS $API_TOKEN"); got != "opt-value-6502 tok-value-8086\n" {
+		t.Errorf("overlay inside: %q", got)
+	}
+	// The overlay reaches commands but is not stored in the user's files.
+	if got := run(t, sb, "grep -rls -e tok-value-8086 -e opt-value-6502 /home /tmp"); got.Stdout != "" {
+		t.Errorf("overlay values written to %q", got.Stdout)
+	}
+}
+
+func TestHooks(t *testing.T) {
+	ctx := context.Background()
+	var calls []string
+	sb, err := local.New(local.Options{StateDir: t.TempDir(), Hooks: sandbox.Hooks{
+		OnStart: func(_ context.Context, id string, o sandbox.Outcome) error {
+			calls = append(calls, "start:"+string(o))
+			return nil
+		},
+		OnStop:    func(context.Context, string) error { calls = append(calls, "stop"); return nil },
+		OnDestroy: func(context.Context, string) error { calls = append(calls, "destroy"); return nil },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, sb, "true")
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, sb, "true")
+	if err := sb.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(calls, " "); got != "start:created stop start:created destroy" {
+		t.Errorf("hooks ran: %s", got)
+	}
+}

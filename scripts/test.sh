@@ -87,7 +87,8 @@ step "summary"
 passed=$(grep -cE '^ok[[:space:]]' "$log" || true)
 failed=$(grep -cE '^FAIL[[:space:]]' "$log" || true)
 notests=$(grep -cE '^\?[[:space:]]' "$log" || true)
-echo "packages: $passed passed, $failed failed, $notests without tests; $((SECONDS - start))s"
+echo "$notests packages without tests; $((SECONDS - start))s"
+echo "packages: $passed passed, $failed failed"
 grep -E '^(FAIL|--- FAIL|panic:)' "$log" || true
 if ((status != 0)); then
 	echo "go test failed (exit $status)" >&2

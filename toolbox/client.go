@@ -214,6 +214,9 @@ type Extensions struct {
 	Stdin bool
 	// Base64: binary-safe stdout and stderr in exec and log answers.
 	Base64 bool
+	// Stateless: session commands that leave the session's state alone
+	// (SessionExecOptions.Stateless).
+	Stateless bool
 }
 
 func parseExtensions(v string) Extensions {
@@ -226,6 +229,8 @@ func parseExtensions(v string) Extensions {
 			e.Stdin = true
 		case ExtBase64:
 			e.Base64 = true
+		case ExtStateless:
+			e.Stateless = true
 		}
 	}
 	return e

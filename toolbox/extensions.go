@@ -16,6 +16,13 @@ const (
 	// and stderr are standard base64 of the raw bytes; the server confirms
 	// with HeaderEncoding.
 	ExtBase64 = "base64"
+	// ExtStateless: on a session exec, the command runs in a fresh shell
+	// of the session's current state, and nothing it changes (working
+	// directory, environment, shell variables) is kept for the session's
+	// later commands. The server skips saving the shell state, which makes
+	// the command cheaper. Clients that wrap every command in a subshell
+	// anyway use it to drop their wrapper.
+	ExtStateless = "stateless"
 )
 
 // Headers of the agentbox protocol extensions (see also HeaderExtensions
@@ -27,6 +34,10 @@ const (
 	// HeaderStdinClose, with value "true" on an input request using the
 	// stdin extension, closes the command's stdin after writing data.
 	HeaderStdinClose = "X-Agentbox-Stdin-Close"
+	// HeaderStdinEncoding, with value "base64" on an input request using
+	// the stdin extension, says that data is standard base64 of the raw
+	// bytes to write (so input need not be UTF-8).
+	HeaderStdinEncoding = "X-Agentbox-Stdin-Encoding"
 )
 
 // Stream ids of the frames extension.

@@ -69,6 +69,22 @@ type ExecResult struct {
 // /process/session/{id}/exec). With RunAsync (or Async) it returns as soon
 // as the command started; follow it with FollowLogs and GetCommand.
 func (c *Client) SessionExecute(ctx context.Context, sessionID string, req SessionExecuteRequest) (*ExecResult, error) {
+	return c.SessionExecuteWith(ctx, sessionID, req, SessionExecOptions{})
+}
+
+// SessionExecOptions are the agentbox extensions a session exec may use.
+type SessionExecOptions struct {
+	// Stateless asks for the stateless extension: the command runs in the
+	// session's current state but leaves nothing behind for later commands
+	// (no cd, export or variable persists), which the server makes
+	// cheaper. Only servers whose Extensions include Stateless honour it;
+	// others ignore the request and run the command as usual, so check
+	// Extensions first when the difference matters.
+	Stateless bool
+}
+
+// SessionExecuteWith is SessionExecute with agentbox extension options.
+func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req SessionExecuteRequest, opts SessionExecOptions) (*ExecResult, error) {
 	if err := checkID("session ID", sessionID); err != nil {
 		return nil, err
 	}
@@ -76,14 +92,21 @@ func (c *Client) SessionExecute(ctx context.Context, sessionID string, req Sessi
 		return nil, fmt.Errorf("toolbox: session exec: command is empty: %w", sandbox.ErrInvalidArgument)
 	}
 	async := req.RunAsync || req.Async
-	var hdr http.Header
+	var use []string
 	if !async {
 		// Ask for base64 unless the server is known not to offer it:
 		// servers that do not know the header ignore it, and the
 		// answer says whether it was honoured.
 		if e, known := c.cachedExtensions(); !known || e.Base64 {
-			hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtBase64}}
+			use = append(use, ExtBase64)
 		}
+	}
+	if opts.Stateless {
+		use = append(use, ExtStateless)
+	}
+	var hdr http.Header
+	if len(use) > 0 {
+		hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {strings.Join(use, ",")}}
 	}
 	path := "/process/session/" + seg(sessionID) + "/exec"
 	var r SessionExecuteResponse

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -33,8 +34,15 @@ func TestCloseKillsEverything(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // let the execute start
 
+	ss, _ := e.srv.session("c")
+	if len(findProcs(nil, []byte(markerKey+"="+ss.token+":"), os.Getpid())) < 3 {
+		t.Fatal("expected the shell, its children and a spare shell to be tagged")
+	}
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if left := findProcs(nil, []byte(markerKey+"="+ss.token+":"), os.Getpid()); len(left) > 0 {
+		t.Errorf("processes left after Close: %v", left)
 	}
 	_, ce := readAll(ctx, t, conn)
 	if ce.Code != websocket.StatusNormalClosure && ce.Code != websocket.StatusGoingAway {

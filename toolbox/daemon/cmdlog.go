@@ -162,61 +162,80 @@ func (l *cmdLog) readAt(p []byte, off int64) error {
 	return err
 }
 
-// logCursor reads records sequentially.
+// logCursor reads records sequentially, a whole record or part of one at
+// a time.
 type logCursor struct {
-	l   *cmdLog
-	off int64
-	hdr [recHeader]byte
+	l      *cmdLog
+	off    int64 // next unread byte: a header, or payload when rem > 0
+	rem    int   // payload bytes left in the current record
+	stream byte  // stream of the current record
+	hdr    [recHeader]byte
 }
 
-// peek returns the stream and payload length of the record at the cursor;
-// ok is false when the cursor reached end (a size the caller saw).
-func (c *logCursor) peek(end int64) (stream byte, n int, ok bool, err error) {
-	if c.off >= end {
-		return 0, 0, false, nil
+// more reports whether unread data remains below end, a size the caller
+// got from state.
+func (c *logCursor) more(end int64) bool { return c.off < end }
+
+// head returns the stream and remaining payload of the current record,
+// reading the next header first when the previous record is done (fresh).
+func (c *logCursor) head() (stream byte, rem int, fresh bool, err error) {
+	if c.rem > 0 {
+		return c.stream, c.rem, false, nil
 	}
 	if err := c.l.readAt(c.hdr[:], c.off); err != nil {
 		return 0, 0, false, err
 	}
-	return c.hdr[0], int(binary.BigEndian.Uint32(c.hdr[1:])), true, nil
+	c.stream, c.rem = c.hdr[0], int(binary.BigEndian.Uint32(c.hdr[1:]))
+	c.off += recHeader
+	return c.stream, c.rem, true, nil
 }
 
-// appendPayload appends the payload of the record at the cursor, whose
-// length peek returned, to buf and moves to the next record.
-func (c *logCursor) appendPayload(buf []byte, n int) ([]byte, error) {
+// take appends the next n payload bytes of the current record to buf; n
+// must not exceed what head reported.
+func (c *logCursor) take(buf []byte, n int) ([]byte, error) {
 	start := len(buf)
 	buf = slices.Grow(buf, n)[:start+n]
-	if err := c.l.readAt(buf[start:], c.off+recHeader); err != nil {
+	if err := c.l.readAt(buf[start:], c.off); err != nil {
 		return buf[:start], err
 	}
-	c.off += int64(recHeader + n)
+	c.off += int64(n)
+	c.rem -= n
 	return buf, nil
 }
 
-// next appends the next record's payload to buf and returns its stream; end
-// is the log size the caller saw, and ok is false when off reached it.
+// next appends the next whole record's payload to buf and returns its
+// stream; ok is false when end was reached.
 func (c *logCursor) next(buf []byte, end int64) (out []byte, stream byte, ok bool, err error) {
-	stream, n, ok, err := c.peek(end)
-	if !ok || err != nil {
-		return buf, 0, ok, err
+	if !c.more(end) {
+		return buf, 0, false, nil
 	}
-	buf, err = c.appendPayload(buf, n)
+	stream, n, _, err := c.head()
 	if err != nil {
+		return buf, 0, false, err
+	}
+	if buf, err = c.take(buf, n); err != nil {
 		return buf, 0, false, err
 	}
 	return buf, stream, true, nil
 }
 
+// Forms of a log a snapshot can build.
+const (
+	formRaw      = 1 << iota // Daytona log: marker + chunk per record
+	formCombined             // markers removed
+	formSplit                // stdout and stderr apart
+)
+
 // logOutputs holds the forms of a log the API serves.
 type logOutputs struct {
-	raw      []byte // Daytona log: marker + chunk per record
-	combined []byte // markers removed
+	raw      []byte
+	combined []byte
 	stdout   []byte
 	stderr   []byte
 }
 
-// snapshot reads the whole log.
-func (l *cmdLog) snapshot() (logOutputs, error) {
+// snapshot reads the whole log, building the forms asked for.
+func (l *cmdLog) snapshot(forms int) (logOutputs, error) {
 	size, _, _, err := l.state()
 	if err != nil {
 		return logOutputs{}, err
@@ -234,13 +253,18 @@ func (l *cmdLog) snapshot() (logOutputs, error) {
 		if !ok {
 			return o, nil
 		}
-		o.combined = append(o.combined, buf...)
+		if forms&formCombined != 0 {
+			o.combined = append(o.combined, buf...)
+		}
+		marker, dst := stdoutMarker, &o.stdout
 		if stream == streamStderr {
-			o.raw = append(append(o.raw, stderrMarker...), buf...)
-			o.stderr = append(o.stderr, buf...)
-		} else {
-			o.raw = append(append(o.raw, stdoutMarker...), buf...)
-			o.stdout = append(o.stdout, buf...)
+			marker, dst = stderrMarker, &o.stderr
+		}
+		if forms&formRaw != 0 {
+			o.raw = append(append(o.raw, marker...), buf...)
+		}
+		if forms&formSplit != 0 {
+			*dst = append(*dst, buf...)
 		}
 	}
 }

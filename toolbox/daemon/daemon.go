@@ -27,7 +27,7 @@ const DefaultMaxBodyBytes = 10 << 20
 
 // Extensions lists the agentbox protocol extensions this server offers, as
 // sent in the X-Agentbox-Extensions header of every response.
-const Extensions = "frames,stdin,base64"
+const Extensions = "frames,stdin,base64,stateless"
 
 // Agentbox protocol headers the toolbox package does not name.
 const (

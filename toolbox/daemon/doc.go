@@ -6,15 +6,22 @@
 // toolbox spec and the v0.190.0 daemon): every Daytona SDK can talk to it.
 // It improves on Daytona where the protocol leaves room:
 //
-//   - Session commands keep the session's exported environment and working
-//     directory, yet a command that runs `exit 3` or trips `set -e` does not
-//     kill the session. Each command is a fresh shell started in the saved
-//     state; an EXIT trap hands the new state back to the server.
+//   - Session commands keep the session's working directory, environment,
+//     and (with bash) shell variables and functions, yet a command that runs
+//     `exit 3` or trips `set -e` does not kill the session. Each command is
+//     a fresh shell started in the saved state; an EXIT trap hands the new
+//     state back to the server. The shell for the next command is started
+//     ahead of time, so a command costs about as much as os/exec of
+//     `sh -c`. Shell options (`set -e`, `shopt`) and aliases do not carry
+//     over. Every process a command starts carries the environment variable
+//     AGENTBOX_SESSION_CMD, by which the server finds it when the session
+//     is deleted.
 //   - Output reaches log followers the moment it is read, partial lines
 //     included, with no polling; the follow WebSocket closes as soon as the
 //     command has ended and everything was sent.
-//   - Logs spill to disk, so a command may print far more than fits in
-//     memory.
+//   - Logs spill to files under the process's temporary directory
+//     ($TMPDIR), so a command may print far more than fits in memory. Logs
+//     are kept until their session is deleted, as in Daytona.
 //   - Deleting a session kills every process its commands started, daemons
 //     that called setsid included.
 //

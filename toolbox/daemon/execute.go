@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -98,28 +100,47 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cleanup()
 
-	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, s.shell)
-	cmd.Args = args
-	cmd.Env = env
-	cmd.Dir = cwd
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		o.kill()
-		return nil
+	// stdout and stderr share one pipe. We keep a copy of its write end:
+	// after the shell exits, a sentinel written through it marks the end of
+	// the shell's output even when background children keep the pipe open.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
-	// Background children may keep the output pipe open.
-	cmd.WaitDelay = 100 * time.Millisecond
+	defer pr.Close()
+	growPipe(pw)
+	cmd := &exec.Cmd{
+		Path:        s.shell,
+		Args:        args,
+		Env:         env,
+		Dir:         cwd,
+		Stdout:      pw,
+		Stderr:      pw,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
 	if err := cmd.Start(); err != nil {
+		pw.Close()
 		writeJSON(w, http.StatusOK, toolbox.ExecuteResponse{ExitCode: -1, Result: err.Error()})
 		return
 	}
 	o.mu.Lock()
 	o.pgid = cmd.Process.Pid
 	o.mu.Unlock()
-	werr := cmd.Wait()
+	sentinel := []byte(randomHex(16))
+	outCh := make(chan []byte, 1)
+	go func() { outCh <- readUntil(pr, sentinel) }()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-ctx.Done():
+		o.kill()
+		werr = <-waited
+	}
+	writeSentinel(pw, sentinel)
+	out := <-outCh
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
 			s.writeError(w, r, errorf(http.StatusRequestTimeout, codeRequestTimeout, "command execution timeout after %d seconds", req.Timeout))
@@ -128,5 +149,21 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		// The client went away: nobody reads the answer.
 		return
 	}
-	writeJSON(w, http.StatusOK, toolbox.ExecuteResponse{ExitCode: exitCode(cmd, werr), Result: out.String()})
+	writeJSON(w, http.StatusOK, toolbox.ExecuteResponse{ExitCode: exitCode(cmd, werr), Result: string(out)})
+}
+
+// readUntil reads r until the sentinel (left out) or EOF.
+func readUntil(r io.Reader, sentinel []byte) []byte {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if i := bytes.Index(out[max(0, len(out)-n-len(sentinel)):], sentinel); i >= 0 {
+			return out[:max(0, len(out)-n-len(sentinel))+i]
+		}
+		if err != nil {
+			return out
+		}
+	}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -238,4 +239,89 @@ func (p *exportParser) ansiC() ([]byte, error) {
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// shellOwnVars are the variables bash sets or computes itself; restoring
+// them into a new shell would be wrong or impossible.
+var shellOwnVars = map[string]bool{
+	"BASH": true, "BASHOPTS": true, "BASHPID": true, "BASH_ALIASES": true, "BASH_ARGC": true,
+	"BASH_ARGV": true, "BASH_ARGV0": true, "BASH_CMDS": true, "BASH_COMMAND": true,
+	"BASH_EXECUTION_STRING": true, "BASH_LINENO": true, "BASH_LOADABLES_PATH": true,
+	"BASH_REMATCH": true, "BASH_SOURCE": true, "BASH_SUBSHELL": true, "BASH_VERSINFO": true,
+	"BASH_VERSION": true, "COMP_WORDBREAKS": true, "DIRSTACK": true, "EPOCHREALTIME": true,
+	"EPOCHSECONDS": true, "EUID": true, "FUNCNAME": true, "GROUPS": true, "HISTCMD": true,
+	"HOSTNAME": true, "HOSTTYPE": true, "LINENO": true, "MACHTYPE": true, "OPTERR": true,
+	"OPTIND": true, "OSTYPE": true, "PIPESTATUS": true, "PPID": true, "RANDOM": true,
+	"SECONDS": true, "SHELLOPTS": true, "SHLVL": true, "SRANDOM": true, "UID": true, "_": true,
+	"PWD": true, "OLDPWD": true,
+}
+
+// restoreScript builds the script that recreates, in a new shell, the
+// shell variables (from `declare -p`) and functions (from `declare -f`) a
+// command left behind. Exported variables travel in the environment
+// instead; bash's own variables and ours (__agentbox_*) are left out.
+func restoreScript(declareP, declareF []byte) string {
+	var b []byte
+	for _, stmt := range splitStatements(declareP) {
+		p := exportParser{b: stmt}
+		if !p.consume("declare ") {
+			continue
+		}
+		flags := ""
+		for p.i < len(p.b) && p.b[p.i] == '-' {
+			start := p.i
+			for p.i < len(p.b) && p.b[p.i] != ' ' {
+				p.i++
+			}
+			flags += string(p.b[start:p.i])
+			p.skipBlanks()
+		}
+		name := p.name()
+		if name == "" || p.i >= len(p.b) || p.b[p.i] != '=' {
+			continue // unset, or not understood
+		}
+		if shellOwnVars[name] || strings.HasPrefix(name, "__agentbox_") || strings.Contains(flags, "x") {
+			continue
+		}
+		b = append(append(b, stmt...), '\n')
+	}
+	b = append(b, declareF...)
+	return string(b)
+}
+
+// splitStatements splits shell output into statements at newlines outside
+// quotes ('…', "…", $'…').
+func splitStatements(b []byte) [][]byte {
+	var out [][]byte
+	start := 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '\\':
+			i++
+		case c == '\'':
+			for i++; i < len(b) && b[i] != '\''; i++ {
+			}
+		case c == '$' && i+1 < len(b) && b[i+1] == '\'':
+			for i += 2; i < len(b) && b[i] != '\''; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case c == '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case c == '\n':
+			if i > start {
+				out = append(out, b[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(b) {
+		out = append(out, b[start:])
+	}
+	return out
 }

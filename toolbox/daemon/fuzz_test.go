@@ -87,3 +87,24 @@ type nopResponseWriter struct{}
 func (nopResponseWriter) Header() http.Header         { return http.Header{} }
 func (nopResponseWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (nopResponseWriter) WriteHeader(int)             {}
+
+// FuzzParseShellState feeds arbitrary shell output to the parsers of the
+// state an EXIT trap reports: they must not panic, and what parseExportP
+// accepts must be K=V entries.
+func FuzzParseShellState(f *testing.F) {
+	f.Add([]byte("declare -x A=\"1\"\ndeclare -x B=$'\\n\\001'\ndeclare -x C\n"))
+	f.Add([]byte("declare -a arr=([0]=\"a\" [1]=$'b\\nc')\ndeclare -- X=\"1\"\n"))
+	f.Add([]byte("export A='x'\n"))
+	f.Add([]byte("declare -x A=$'\\x4"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, err := parseExportP(b)
+		if err == nil {
+			for _, kv := range env {
+				if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+					t.Fatalf("bad entry %q", kv)
+				}
+			}
+		}
+		_ = restoreScript(b, b)
+	})
+}

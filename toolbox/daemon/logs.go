@@ -119,12 +119,19 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		s.followLogs(w, r, ss, c)
 		return
 	}
-	out, err := c.log.snapshot()
+	mode := logModeOf(r)
+	forms := formCombined
+	switch mode {
+	case modeJSON:
+		forms = formRaw | formSplit
+	case modeRaw:
+		forms = formRaw
+	}
+	out, err := c.log.snapshot(forms)
 	if err != nil {
 		s.writeError(w, r, notFound("session %q was deleted", ss.id))
 		return
 	}
-	mode := logModeOf(r)
 	if mode == modeJSON {
 		resp := toolbox.SessionCommandLogsResponse{Output: string(out.raw)}
 		if uses(r, "base64") {
@@ -157,8 +164,9 @@ func isWebSocket(r *http.Request) bool {
 	return false
 }
 
-// maxMessage is the largest WebSocket message the follower sends.
-const maxMessage = 256 << 10
+// maxMessage is the largest WebSocket message the follower sends; it fits
+// the default read limit of common WebSocket libraries.
+const maxMessage = 32 << 10
 
 // followLogs streams a command's log over a WebSocket: the whole log from
 // byte 0, then new output the moment it is read. It closes with 1000 when
@@ -201,36 +209,41 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 			}
 			return
 		}
-		// Send everything up to size, coalesced into messages.
-		for cur.off < size {
+		// Send everything up to size, in messages of at most maxMessage
+		// bytes: records are coalesced or split as needed.
+		for cur.more(size) {
 			msg = msg[:0]
 			var lastStream byte
-			for cur.off < size && len(msg) < maxMessage {
-				stream, n, ok, perr := cur.peek(size)
-				if perr != nil || !ok {
-					err = perr
+		fill:
+			for cur.more(size) {
+				room := maxMessage - len(msg)
+				if room <= 0 || (mode != modeCombined && !frames && room <= len(stdoutMarker)) {
+					break
+				}
+				stream, n, fresh, herr := cur.head()
+				if herr != nil {
+					err = herr
 					break
 				}
 				switch {
 				case frames:
 					if len(msg) > 0 && stream != lastStream {
-						// One stream per message: flush first.
-						if werr := conn.Write(ctx, websocket.MessageBinary, msg); werr != nil {
-							return
-						}
-						msg = msg[:0]
+						break fill // one stream per message
 					}
 					if len(msg) == 0 {
 						msg = append(msg, stream)
+						room--
 					}
 					lastStream = stream
 				case mode == modeCombined:
-				case stream == streamStderr:
+				case fresh && stream == streamStderr:
 					msg = append(msg, stderrMarker...)
-				default:
+					room -= len(stderrMarker)
+				case fresh:
 					msg = append(msg, stdoutMarker...)
+					room -= len(stdoutMarker)
 				}
-				if msg, err = cur.appendPayload(msg, n); err != nil {
+				if msg, err = cur.take(msg, min(n, room)); err != nil {
 					break
 				}
 			}

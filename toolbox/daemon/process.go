@@ -94,7 +94,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("command contains a NUL byte"))
 		return
 	}
-	c, err := ss.start(req)
+	c, err := ss.start(req, uses(r, "stateless"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -106,13 +106,21 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 	if err := c.waitDone(r.Context()); err != nil {
 		return // the client went away; the command keeps running
 	}
-	out, err := c.log.snapshot()
+	mode := logModeOf(r)
+	base64Out := uses(r, "base64")
+	forms := formRaw
+	if mode == modeCombined {
+		forms = formCombined
+	}
+	if mode == modeJSON || base64Out {
+		forms |= formSplit
+	}
+	out, err := c.log.snapshot(forms)
 	if err != nil {
 		s.writeError(w, r, notFound("session %q was deleted", ss.id))
 		return
 	}
 	resp := toolbox.SessionExecuteResponse{CmdID: c.id, ExitCode: c.exit()}
-	mode := logModeOf(r)
 	var output string
 	if mode == modeCombined {
 		output = string(out.combined)
@@ -121,7 +129,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.Output = &output
 	switch {
-	case uses(r, "base64"):
+	case base64Out:
 		so, se := base64.StdEncoding.EncodeToString(out.stdout), base64.StdEncoding.EncodeToString(out.stderr)
 		resp.Stdout, resp.Stderr = &so, &se
 		w.Header().Set(headerEncoding, "base64")

@@ -34,6 +34,14 @@ const reservedSession = "entrypoint"
 // readChunk is the largest read from a command's output pipe.
 const readChunk = 256 << 10
 
+// readBufs holds the buffers of pump, readChunk bytes each: most commands
+// print little, and a fresh 256 KiB per stream and command would be most
+// of what a command allocates.
+var readBufs = sync.Pool{New: func() any {
+	b := make([]byte, readChunk)
+	return &b
+}}
+
 // growPipe enlarges a pipe's buffer so that fast writers block less and
 // reads come in bigger chunks. Failure is harmless.
 func growPipe(f *os.File) {
@@ -44,16 +52,15 @@ func growPipe(f *os.File) {
 	}
 }
 
-// drainGrace is how long a finished command's output pipes are read before
-// the command counts as ended, when background children keep them open.
-const drainGrace = 20 * time.Millisecond
+// sentinelTimeout bounds the write of an end-of-output sentinel.
+const sentinelTimeout = 10 * time.Second
 
 // maxInlineScript is the largest script passed with -c; longer ones go
 // through a file (the kernel caps one argument at 128 KiB).
 const maxInlineScript = 96 << 10
 
-// session is a Daytona session: a saved shell state (exported environment
-// and working directory) and the commands run in it, one at a time.
+// session is a Daytona session: a saved shell state and the commands run in
+// it, one at a time.
 type session struct {
 	srv   *Server
 	id    string
@@ -63,8 +70,7 @@ type session struct {
 	turn chan struct{} // one token: the right to run a command
 
 	mu       sync.Mutex
-	env      []string
-	cwd      string
+	state    shellState // what the next command starts with
 	cmds     map[string]*command
 	order    []*command
 	deleted  bool
@@ -74,11 +80,11 @@ type session struct {
 
 // command is one session command.
 type command struct {
-	sess         *session
 	id           string
 	text         string
 	async        bool
 	suppressEcho bool
+	stateless    bool // run without saving the shell state (extension "stateless")
 	log          *cmdLog
 
 	// stdin of an async command: the write end, nil when closed, not yet
@@ -150,8 +156,7 @@ func (s *Server) createSession(id string) error {
 		token:    token,
 		dir:      dir,
 		turn:     make(chan struct{}, 1),
-		env:      normalizeEnv(s.baseEnv),
-		cwd:      s.workDir,
+		state:    shellState{cwd: s.workDir, env: normalizeEnv(s.baseEnv)},
 		cmds:     make(map[string]*command),
 		killedCh: make(chan struct{}),
 	}
@@ -282,13 +287,14 @@ func (ss *session) destroy() {
 
 // start registers a command and runs it in the session's turn. It returns
 // at once; c.done is closed when the command has ended.
-func (ss *session) start(req toolbox.SessionExecuteRequest) (*command, error) {
+// A stateless command leaves the session's state as it found it.
+func (ss *session) start(req toolbox.SessionExecuteRequest, stateless bool) (*command, error) {
 	c := &command{
-		sess:         ss,
 		id:           newUUID(),
 		text:         req.Command,
 		async:        req.RunAsync || req.Async,
 		suppressEcho: req.SuppressInputEcho,
+		stateless:    stateless,
 		done:         make(chan struct{}),
 	}
 	c.log = newCmdLog(filepath.Join(ss.dir, c.id+".log"), &ss.srv.logMem)
@@ -361,15 +367,20 @@ type spare struct {
 	id     string   // marker id
 	goW    *os.File // fd 3: the command goes here; close to dismiss
 	stateR *os.File // fd 4: the EXIT trap writes the shell state here
-	stdinW *os.File
-	outR   *os.File
-	errR   *os.File
-	script string // file the command text goes to for non-bash shells
+	// Our copies of the write ends of stdout, stderr and the state pipe:
+	// after the shell exits a sentinel written through them marks, in
+	// order, the end of what the shell wrote.
+	outW, errW, stateW *os.File
+	stdinW             *os.File
+	outR               *os.File
+	errR               *os.File
+	script             string // file the command text goes to for non-bash shells
 }
 
 // spawn starts a spare shell with env in cwd.
-func (ss *session) spawn(env []string, cwd string) (*spare, error) {
+func (ss *session) spawn(st shellState) (*spare, error) {
 	srv := ss.srv
+	env, cwd := st.env, st.cwd
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		cwd = srv.workDir
 	}
@@ -409,9 +420,15 @@ func (ss *session) spawn(env []string, cwd string) (*spare, error) {
 		closeAll(goR, goW, stdinR, stdinW, outR, outW, errR, errW)
 		return nil, err
 	}
+	restoreR, restoreW, err := os.Pipe()
+	if err != nil {
+		closeAll(goR, goW, stdinR, stdinW, outR, outW, errR, errW, stateR, stateW)
+		return nil, err
+	}
 	growPipe(outW)
 	growPipe(errW)
-	files = []*os.File{goR, stdinR, outW, errW, stateW}
+	growPipe(restoreW)
+	files = []*os.File{goR, stdinR, restoreR}
 	sp.cmd = &exec.Cmd{
 		Path:        srv.shell,
 		Args:        []string{srv.shell, "-c", spareScript(srv.bash, sp.script)},
@@ -420,16 +437,23 @@ func (ss *session) spawn(env []string, cwd string) (*spare, error) {
 		Stdin:       stdinR,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{goR, stateW},
+		ExtraFiles:  []*os.File{goR, stateW, restoreR},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	err = sp.cmd.Start()
 	closeAll(files...)
 	if err != nil {
-		closeAll(goW, stdinW, outR, errR, stateR)
+		closeAll(goW, stdinW, outR, errR, stateR, restoreW, outW, errW, stateW)
 		return nil, err
 	}
 	sp.goW, sp.stdinW, sp.outR, sp.errR, sp.stateR = goW, stdinW, outR, errR, stateR
+	sp.outW, sp.errW, sp.stateW = outW, errW, stateW
+	// Shell variables and functions of the previous command (bash only).
+	if srv.bash {
+		_ = restoreW.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = restoreW.Write([]byte(strconv.Itoa(len(st.restore)) + "\n" + st.restore))
+	}
+	restoreW.Close()
 	return sp, nil
 }
 
@@ -440,6 +464,9 @@ func (sp *spare) dismiss() {
 	t := time.AfterFunc(time.Second, func() { _ = syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL) })
 	_ = sp.cmd.Wait()
 	t.Stop()
+	sp.outW.Close()
+	sp.errW.Close()
+	sp.stateW.Close()
 	sp.outR.Close()
 	sp.errR.Close()
 	sp.stateR.Close()
@@ -453,10 +480,9 @@ func (ss *session) prepare() {
 		ss.mu.Unlock()
 		return
 	}
-	env := append([]string(nil), ss.env...)
-	cwd := ss.cwd
+	st := ss.state
 	ss.mu.Unlock()
-	sp, err := ss.spawn(env, cwd)
+	sp, err := ss.spawn(st)
 	if err != nil {
 		return // the next command starts its own shell and reports the error
 	}
@@ -488,13 +514,12 @@ func (ss *session) run(c *command) {
 	}
 	sp := ss.spare
 	ss.spare = nil
-	env := append([]string(nil), ss.env...)
-	cwd := ss.cwd
+	before := ss.state
 	ss.mu.Unlock()
 
 	if sp == nil {
 		var err error
-		if sp, err = ss.spawn(env, cwd); err != nil {
+		if sp, err = ss.spawn(before); err != nil {
 			msg := fmt.Sprintf("agentbox: cannot start the command: %v\n", err)
 			c.log.write(streamStderr, []byte(msg))
 			c.finish(-1)
@@ -505,7 +530,7 @@ func (ss *session) run(c *command) {
 	// the current state, and keep it if the state did not change.
 	next := make(chan *spare, 1)
 	ss.srv.goTracked(func() {
-		n, err := ss.spawn(env, cwd)
+		n, err := ss.spawn(before)
 		if err != nil {
 			n = nil
 		}
@@ -514,12 +539,12 @@ func (ss *session) run(c *command) {
 	code, state := ss.exec(c, sp)
 	if state != nil {
 		ss.mu.Lock()
-		ss.cwd, ss.env = state.cwd, state.env
+		ss.state = *state
 		ss.mu.Unlock()
 	}
 	c.finish(code)
 	n := <-next
-	if n != nil && state != nil && (state.cwd != cwd || !slices.Equal(state.env, env)) {
+	if n != nil && state != nil && !state.equal(before) {
 		n.dismiss()
 		n = nil
 	}
@@ -537,10 +562,17 @@ func (ss *session) run(c *command) {
 	ss.mu.Unlock()
 }
 
-// shellState is what a command's EXIT trap reports.
+// shellState is what a command's EXIT trap reports and the next command
+// starts with: working directory, exported environment, and (bash only) a
+// script restoring shell variables and functions.
 type shellState struct {
-	cwd string
-	env []string
+	cwd     string
+	env     []string
+	restore string
+}
+
+func (a shellState) equal(b shellState) bool {
+	return a.cwd == b.cwd && a.restore == b.restore && slices.Equal(a.env, b.env)
 }
 
 // exec runs c in the spare shell sp to its end and returns its exit code
@@ -572,57 +604,57 @@ func (ss *session) exec(c *command, sp *spare) (int, *shellState) {
 		sp.stdinW.Close() // synchronous commands read EOF
 	}
 
+	// The sentinel is random, so a command cannot print it by chance.
+	sentinel := []byte(randomHex(16))
 	var readers sync.WaitGroup
 	readers.Add(2)
-	pump := func(f *os.File, stream byte) {
-		defer readers.Done()
-		buf := make([]byte, readChunk)
-		for {
-			n, err := f.Read(buf)
-			if n > 0 {
-				c.log.write(stream, buf[:n])
-			}
-			if err != nil {
-				return
-			}
-		}
+	outSeen, errSeen := make(chan struct{}), make(chan struct{})
+	srv.goTracked(func() { defer readers.Done(); pump(sp.outR, streamStdout, c.log, sentinel, outSeen) })
+	srv.goTracked(func() { defer readers.Done(); pump(sp.errR, streamStderr, c.log, sentinel, errSeen) })
+	var stateCh chan *shellState
+	stateSentinel := append([]byte{0xff}, sentinel...) // 0xff: never in the state's own text
+	if c.stateless {
+		// The shell closes its end unused.
+		sp.stateW.Close()
+		sp.stateR.Close()
+	} else {
+		stateCh = make(chan *shellState, 1)
+		srv.goTracked(func() { stateCh <- readState(sp.stateR, srv.bash, stateSentinel) })
 	}
-	srv.goTracked(func() { pump(sp.outR, streamStdout) })
-	srv.goTracked(func() { pump(sp.errR, streamStderr) })
 
-	stateCh := make(chan *shellState, 1)
-	srv.goTracked(func() { stateCh <- readState(sp.stateR, srv.bash) })
-
-	// Under bash the command itself goes through the pipe, length first.
-	msg := "\n"
+	// The mode word tells the shell whether to report its state; under
+	// bash the command itself follows, length first.
+	mode := "keep"
+	if c.stateless {
+		mode = "drop"
+	}
+	msg := mode + "\n"
 	if srv.bash {
-		msg = strconv.Itoa(len(c.text)) + "\n" + c.text
+		msg = strconv.Itoa(len(c.text)) + " " + mode + "\n" + c.text
 	}
 	_, _ = sp.goW.Write([]byte(msg))
 	sp.goW.Close()
 	werr := sp.cmd.Wait()
 	code := exitCode(sp.cmd, werr)
 
-	// The EXIT trap wrote the state before the shell exited, unless the
-	// shell was killed; children may hold the pipe, so do not wait for EOF.
+	// Everything the shell wrote is in the pipes now. Background children
+	// may hold them open, so EOF may never come: write a sentinel behind
+	// the shell's output instead and wait until the readers reach it.
+	// Output of background jobs after that is still logged.
 	var state *shellState
-	t := time.NewTimer(drainGrace)
-	select {
-	case state = <-stateCh:
-	case <-t.C:
-		sp.stateR.Close()
-		<-stateCh
+	if stateCh != nil {
+		writeSentinel(sp.stateW, stateSentinel)
 	}
-	t.Stop()
-	sp.stateR.Close()
-
-	// Output written before the shell exited is already in the pipes; give
-	// the readers a moment to reach EOF. Background children may hold the
-	// pipes open: their later output is still logged.
-	drained := make(chan struct{})
+	writeSentinel(sp.outW, sentinel)
+	writeSentinel(sp.errW, sentinel)
+	if stateCh != nil {
+		state = <-stateCh
+		sp.stateR.Close()
+	}
+	<-outSeen
+	<-errSeen
 	srv.goTracked(func() {
 		readers.Wait()
-		close(drained)
 		c.mu.Lock()
 		pipes := c.pipes
 		c.pipes = nil
@@ -631,13 +663,65 @@ func (ss *session) exec(c *command, sp *spare) (int, *shellState) {
 			p.Close()
 		}
 	})
-	t = time.NewTimer(drainGrace)
-	select {
-	case <-drained:
-	case <-t.C:
-	}
-	t.Stop()
 	return code, state
+}
+
+// writeSentinel writes the sentinel through our copy of a pipe's write end
+// and closes it. A write of at most PIPE_BUF bytes is atomic, so the
+// sentinel arrives in one piece even when other writers share the pipe.
+func writeSentinel(w *os.File, sentinel []byte) {
+	_ = w.SetWriteDeadline(time.Now().Add(sentinelTimeout))
+	_, _ = w.Write(sentinel)
+	w.Close()
+}
+
+// pump copies a command's output pipe into its log until EOF or until the
+// pipe is closed, leaving out the sentinel; seen is closed when the
+// sentinel has passed (or the pipe ended without it).
+func pump(f *os.File, stream byte, log *cmdLog, sentinel []byte, seen chan struct{}) {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
+	var held []byte // a possible start of the sentinel at the end of a read
+	found := false
+	for {
+		n, err := f.Read(buf)
+		data := buf[:n]
+		if !found && n > 0 {
+			if len(held) > 0 {
+				data = append(held, data...)
+				held = nil
+			}
+			if i := bytes.Index(data, sentinel); i >= 0 {
+				log.write(stream, data[:i])
+				data = data[i+len(sentinel):]
+				found = true
+				close(seen)
+			} else if k := partialSuffix(data, sentinel); k > 0 {
+				held = append([]byte(nil), data[len(data)-k:]...)
+				data = data[:len(data)-k]
+			}
+		}
+		log.write(stream, data)
+		if err != nil {
+			if !found {
+				log.write(stream, held)
+				close(seen)
+			}
+			return
+		}
+	}
+}
+
+// partialSuffix returns the length of the longest proper prefix of s that
+// data ends with.
+func partialSuffix(data, s []byte) int {
+	for k := min(len(s)-1, len(data)); k > 0; k-- {
+		if bytes.Equal(data[len(data)-k:], s[:k]) {
+			return k
+		}
+	}
+	return 0
 }
 
 // exitCode maps a finished command to a shell-style exit code.
@@ -677,26 +761,42 @@ func (s *Server) shellArgs(script, dir, name string) ([]string, func(), error) {
 // Subshells and background jobs do not inherit the trap. The exit status is
 // preserved, and the trap's own commands are hidden from `set -x`.
 //
-// Under bash, fd 3 carries the command's length in bytes, a newline and
-// the command, which runs with eval, so it behaves as with `bash -c`; the
-// state is `pwd`, NUL, `export -p`, NUL. Other shells get a newline on fd 3,
-// source the command from scriptPath, and report `pwd`, NUL, `env -0`, NUL.
+// fd 3 carries a mode word, "keep" or "drop": with "drop" (a stateless
+// command) no trap is set and the state pipe is closed at once.
+// Under bash, fd 3 carries the command's length in bytes, a space, the
+// mode word, a newline and the command, which runs with eval, so it behaves as with `bash -c`; the
+// state is `pwd`, NUL, `export -p`, NUL, `declare -p`, NUL, `declare -f`,
+// NUL; and fd 5 carries, length first, the script restoring the previous
+// command's shell variables and functions, run before the shell waits.
+// Other shells get the mode word and a newline on fd 3, source the command from scriptPath,
+// and report `pwd`, NUL, `env -0`, NUL; only exported variables persist.
 func spareScript(bash bool, scriptPath string) string {
 	if bash {
-		return `__agentbox_exit() { __agentbox_rc=$?; set +eu; { builtin printf '%s\0' "$PWD"; builtin export -p; builtin printf '\0'; } >&59; builtin exit "$__agentbox_rc"; }
-IFS= builtin read -r __agentbox_n <&3 || builtin exit 0
+		// Every command of ours is a builtin (or `command exec`), so that
+		// restored user functions cannot take their place.
+		return `{ IFS= builtin read -r __agentbox_n <&5 && LC_ALL=C IFS= builtin read -r -d '' -N "$__agentbox_n" __agentbox_s <&5 && builtin eval "$__agentbox_s"; } 2>/dev/null
+command exec 5<&- 59>&4 4>&-
+builtin unset __agentbox_s __agentbox_n
+__agentbox_exit() { __agentbox_rc=$?; builtin set +eu; { builtin printf '%s\0' "$PWD"; builtin export -p; builtin printf '\0'; builtin declare -p; builtin printf '\0'; builtin declare -f; builtin printf '\0'; } >&59; builtin exit "$__agentbox_rc"; }
+IFS=' ' builtin read -r __agentbox_n __agentbox_m <&3 || builtin exit 0
 LC_ALL=C IFS= builtin read -r -d '' -N "$__agentbox_n" __agentbox_cmd <&3
-exec 3<&- 59>&4 4>&-
-unset __agentbox_n
-trap '{ __agentbox_exit; } 2>/dev/null' EXIT
+command exec 3<&-
+case $__agentbox_m in
+drop) command exec 59>&- ;;
+*) builtin trap '{ __agentbox_exit; } 2>/dev/null' EXIT ;;
+esac
+builtin unset __agentbox_n __agentbox_m
 builtin eval "$__agentbox_cmd"
 `
 	}
-	return `__agentbox_exit() { __agentbox_rc=$?; set +eu; { printf '%s\0' "$PWD"; env -0; printf '\0'; } >&9; exit "$__agentbox_rc"; }
+	return `__agentbox_exit() { __agentbox_rc=$?; set +eu; { printf '%s\0' "$PWD"; command env -0 && printf '\0'; } >&9; exit "$__agentbox_rc"; }
 read -r __agentbox_go <&3 || exit 0
-exec 3<&- 9>&4 4>&-
+exec 3<&- 9>&4 4>&- 5<&-
+case $__agentbox_go in
+drop) exec 9>&- ;;
+*) trap '{ __agentbox_exit; } 2>/dev/null' EXIT ;;
+esac
 unset __agentbox_go
-trap '{ __agentbox_exit; } 2>/dev/null' EXIT
 . ` + shellQuote(scriptPath) + `
 `
 }
@@ -709,44 +809,52 @@ func shellQuote(s string) string {
 // maxState caps the shell state a command may report.
 const maxState = 16 << 20
 
-// readState reads the state an EXIT trap writes to r: the working
-// directory, NUL, the environment (`export -p` under bash, `env -0`
-// otherwise), NUL. It returns nil when the state is incomplete.
-func readState(r io.Reader, bash bool) *shellState {
+// readState reads the state an EXIT trap writes to r, up to the sentinel
+// the server writes after the shell exited: the working directory, NUL,
+// then under bash `export -p`, `declare -p` and `declare -f`, each followed
+// by NUL, otherwise `env -0` and one more NUL. It returns nil when the trap
+// did not write a complete state (the shell was killed, say).
+func readState(r io.Reader, bash bool, sentinel []byte) *shellState {
 	var b []byte
 	buf := make([]byte, 16<<10)
-	complete := func() bool {
-		if bash {
-			return bytes.Count(b, []byte{0}) >= 2
+	for {
+		if i := bytes.Index(b, sentinel); i >= 0 {
+			b = b[:i]
+			break
 		}
-		return len(b) >= 2 && b[len(b)-1] == 0 && b[len(b)-2] == 0
-	}
-	for !complete() {
 		n, err := r.Read(buf)
 		b = append(b, buf[:n]...)
 		if err != nil || len(b) > maxState {
 			return nil
 		}
 	}
-	cwd, rest, _ := bytes.Cut(b, []byte{0})
-	if !filepath.IsAbs(string(cwd)) {
+	cwd, rest, ok := bytes.Cut(b, []byte{0})
+	if !ok || !filepath.IsAbs(string(cwd)) {
 		return nil
 	}
 	var env []string
+	restore := ""
 	if bash {
-		list, _, _ := bytes.Cut(rest, []byte{0})
-		var err error
-		if env, err = parseExportP(list); err != nil {
+		parts := bytes.Split(rest, []byte{0})
+		if len(parts) != 4 || len(parts[3]) != 0 {
 			return nil
 		}
+		var err error
+		if env, err = parseExportP(parts[0]); err != nil {
+			return nil
+		}
+		restore = restoreScript(parts[1], parts[2])
 	} else {
+		if !bytes.HasSuffix(rest, []byte{0, 0}) && !bytes.Equal(rest, []byte{0}) {
+			return nil
+		}
 		for _, f := range bytes.Split(bytes.TrimRight(rest, "\x00"), []byte{0}) {
 			if len(f) > 0 {
 				env = append(env, string(f))
 			}
 		}
 	}
-	return &shellState{cwd: string(cwd), env: normalizeEnv(env)}
+	return &shellState{cwd: string(cwd), env: normalizeEnv(env), restore: restore}
 }
 
 // normalizeEnv returns env sorted, without malformed entries and without

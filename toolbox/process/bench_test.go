@@ -59,6 +59,48 @@ func benchTrue(b *testing.B, opts *sandbox.ExecOptions) {
 	b.ReportMetric(float64(reqs)/float64(b.N), "req/op")
 }
 
+// BenchmarkExecuteTrueSerial runs blocks of 16 Execute("true") back to
+// back, alternating with blocks of 16 os/exec of `sh -c true`. Unlike
+// BenchmarkExecuteTrue, work the daemon does in the background after a
+// command (starting the shell for the next one) lands in our blocks, not
+// in the baseline's: this is the cost of a command when an agent runs
+// commands as fast as it can. ns/op is one Execute.
+func BenchmarkExecuteTrueSerial(b *testing.B) {
+	const block = 16
+	h := newHarness(b, harnessOptions{})
+	h.warm(b)
+	ctx := context.Background()
+	var ours, base time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(block, b.N-done)
+		start := time.Now()
+		for range n {
+			r, err := h.m.Execute(ctx, "true", nil, nil)
+			if err != nil || r.ExitCode != 0 {
+				b.Fatalf("Execute(true) = %+v, %v", r, err)
+			}
+		}
+		ours += time.Since(start)
+		b.StopTimer()
+		start = time.Now()
+		for range n {
+			if err := exec.Command("sh", "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		base += time.Since(start)
+		b.StartTimer()
+		done += n
+	}
+	b.StopTimer()
+	reqs, _ := h.requests()
+	b.ReportMetric(float64(ours)/float64(base), "x-os/exec")
+	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "os/exec-ns/op")
+	b.ReportMetric(float64(reqs)/float64(b.N), "req/op")
+}
+
 // BenchmarkStream256MiB streams 256 MiB of stdout to an io.Discard writer
 // against a plain os/exec pipe (goal: at least 0.25× its throughput).
 func BenchmarkStream256MiB(b *testing.B) {

@@ -19,7 +19,8 @@ import (
 // plan is a validated command, ready to run.
 type plan struct {
 	line    string        // the full command line (what results report)
-	script  string        // the session command actually sent
+	script  string        // the session command actually sent, in a subshell
+	bare    string        // the same without the subshell, for stateless execs
 	timeout time.Duration // <= 0: none
 	retain  int64         // bytes retained per stream, < 0: all
 }
@@ -51,10 +52,11 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 	if cwd == "" {
 		cwd = m.defaultCwd
 	}
-	script, err := buildScript(line, env, cwd, stdinNull)
+	script, err := buildScript(line, env, cwd, stdinNull, true)
 	if err != nil {
 		return nil, err
 	}
+	bare, _ := buildScript(line, env, cwd, stdinNull, false)
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = m.defaultTimeout
@@ -64,15 +66,18 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 			return nil, err
 		}
 	}
-	return &plan{line: line, script: script, timeout: timeout, retain: retain}, nil
+	return &plan{line: line, script: script, bare: bare, timeout: timeout, retain: retain}, nil
 }
 
 // buildScript wraps line so that nothing it does leaks into the session
-// shell: the exports and the cd happen in a subshell, and the command runs
+// shell: the exports and the cd happen in a subshell (unless subshell is
+// false: the server runs the command stateless), and the command runs
 // through eval, so a syntax error fails the command rather than the shell.
-func buildScript(line string, env map[string]string, cwd string, stdinNull bool) (string, error) {
+func buildScript(line string, env map[string]string, cwd string, stdinNull, subshell bool) (string, error) {
 	var b strings.Builder
-	b.WriteByte('(')
+	if subshell {
+		b.WriteByte('(')
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if !sandbox.ValidEnvName(k) {
 			return "", fmt.Errorf("process: %w: %q (names must match [A-Za-z_][A-Za-z0-9_]*)", sandbox.ErrInvalidEnv, k)
@@ -90,7 +95,9 @@ func buildScript(line string, env map[string]string, cwd string, stdinNull bool)
 	}
 	b.WriteString("eval ")
 	b.WriteString(sandbox.ShellQuote(line))
-	b.WriteByte(')')
+	if subshell {
+		b.WriteByte(')')
+	}
 	if stdinNull {
 		b.WriteString(" </dev/null")
 	}
@@ -158,8 +165,9 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 		if err != nil {
 			return nil, err
 		}
+		req, eo := m.request(ctx, pl)
 		rctx, cancel := withTimeout(ctx, pl.timeout)
-		res, err := m.client.SessionExecute(rctx, s.id, toolbox.SessionExecuteRequest{Command: pl.script})
+		res, err := m.client.SessionExecuteWith(rctx, s.id, req, eo)
 		timedOut := err != nil && ctx.Err() == nil && rctx.Err() != nil
 		cancel()
 		switch {
@@ -187,6 +195,16 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 			return nil, &toolboxError{op: "running a command", err: err}
 		}
 	}
+}
+
+// request builds the session exec of pl: without the subshell, and
+// stateless, when the server offers the stateless extension. The
+// extensions are known by then (acquire made or reused a session).
+func (m *Manager) request(ctx context.Context, pl *plan) (toolbox.SessionExecuteRequest, toolbox.SessionExecOptions) {
+	if ext, err := m.client.Extensions(ctx); err == nil && ext.Stateless {
+		return toolbox.SessionExecuteRequest{Command: pl.bare}, toolbox.SessionExecOptions{Stateless: true}
+	}
+	return toolbox.SessionExecuteRequest{Command: pl.script}, toolbox.SessionExecOptions{}
 }
 
 // salvage fetches the output a synchronous command wrote before its
@@ -219,7 +237,9 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 		if err != nil {
 			return session{}, "", err
 		}
-		res, err := m.client.SessionExecute(ctx, s.id, toolbox.SessionExecuteRequest{Command: pl.script, RunAsync: true, SuppressInputEcho: true})
+		req, eo := m.request(ctx, pl)
+		req.RunAsync, req.SuppressInputEcho = true, true
+		res, err := m.client.SessionExecuteWith(ctx, s.id, req, eo)
 		switch {
 		case err == nil && res.CmdID != "":
 			return s, res.CmdID, nil

@@ -18,7 +18,7 @@ import (
 )
 
 func TestBuildScript(t *testing.T) {
-	got, err := buildScript("echo hi", map[string]string{"B": "it's", "A": "x y"}, "/tmp/my dir", true)
+	got, err := buildScript("echo hi", map[string]string{"B": "it's", "A": "x y"}, "/tmp/my dir", true, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,11 +26,15 @@ func TestBuildScript(t *testing.T) {
 	if got != want {
 		t.Errorf("script\n got %s\nwant %s", got, want)
 	}
-	got, _ = buildScript("exit 3", nil, "", false)
+	got, _ = buildScript("exit 3", nil, "", false, true)
 	if want := `(eval 'exit 3')`; got != want {
 		t.Errorf("script\n got %s\nwant %s", got, want)
 	}
-	if _, err := buildScript("true", map[string]string{"1BAD": "x"}, "", false); !errors.Is(err, sandbox.ErrInvalidEnv) {
+	got, _ = buildScript("echo hi", map[string]string{"A": "1"}, "/d", true, false)
+	if want := `export A='1' && cd '/d' && eval 'echo hi' </dev/null`; got != want {
+		t.Errorf("stateless script\n got %s\nwant %s", got, want)
+	}
+	if _, err := buildScript("true", map[string]string{"1BAD": "x"}, "", false, true); !errors.Is(err, sandbox.ErrInvalidEnv) {
 		t.Errorf("bad env name: err = %v, want ErrInvalidEnv", err)
 	}
 }
