@@ -5,8 +5,10 @@
 // [Client] talks to Daytona's own daemon (through its cloud proxy) and to
 // agentbox's toolbox server (package toolbox/daemon) over TCP or a unix
 // socket. Where an agentbox server offers a protocol extension (binary-safe
-// log frames with the exit code, exact stdin with close, base64 output) the
-// client uses it; against a plain Daytona server it uses Daytona's protocol.
+// log frames with the exit code, exact binary stdin with close, base64
+// output) the client uses it, and stateless session commands on request
+// (SessionExecuteWith); against a plain Daytona server it uses Daytona's
+// protocol.
 package toolbox
 
 import (

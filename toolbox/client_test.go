@@ -344,8 +344,12 @@ func TestInput(t *testing.T) {
 			if err := e.c.SendInput(ctx, "s", r.CmdID, []byte("abc")); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.c.SendInput(ctx, "s", r.CmdID, []byte{0xff}); !errors.Is(err, sandbox.ErrInvalidArgument) {
-				t.Fatalf("invalid UTF-8: %v", err)
+			err = e.c.SendInput(ctx, "s", r.CmdID, []byte{0xff, 0})
+			if ext == "" && !errors.Is(err, sandbox.ErrInvalidArgument) {
+				t.Fatalf("invalid UTF-8 without the stdin extension: %v", err)
+			}
+			if ext != "" && err != nil {
+				t.Fatalf("binary input with the stdin extension: %v", err)
 			}
 			closeErr := e.c.CloseInput(ctx, "s", r.CmdID)
 			e.fs.mu.Lock()
@@ -353,7 +357,7 @@ func TestInput(t *testing.T) {
 			stdin, closed := string(c.stdin), c.stdinClosed
 			e.fs.mu.Unlock()
 			if ext != "" {
-				if closeErr != nil || stdin != "abc" || !closed {
+				if closeErr != nil || stdin != "abc\xff\x00" || !closed {
 					t.Fatalf("stdin ext: close %v, stdin %q closed %v; want exact bytes and closed", closeErr, stdin, closed)
 				}
 			} else {
@@ -461,5 +465,34 @@ func TestUploadContentError(t *testing.T) {
 	err := e.c.Upload(ctxT(t), toolbox.UploadFile{Path: "/f", Content: &failingReader{n: 100000}})
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("Upload with a failing reader: %v", err)
+	}
+}
+
+func TestSessionExecuteStateless(t *testing.T) {
+	e := newEnv(t, newFakeServer(allExt+",stateless"), toolbox.ClientOptions{})
+	ctx := ctxT(t)
+	if err := e.c.CreateSession(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if ext, err := e.c.Extensions(ctx); err != nil || !ext.Stateless {
+		t.Fatalf("Extensions = %+v, %v", ext, err)
+	}
+	for _, tc := range []struct {
+		req  toolbox.SessionExecuteRequest
+		opts toolbox.SessionExecOptions
+		want string
+	}{
+		{toolbox.SessionExecuteRequest{Command: "run"}, toolbox.SessionExecOptions{Stateless: true}, "base64,stateless"},
+		{toolbox.SessionExecuteRequest{Command: "run", RunAsync: true}, toolbox.SessionExecOptions{Stateless: true}, "stateless"},
+		{toolbox.SessionExecuteRequest{Command: "run"}, toolbox.SessionExecOptions{}, "base64"},
+		{toolbox.SessionExecuteRequest{Command: "run", RunAsync: true}, toolbox.SessionExecOptions{}, ""},
+	} {
+		if _, err := e.c.SessionExecuteWith(ctx, "s", tc.req, tc.opts); err != nil {
+			t.Fatal(err)
+		}
+		reqs := e.fs.requests()
+		if got := reqs[len(reqs)-1].Header.Get(toolbox.HeaderUseExtensions); got != tc.want {
+			t.Errorf("%+v %+v: %s = %q, want %q", tc.req, tc.opts, toolbox.HeaderUseExtensions, got, tc.want)
+		}
 	}
 }

@@ -9,8 +9,10 @@ const (
 	// when the command ended, or "killed" when its session was deleted.
 	ExtFrames = "frames"
 	// ExtStdin: on POST …/command/{id}/input, data is written exactly as
-	// given (no newline appended, no echo) and HeaderStdinClose closes the
-	// command's stdin afterwards.
+	// given (no newline appended, no echo), HeaderStdinClose closes the
+	// command's stdin afterwards, and HeaderStdinEncoding "base64" says
+	// data is base64 of raw bytes. Input to a command that no longer reads
+	// it gets 410 GONE.
 	ExtStdin = "stdin"
 	// ExtBase64: on a sync session exec and on GET …/logs (JSON), stdout
 	// and stderr are standard base64 of the raw bytes; the server confirms

@@ -321,6 +321,13 @@ func (s *fakeServer) input(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []byte(req.Data)
 	if s.uses(r, "stdin") {
+		if r.Header.Get(toolbox.HeaderStdinEncoding) == "base64" {
+			var err error
+			if data, err = base64.StdEncoding.DecodeString(req.Data); err != nil {
+				writeErr(w, r, 400, "BAD_REQUEST", "bad base64: "+err.Error())
+				return
+			}
+		}
 		c.stdin = append(c.stdin, data...)
 		if r.Header.Get("X-Agentbox-Stdin-Close") == "true" {
 			c.stdinClosed = true

@@ -29,13 +29,16 @@ const wsReadLimit = 64 << 20
 // calling goroutine, in order, never concurrently.
 //
 // It follows over a WebSocket (with the frames extension when the server
-// offers it, else demultiplexing Daytona's marked log) and falls back to
-// polling GET …/logs every PollInterval when the socket cannot be opened,
-// closes abnormally, or ends without telling the exit code. Every source
-// replays the log from its start; FollowLogs writes each byte once.
+// offers it, else demultiplexing Daytona's marked log). When the socket
+// closes normally without telling the exit code (Daytona's way), one GET
+// …/command/{id} fetches it. It falls back to polling GET …/logs every
+// PollInterval when the socket cannot be opened, closes abnormally, or
+// closes while the command still runs. Every source replays the log from
+// its start; FollowLogs writes each byte once.
 //
 // exitCode is the command's exit code when the follow learned it (frames
-// close reason, or polling), else nil: then ask GetCommand. killed reports
+// close reason, the command after a normal close, or polling), else nil:
+// then ask GetCommand. killed reports
 // that the session was deleted while following. Cancelling ctx returns
 // ctx's error promptly.
 func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (exitCode *int, killed bool, err error) {
@@ -54,6 +57,22 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 		}
 		if r.done {
 			return r.exitCode, r.killed, nil
+		}
+		if r.clean {
+			// A server closes normally when the command ended and its
+			// log was sent: one look at the command settles it, and only
+			// a command still running (an early close) needs polling.
+			cmd, err := c.GetCommand(ctx, sessionID, cmdID)
+			if err != nil {
+				return f.pollErr(ctx, err)
+			}
+			if cmd.ExitCode != nil {
+				if err := f.finish(); err != nil {
+					return nil, false, err
+				}
+				code := *cmd.ExitCode
+				return &code, false, nil
+			}
 		}
 	}
 	return f.poll(ctx)
@@ -79,6 +98,7 @@ type followResult struct {
 	done     bool
 	exitCode *int
 	killed   bool
+	clean    bool // not done, but the socket closed normally (1000)
 }
 
 type streamWriter struct {
@@ -210,49 +230,80 @@ func (f *follower) websocket(ctx context.Context) (followResult, error) {
 		f.raw = -1
 	}
 	var off int64 // offset in the marked log, without frames
+	buf := make([]byte, wsReadChunk)
 	for {
-		_, data, err := conn.Read(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return followResult{}, ctx.Err()
-			}
-			var ce websocket.CloseError
-			if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure && frames {
-				switch {
-				case ce.Reason == CloseReasonKilled:
-					return followResult{done: true, killed: true}, nil
-				case strings.HasPrefix(ce.Reason, CloseReasonExitPrefix):
-					if n, err := strconv.Atoi(strings.TrimPrefix(ce.Reason, CloseReasonExitPrefix)); err == nil {
-						return followResult{done: true, exitCode: &n}, nil
-					}
-				}
-			}
-			// A plain close, an abnormal close or a broken link: the
-			// polling loop learns the exit code and drains the log.
-			return followResult{}, nil
+		err, ferr := f.readMessage(ctx, conn, frames, buf, &off)
+		if ferr != nil {
+			return followResult{}, ferr
 		}
-		if frames {
-			if len(data) == 0 {
-				continue
-			}
-			var s int
-			switch data[0] {
-			case StreamStdout:
-				s = 0
-			case StreamStderr:
-				s = 1
-			default:
-				continue // unknown stream: ignore
-			}
-			if err := f.emit(s, data[1:]); err != nil {
-				return followResult{}, err
-			}
+		if err == nil {
 			continue
 		}
-		if err := f.feedRaw(off, data); err != nil {
-			return followResult{}, err
+		if ctx.Err() != nil {
+			return followResult{}, ctx.Err()
 		}
-		off += int64(len(data))
+		var ce websocket.CloseError
+		if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure && frames {
+			switch {
+			case ce.Reason == CloseReasonKilled:
+				return followResult{done: true, killed: true}, nil
+			case strings.HasPrefix(ce.Reason, CloseReasonExitPrefix):
+				if n, err := strconv.Atoi(strings.TrimPrefix(ce.Reason, CloseReasonExitPrefix)); err == nil {
+					return followResult{done: true, exitCode: &n}, nil
+				}
+			}
+		}
+		// A plain close, an abnormal close or a broken link: the exit
+		// code is still unknown.
+		return followResult{clean: errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure}, nil
+	}
+}
+
+// wsReadChunk is the size of the buffer a follow reads messages into.
+const wsReadChunk = 256 << 10
+
+// readMessage reads one message into buf piece by piece and hands the
+// pieces on as they come: with frames, the first byte names the stream of
+// the rest; without, the message continues the marked log at *off. err is
+// a read error (a close among them); ferr a failure to pass output on.
+func (f *follower) readMessage(ctx context.Context, conn *websocket.Conn, frames bool, buf []byte, off *int64) (err, ferr error) {
+	_, r, err := conn.Reader(ctx)
+	if err != nil {
+		return err, nil
+	}
+	s := -1 // frames: the message's stream, -1 until read, -2 unknown
+	for {
+		n, rerr := r.Read(buf)
+		data := buf[:n]
+		if frames && len(data) > 0 {
+			if s == -1 {
+				switch data[0] {
+				case StreamStdout:
+					s = 0
+				case StreamStderr:
+					s = 1
+				default:
+					s = -2 // unknown stream: ignore
+				}
+				data = data[1:]
+			}
+			if s >= 0 && len(data) > 0 {
+				if err := f.emit(s, data); err != nil {
+					return nil, err
+				}
+			}
+		} else if len(data) > 0 {
+			if err := f.feedRaw(*off, data); err != nil {
+				return nil, err
+			}
+			*off += int64(len(data))
+		}
+		if rerr == io.EOF {
+			return nil, nil
+		}
+		if rerr != nil {
+			return rerr, nil
+		}
 	}
 }
 

@@ -85,8 +85,9 @@ func TestFollowLogs(t *testing.T) {
 	midRune := bytes.Index(log, []byte("✓")) + 1
 	cases := []followCase{
 		{name: "frames", ext: allExt, step: 97, wantWS: 1},
-		{name: "markers split in every frame", ext: "", chunk: 1, step: 13, wantWS: 1, wantPolls: true},
-		{name: "markers with frames ext off", ext: "stdin", chunk: 2, step: len(log), wantWS: 1, wantPolls: true},
+		// A normal close after the command ended: one GET command, no polling.
+		{name: "markers split in every frame", ext: "", chunk: 1, step: 13, wantWS: 1},
+		{name: "markers with frames ext off", ext: "stdin", chunk: 2, step: len(log), wantWS: 1},
 		{name: "abnormal close mid-marker then poll", ext: "", wsMode: "abort", abortAfter: midMarker, chunk: 5, step: len(log), wantWS: 1, wantPolls: true},
 		{name: "abnormal close mid-rune then poll", ext: "", wsMode: "abort", abortAfter: midRune, chunk: 7, step: len(log), wantWS: 1, wantPolls: true},
 		{name: "plain early close then poll", ext: "", wsMode: "plainclose", abortAfter: midMarker, chunk: 3, step: len(log), wantWS: 1, wantPolls: true},
@@ -113,7 +114,13 @@ func TestFollowLogs(t *testing.T) {
 					// Everything is there before the follow starts, so
 					// the cut happens at the chosen offset.
 					fs.appendLog("s", "c", log)
-					time.Sleep(20 * time.Millisecond)
+					if tc.wsMode == "plainclose" {
+						// Long enough for the close and the look at the
+						// command to see it still running.
+						time.Sleep(300 * time.Millisecond)
+					} else {
+						time.Sleep(20 * time.Millisecond)
+					}
 					fs.exit("s", "c", 7)
 					return
 				}

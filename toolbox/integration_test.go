@@ -100,7 +100,7 @@ func TestDaemonBasics(t *testing.T) {
 	c, work := daemonEnv(t, false, toolbox.ClientOptions{})
 	ctx := ctxT(t)
 	ext, err := c.Extensions(ctx)
-	if err != nil || ext != (toolbox.Extensions{Frames: true, Stdin: true, Base64: true}) {
+	if err != nil || ext != (toolbox.Extensions{Frames: true, Stdin: true, Base64: true, Stateless: true}) {
 		t.Fatalf("Extensions = %+v, %v", ext, err)
 	}
 	if d, err := c.WorkDir(ctx); err != nil || d != work {
@@ -337,7 +337,8 @@ func BenchmarkCommand(b *testing.B) {
 				}
 				continue
 			}
-			r, err := c.SessionExecute(ctx, "bench", toolbox.SessionExecuteRequest{Command: "true", RunAsync: async})
+			r, err := c.SessionExecuteWith(ctx, "bench", toolbox.SessionExecuteRequest{Command: "true", RunAsync: async},
+				toolbox.SessionExecOptions{Stateless: mode == "stateless"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -354,5 +355,6 @@ func BenchmarkCommand(b *testing.B) {
 	}
 	b.Run("round-trip", func(b *testing.B) { run(b, "version") })
 	b.Run("session-sync", func(b *testing.B) { run(b, "sync") })
+	b.Run("session-sync-stateless", func(b *testing.B) { run(b, "stateless") })
 	b.Run("session-async-follow", func(b *testing.B) { run(b, "async") })
 }

@@ -185,12 +185,14 @@ func commandPath(sessionID, cmdID string) string {
 
 // SendInput writes data to the standard input of a running async command.
 //
-// With the server's stdin extension the bytes are written exactly. Against
-// a plain Daytona server, Daytona's semantics apply: a newline is appended
-// when data does not end in one, and the input is echoed into the log unless
-// the command ran with SuppressInputEcho. Input travels as a JSON string, so
-// data must be valid UTF-8 (split input on rune boundaries). A command that
-// already ended gives an error matching sandbox.ErrExited.
+// With the server's stdin extension the bytes are written exactly, and
+// may be any bytes (they travel base64-encoded, see HeaderStdinEncoding).
+// Against a plain Daytona server, Daytona's semantics apply: a newline is
+// appended when data does not end in one, and the input is echoed into the
+// log unless the command ran with SuppressInputEcho; input travels as a
+// JSON string there, so data must be valid UTF-8 (split input on rune
+// boundaries). A command that already ended gives an error matching
+// sandbox.ErrExited.
 func (c *Client) SendInput(ctx context.Context, sessionID, cmdID string, data []byte) error {
 	return c.input(ctx, sessionID, cmdID, data, false)
 }
@@ -209,23 +211,32 @@ func (c *Client) input(ctx context.Context, sessionID, cmdID string, data []byte
 	if err := checkID("command ID", cmdID); err != nil {
 		return err
 	}
-	if !utf8.Valid(data) {
-		return fmt.Errorf("toolbox: send input: data is not valid UTF-8 (the protocol carries input as a JSON string; split input on rune boundaries): %w", sandbox.ErrInvalidArgument)
-	}
 	ext, err := c.Extensions(ctx)
 	if err != nil {
 		return err
 	}
 	var hdr http.Header
+	payload := ""
 	if ext.Stdin {
+		// Exact bytes, base64 so that any byte travels in the JSON string.
 		hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtStdin}}
+		if len(data) > 0 {
+			hdr.Set(HeaderStdinEncoding, ExtBase64)
+			payload = base64.StdEncoding.EncodeToString(data)
+		}
 		if closeIn {
 			hdr.Set(HeaderStdinClose, "true")
 		}
-	} else if closeIn {
-		return fmt.Errorf("toolbox: closing a command's stdin needs the agentbox stdin extension, which this server does not offer: %w", sandbox.ErrUnsupported)
+	} else {
+		if closeIn {
+			return fmt.Errorf("toolbox: closing a command's stdin needs the agentbox stdin extension, which this server does not offer: %w", sandbox.ErrUnsupported)
+		}
+		if !utf8.Valid(data) {
+			return fmt.Errorf("toolbox: send input: data is not valid UTF-8, and this server (without the agentbox stdin extension) takes input only as a JSON string; split input on rune boundaries: %w", sandbox.ErrInvalidArgument)
+		}
+		payload = string(data)
 	}
-	return c.doJSON(ctx, http.MethodPost, commandPath(sessionID, cmdID)+"/input", nil, SessionSendInputRequest{Data: string(data)}, hdr, nil)
+	return c.doJSON(ctx, http.MethodPost, commandPath(sessionID, cmdID)+"/input", nil, SessionSendInputRequest{Data: payload}, hdr, nil)
 }
 
 // CommandLogs returns a snapshot of a command's output so far, split into

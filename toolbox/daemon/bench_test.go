@@ -42,6 +42,14 @@ func BenchmarkSessionExecSync(b *testing.B) {
 	compare(b, func(int) { e.execSync("bench", "true") })
 }
 
+// BenchmarkSessionExecStateless is BenchmarkSessionExecSync with the
+// stateless extension (no shell state saved).
+func BenchmarkSessionExecStateless(b *testing.B) {
+	e := newEnv(b, false)
+	e.createSession("bench")
+	compare(b, func(int) { e.execSync("bench", "true", toolbox.HeaderUseExtensions, "stateless") })
+}
+
 // BenchmarkExecute: one POST /process/execute of `true`.
 func BenchmarkExecute(b *testing.B) {
 	e := newEnv(b, false)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Stream ids, as used by the frames extension.
@@ -47,7 +49,6 @@ type cmdLog struct {
 	closed bool
 	notify chan struct{}
 	err    error // first write error
-	wbuf   []byte
 }
 
 func newCmdLog(path string, inMemory *atomic.Int64) *cmdLog {
@@ -90,8 +91,7 @@ func (l *cmdLog) write(stream byte, p []byte) {
 		l.f, l.mem = f, nil
 	}
 	if l.f != nil {
-		l.wbuf = append(append(l.wbuf[:0], hdr[:]...), p...)
-		if _, err := l.f.Write(l.wbuf); err != nil {
+		if err := writeRecord(l.f, hdr[:], p); err != nil {
 			l.err = fmt.Errorf("writing the command log: %w", err)
 			l.wakeLocked()
 			return
@@ -102,6 +102,43 @@ func (l *cmdLog) write(stream byte, p []byte) {
 	}
 	l.size += int64(recHeader + len(p))
 	l.wakeLocked()
+}
+
+// writeRecord appends a record to a spill file with one writev, without
+// copying the payload.
+func writeRecord(f *os.File, hdr, p []byte) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	bufs := [][]byte{hdr, p}
+	want := len(hdr) + len(p)
+	var werr error
+	cerr := rc.Write(func(fd uintptr) bool {
+		for want > 0 {
+			n, err := unix.Writev(int(fd), bufs)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				werr = err
+				return true
+			}
+			want -= n
+			for n > 0 && len(bufs) > 0 {
+				k := min(n, len(bufs[0]))
+				bufs[0], n = bufs[0][k:], n-k
+				if len(bufs[0]) == 0 {
+					bufs = bufs[1:]
+				}
+			}
+		}
+		return true
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return werr
 }
 
 // finish marks the log complete for followers.

@@ -31,8 +31,9 @@ const Extensions = "frames,stdin,base64,stateless"
 
 // Agentbox protocol headers the toolbox package does not name.
 const (
-	headerStdinClose = "X-Agentbox-Stdin-Close"
-	headerEncoding   = "X-Agentbox-Encoding"
+	headerStdinClose    = "X-Agentbox-Stdin-Close"
+	headerStdinEncoding = "X-Agentbox-Stdin-Encoding"
+	headerEncoding      = "X-Agentbox-Encoding"
 )
 
 // Options configures a Server. The zero value is usable: commands run in the

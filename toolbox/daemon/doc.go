@@ -25,9 +25,30 @@
 //   - Deleting a session kills every process its commands started, daemons
 //     that called setsid included.
 //
-// It also offers the agentbox protocol extensions (frames, stdin, base64),
-// announced on every response by the X-Agentbox-Extensions header and used
-// only when a client asks for them with X-Agentbox-Use.
+// It also offers the agentbox protocol extensions, announced on every
+// response by the X-Agentbox-Extensions header ("frames,stdin,base64,
+// stateless") and used only when a client asks for them with
+// X-Agentbox-Use:
+//
+//   - frames (log follow WebSocket): binary messages of one stream id byte
+//     and raw payload, up to 256 KiB each (32 KiB without frames, the
+//     default read limit of common WebSocket libraries); the close reason
+//     carries "exit=<code>" or "killed".
+//   - stdin (POST …/input): data is written exactly, without echo or an
+//     appended newline; X-Agentbox-Stdin-Close: true closes the command's
+//     stdin afterwards; X-Agentbox-Stdin-Encoding: base64 says data is
+//     standard base64 of raw bytes, so any bytes can be sent.
+//   - base64 (sync session exec, GET …/logs JSON): stdout and stderr are
+//     base64 of the raw bytes, confirmed by X-Agentbox-Encoding: base64.
+//   - stateless (session exec): the command runs in a fresh shell of the
+//     session's current state, but no EXIT trap saves the state it leaves:
+//     its cd, exports and variables are gone for the next command. That
+//     saves the state round trip; clients that isolate every command
+//     anyway (package toolbox/process) drop their own subshell with it.
+//
+// Input sent to a command that no longer reads it (the write fails with
+// EPIPE) is answered 410 GONE, like input to a command that has ended;
+// 408 is left for input that a live command does not read within 10 s.
 //
 // # Paths
 //

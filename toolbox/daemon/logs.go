@@ -165,8 +165,14 @@ func isWebSocket(r *http.Request) bool {
 }
 
 // maxMessage is the largest WebSocket message the follower sends; it fits
-// the default read limit of common WebSocket libraries.
+// the default read limit of common WebSocket libraries (Go's
+// coder/websocket: 32 KiB).
 const maxMessage = 32 << 10
+
+// maxFramesMessage is the largest message sent to a client using the
+// frames extension (agentbox's own client reads up to 64 MiB): fewer,
+// larger messages stream faster.
+const maxFramesMessage = 256 << 10
 
 // followLogs streams a command's log over a WebSocket: the whole log from
 // byte 0, then new output the moment it is read. It closes with 1000 when
@@ -199,6 +205,10 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 
 	cur := logCursor{l: c.log}
 	var msg []byte
+	limit := maxMessage
+	if frames {
+		limit = maxFramesMessage
+	}
 	for {
 		size, done, changed, err := c.log.state()
 		if err != nil {
@@ -216,7 +226,7 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 			var lastStream byte
 		fill:
 			for cur.more(size) {
-				room := maxMessage - len(msg)
+				room := limit - len(msg)
 				if room <= 0 || (mode != modeCombined && !frames && room <= len(stdoutMarker)) {
 					break
 				}

@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -165,11 +168,25 @@ func (s *Server) handleInput(w http.ResponseWriter, r *http.Request) {
 	}
 	raw := uses(r, "stdin")
 	closeAfter := raw && strings.EqualFold(r.Header.Get(headerStdinClose), "true")
-	data := req.Data
-	if !raw && !strings.HasSuffix(data, "\n") {
-		data += "\n"
+	data := []byte(req.Data)
+	if enc := strings.TrimSpace(r.Header.Get(headerStdinEncoding)); enc != "" {
+		switch {
+		case !raw:
+			s.writeError(w, r, badRequest("%s needs the stdin extension: send %s: stdin too", headerStdinEncoding, toolbox.HeaderUseExtensions))
+			return
+		case !strings.EqualFold(enc, "base64"):
+			s.writeError(w, r, badRequest("%s %q is not supported; the only encoding is base64", headerStdinEncoding, enc))
+			return
+		}
+		if data, err = base64.StdEncoding.DecodeString(req.Data); err != nil {
+			s.writeError(w, r, badRequest("data is not valid standard base64 (%s: base64): %v", headerStdinEncoding, err))
+			return
+		}
 	}
-	if err := c.sendInput([]byte(data), closeAfter, raw); err != nil {
+	if !raw && !bytes.HasSuffix(data, []byte("\n")) {
+		data = append(data, '\n')
+	}
+	if err := c.sendInput(data, closeAfter, raw); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -222,6 +239,15 @@ func (c *command) sendInput(data []byte, closeAfter, raw bool) error {
 			case <-c.done:
 				return errorf(http.StatusGone, codeGone, "command %q has already completed", c.id)
 			default:
+			}
+			if errors.Is(err, syscall.EPIPE) {
+				// Nothing reads the input any more: the command has
+				// ended (its exit code may be recorded a moment later)
+				// or closed its stdin. Later input fails the same way.
+				c.stdin.Close()
+				c.stdin = nil
+				c.stdinClosed = true
+				return errorf(http.StatusGone, codeGone, "command %q has already completed (nothing reads its input any more)", c.id)
 			}
 			return errorf(http.StatusRequestTimeout, codeRequestTimeout, "writing the input of command %q: %v (is it reading its stdin?)", c.id, err)
 		}

@@ -482,7 +482,7 @@ func TestLargeOutputSpillsToDisk(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if len(data) > maxMessage {
+		if len(data) > maxFramesMessage {
 			t.Fatalf("message of %d bytes", len(data))
 		}
 		total += len(data) - 1
@@ -714,4 +714,71 @@ func TestLogsEdgeCases(t *testing.T) {
 	}
 	e.expectError(400, codeBadRequest, "POST", "/process/session/y/command/"+running+"/input", toolbox.SessionSendInputRequest{Data: "x"})
 	<-done
+}
+
+// The stateless extension: a command sees the session's state but leaves
+// nothing behind, and the stateful commands around it work as before.
+func TestStatelessExtension(t *testing.T) {
+	for _, shell := range []string{"bash", "sh"} {
+		t.Run(shell, func(t *testing.T) {
+			e := newEnv(t, true, func(o *Options) { o.Shell = shell })
+			e.createSession("st")
+			e.execSync("st", "export A=1; cd /tmp")
+			stateless := []string{toolbox.HeaderUseExtensions, "base64, stateless"}
+			r := e.execSync("st", `echo "$A $PWD"; export A=2 B=3; cd /; exit 5`, stateless...)
+			if *r.ExitCode != 5 || *r.Stdout != base64.StdEncoding.EncodeToString([]byte("1 /tmp\n")) {
+				t.Errorf("stateless: %+v", r)
+			}
+			r = e.execSync("st", "set -e; cd /; false; echo no", stateless...)
+			if *r.ExitCode != 1 || *r.Stdout != "" {
+				t.Errorf("stateless set -e: %+v", r)
+			}
+			r = e.execSync("st", `echo "$A|$B|$PWD"; export C=4`)
+			if *r.Stdout != "1||/tmp\n" {
+				t.Errorf("after stateless: %q", *r.Stdout)
+			}
+			if r = e.execSync("st", `echo "$C"`, stateless...); *r.Stdout != base64.StdEncoding.EncodeToString([]byte("4\n")) {
+				t.Errorf("stateful before stateless: %q", *r.Stdout)
+			}
+		})
+	}
+}
+
+// Binary input with X-Agentbox-Stdin-Encoding: base64, its errors, and
+// 410 once nothing reads the input.
+func TestStdinBase64AndGone(t *testing.T) {
+	e := newEnv(t, true)
+	e.createSession("b")
+	cid := e.execAsync("b", toolbox.SessionExecuteRequest{Command: `od -An -tx1 | tr -s ' '`, RunAsync: true})
+	path := "/process/session/b/command/" + cid + "/input"
+	bin := base64.StdEncoding.EncodeToString([]byte{0xff, 0, '\n', 0xc3})
+	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: bin}, headerStdinEncoding, "base64")
+	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: bin}, toolbox.HeaderUseExtensions, "stdin", headerStdinEncoding, "hex")
+	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: "!!"}, toolbox.HeaderUseExtensions, "stdin", headerStdinEncoding, "base64")
+	e.expect(204, "POST", path, toolbox.SessionSendInputRequest{Data: bin},
+		toolbox.HeaderUseExtensions, "stdin", headerStdinEncoding, "base64", headerStdinClose, "true")
+	e.waitExit("b", cid)
+	data := e.expect(200, "GET", "/process/session/b/command/"+cid+"/logs", nil, sdk...)
+	var l toolbox.SessionCommandLogsResponse
+	json.Unmarshal(data, &l)
+	if l.Stdout != " ff 00 0a c3\n" {
+		t.Errorf("binary input: %q", l.Stdout)
+	}
+
+	// A command that closed its stdin but still runs: 410, not 408.
+	cid = e.execAsync("b", toolbox.SessionExecuteRequest{Command: `exec 0<&-; sleep 2`, RunAsync: true})
+	path = "/process/session/b/command/" + cid + "/input"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, body := e.do("POST", path, toolbox.SessionSendInputRequest{Data: "x"}, toolbox.HeaderUseExtensions, "stdin")
+		if resp.StatusCode == 410 {
+			break
+		}
+		if resp.StatusCode != 204 || time.Now().After(deadline) {
+			t.Fatalf("input to a closed stdin: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.expectError(410, codeGone, "POST", path, toolbox.SessionSendInputRequest{Data: "y"}, toolbox.HeaderUseExtensions, "stdin")
+	e.expect(204, "DELETE", "/process/session/b", nil)
 }

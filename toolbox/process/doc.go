@@ -12,6 +12,12 @@
 //
 //	(export K='v' && cd '/dir' && eval '<command>') </dev/null
 //
+// Against a server with the agentbox "stateless" extension (agentbox's
+// own toolbox server) the server guarantees that isolation: the command
+// runs without the subshell, which saves a fork,
+//
+//	export K='v' && cd '/dir' && eval '<command>' </dev/null
+//
 // The command is quoted with [sandbox.ShellQuote] and run by eval, so
 // heredocs, trailing comments and several lines work as typed, and a
 // syntax error fails the command (exit 2) instead of the session shell.
@@ -22,8 +28,11 @@
 // options) costs one request on a warm pool: a synchronous session exec.
 // A streaming command costs an asynchronous exec plus one log follow, and,
 // against servers without the agentbox "frames" extension, one more request
-// for the exit code. A session found gone (the sandbox restarted) is
-// replaced and the command retried once.
+// for the exit code (a plain Daytona daemon: 3 requests). A session found
+// gone (the sandbox restarted) is replaced and the command retried once.
+// Every 64th command of a pooled session, or once its commands printed
+// 64 MiB, the session is deleted in the background and a new one made,
+// so the logs a server keeps per session stay bounded.
 //
 // The exit code of a streamed command comes from the frames extension's
 // close reason, else from GET …/command/{id}; a server that has not

@@ -117,14 +117,16 @@ func buildScript(line string, env map[string]string, cwd string, stdinNull, subs
 // with the agentbox "stdin" extension (exact bytes and a real EOF), and
 // fails with an error matching sandbox.ErrUnsupported against others (a
 // plain Daytona daemon appends newlines and cannot close a command's
-// input). Like os/exec, Execute waits for the copying of Stdin to end, so a
-// Stdin whose Read blocks forever blocks Execute.
+// input). Any bytes may be sent. Once the command has ended Execute stops
+// copying Stdin and returns, as os/exec does with WaitDelay: a Read that
+// blocks (a pipe nobody closes) does not block Execute, though the
+// goroutine in it ends only when that Read returns; its result is then
+// dropped, and Close waits for it.
 //
 // If the Stdout or Stderr writer fails, it receives nothing more, the
 // command runs on, and Execute returns the result together with an error
 // wrapping the writer's. Likewise for a failure to copy Stdin (a read
-// error, or input that is not UTF-8, which the protocol cannot carry); the
-// command then sees EOF.
+// error); the command then sees EOF.
 func (m *Manager) Execute(ctx context.Context, command string, args []string, opts *sandbox.ExecOptions) (*sandbox.CommandResult, error) {
 	if opts == nil {
 		opts = &sandbox.ExecOptions{}
@@ -172,7 +174,7 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 		cancel()
 		switch {
 		case err == nil && res.ExitCode != nil:
-			m.release(s)
+			m.release(s, int64(len(res.Stdout)+len(res.Stderr)))
 			out := newStreams(pl.retain, nil, nil)
 			out.stdout.add(res.Stdout)
 			out.stderr.add(res.Stderr)
@@ -316,25 +318,36 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 	}
 	out := newStreams(pl.retain, opts.Stdout, opts.Stderr)
 	fctx, cancel := withTimeout(ctx, pl.timeout)
-	var stdinDone chan struct{}
-	var stdinErr error
+	var stdinErr chan error
 	if opts.Stdin != nil {
-		stdinDone = make(chan struct{})
+		// The copy stops when the command has ended: a request in flight
+		// is cancelled, and a Read that blocks is abandoned (the goroutine
+		// ends when it returns; Close waits for that).
+		stdinErr = make(chan error, 1)
+		m.bg.add()
 		go func() {
-			defer close(stdinDone)
-			stdinErr = stdinFailure(m.copyStdin(fctx, s.id, cid, opts.Stdin))
+			defer m.bg.done()
+			stdinErr <- stdinFailure(m.copyStdin(fctx, s.id, cid, opts.Stdin))
 		}()
 	}
 	code, killed, err := m.follow(fctx, s.id, cid, out)
 	timedOut := err != nil && ctx.Err() == nil && fctx.Err() != nil
-	cancel()
-	if stdinDone != nil {
-		<-stdinDone
+	var serr error
+	if stdinErr != nil {
+		// Like os/exec's WaitDelay: give a copy that is about to finish
+		// a moment, then stop it.
+		t := time.NewTimer(stdinWaitDelay)
+		select {
+		case serr = <-stdinErr:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	ioErr := errors.Join(stdinErr, out.l.failure())
+	cancel()
+	ioErr := errors.Join(serr, out.l.failure())
 	switch {
 	case err == nil && !killed:
-		m.release(s)
+		m.release(s, out.total())
 		return result(pl.line, code, out, time.Since(start)), ioErr
 	case err == nil: // someone deleted the session (Close)
 		r := result(pl.line, sandbox.ExitKilled, out, time.Since(start))
@@ -352,22 +365,34 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 	}
 }
 
+// stdinWaitDelay is how long Execute waits, once the command has ended,
+// for the copying of opts.Stdin to finish by itself.
+const stdinWaitDelay = 50 * time.Millisecond
+
 // stdinChunk is the most bytes sent per input request.
 const stdinChunk = 256 << 10
 
 // copyStdin sends r to the command's stdin as it is read and closes it at
-// EOF (or at a read error, as os/exec does). Input travels as JSON strings,
-// so it must be UTF-8; chunks are cut on rune boundaries. A command that
-// ends first makes the next request fail, which ends the copy. It returns
-// the first error.
+// EOF (or at a read error, as os/exec does). With the stdin extension any
+// bytes go through; otherwise input travels as JSON strings, so it must be
+// UTF-8, and chunks are cut on rune boundaries. A command that ends first
+// makes the next request fail, which ends the copy; so does ctx. It
+// returns the first error.
 func (m *Manager) copyStdin(ctx context.Context, sid, cid string, r io.Reader) error {
+	ext, err := m.client.Extensions(ctx)
+	if err != nil {
+		return err
+	}
 	buf := make([]byte, stdinChunk)
 	carry := 0
 	for {
 		n, rerr := r.Read(buf[carry:])
+		if ctx.Err() != nil {
+			return ctx.Err() // the command ended while we waited for input
+		}
 		n += carry
 		send := n
-		if rerr == nil {
+		if rerr == nil && !ext.Stdin {
 			send = completeRunes(buf[:n])
 		}
 		if send > 0 {
@@ -430,12 +455,8 @@ func stdinFailure(err error) error {
 		errors.Is(err, sandbox.ErrExited) || errors.Is(err, sandbox.ErrNotFound) {
 		return nil
 	}
-	// The command closed its stdin (EPIPE, which os/exec ignores too);
-	// the agentbox daemon reports it as a 408 naming the broken pipe.
-	var ae *toolbox.APIError
-	if errors.As(err, &ae) && ae.StatusCode == http.StatusRequestTimeout && strings.Contains(ae.Message, "broken pipe") {
-		return nil
-	}
+	// (A command that closed its stdin, EPIPE, which os/exec ignores too,
+	// is reported by the agentbox daemon as 410 Gone: sandbox.ErrExited.)
 	return fmt.Errorf("process: copying stdin: %w", err)
 }
 

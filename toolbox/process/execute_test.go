@@ -31,7 +31,7 @@ func TestBuildScript(t *testing.T) {
 		t.Errorf("script\n got %s\nwant %s", got, want)
 	}
 	got, _ = buildScript("echo hi", map[string]string{"A": "1"}, "/d", true, false)
-	if want := `export A='1' && cd '/d' && eval 'echo hi' </dev/null`; got != want {
+	if want := `export A=1 && cd /d && eval 'echo hi' </dev/null`; got != want {
 		t.Errorf("stateless script\n got %s\nwant %s", got, want)
 	}
 	if _, err := buildScript("true", map[string]string{"1BAD": "x"}, "", false, true); !errors.Is(err, sandbox.ErrInvalidEnv) {
@@ -40,10 +40,9 @@ func TestBuildScript(t *testing.T) {
 }
 
 // plainStreamRequests is what a streaming command costs against a server
-// without the frames extension: async exec, WebSocket follow, and then the
-// client's FollowLogs checks the end with one poll round (GET command and
-// GET logs) because a plain close does not prove the command ended.
-const plainStreamRequests = 4
+// without the agentbox extensions: async exec, WebSocket follow, and the
+// GET command that learns the exit code after the socket's normal close.
+const plainStreamRequests = 3
 
 func TestExecuteOneRequest(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
@@ -169,18 +168,39 @@ func TestExecuteShellForms(t *testing.T) {
 	}
 }
 
+// Against agentbox's daemon commands run stateless; against a plain
+// Daytona daemon in a subshell. Either way nothing leaks.
 func TestExecuteNothingLeaksIntoThePool(t *testing.T) {
-	h := newHarness(t, harnessOptions{manager: Options{MaxIdleSessions: 1}})
-	sub := filepath.Join(h.dir, "sub")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h.exec(t, "cd sub; export LEAK=1; LEAK2=2; alias ll=ls; set -u; trap 'echo trapped' EXIT; shopt -s nullglob 2>/dev/null; true", nil,
-		&sandbox.ExecOptions{Env: map[string]string{"PERCALL": "x"}})
-	r := h.exec(t, `pwd; echo "${LEAK-unset} ${LEAK2-unset} ${PERCALL-unset} $UNDEFINED_VAR"`, nil, nil)
-	want := h.dir + "\nunset unset unset \n"
-	if r.Stdout != want || r.ExitCode != 0 {
-		t.Errorf("second command saw\n%q (exit %d, stderr %q)\nwant %q", r.Stdout, r.ExitCode, r.Stderr, want)
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			h := newHarness(t, harnessOptions{plain: plain, manager: Options{MaxIdleSessions: 1}})
+			sub := filepath.Join(h.dir, "sub")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, opts := range []*sandbox.ExecOptions{
+				{Env: map[string]string{"PERCALL": "x"}},
+				{Env: map[string]string{"PERCALL": "x"}, Stdout: io.Discard},
+			} {
+				r := h.exec(t, "cd sub; export LEAK=1; LEAK2=2; alias ll=ls; set -u; trap 'echo trapped' EXIT; shopt -s nullglob 2>/dev/null; f() { :; }; exit 3", nil, opts)
+				if r.ExitCode != 3 || r.Stdout != "trapped\n" {
+					t.Errorf("first command: %+v", r)
+				}
+				r = h.exec(t, `pwd; echo "${LEAK-unset} ${LEAK2-unset} ${PERCALL-unset} $UNDEFINED_VAR"; type f >/dev/null 2>&1 || echo nof`, nil, nil)
+				want := h.dir + "\nunset unset unset \nnof\n"
+				if r.Stdout != want || r.ExitCode != 0 {
+					t.Errorf("second command saw\n%q (exit %d, stderr %q)\nwant %q", r.Stdout, r.ExitCode, r.Stderr, want)
+				}
+			}
+			// The subshell is there only for plain servers.
+			ss, err := h.client.GetSession(context.Background(), h.m.idleSessions()[0])
+			if err != nil || len(ss.Commands) == 0 {
+				t.Fatalf("GetSession = %+v, %v", ss, err)
+			}
+			if sub := strings.HasPrefix(ss.Commands[0].Command, "("); sub != plain {
+				t.Errorf("sent %q: subshell %v, want %v", ss.Commands[0].Command, sub, plain)
+			}
+		})
 	}
 }
 
@@ -406,10 +426,50 @@ func TestExecuteStdin(t *testing.T) {
 	if r.Stdout != "eof\n" || r.TimedOut {
 		t.Errorf("streaming without stdin: %+v", r)
 	}
-	// Input that is not UTF-8 cannot travel: an error, and the command sees EOF.
-	r, err := h.m.Execute(context.Background(), "cat >/dev/null; echo eof", nil, &sandbox.ExecOptions{Stdin: bytes.NewReader([]byte{'a', 0xff, 0xfe, 'b'}), Timeout: 5 * time.Second})
-	if !errors.Is(err, sandbox.ErrInvalidArgument) || r == nil || r.Stdout != "eof\n" {
-		t.Errorf("binary stdin: %+v, %v", r, err)
+	// Any bytes travel, NUL and invalid UTF-8 included, split anywhere.
+	bin := make([]byte, 3*stdinChunk+7)
+	for i := range bin {
+		bin[i] = byte(i * 7)
+	}
+	var out bytes.Buffer
+	r, err := h.m.Execute(context.Background(), "cat", nil, &sandbox.ExecOptions{Stdin: bytes.NewReader(bin), Stdout: &out, Timeout: 10 * time.Second})
+	if err != nil || r.ExitCode != 0 || !bytes.Equal(out.Bytes(), bin) {
+		t.Errorf("binary stdin: %d bytes back of %d (exit %v, err %v)", out.Len(), len(bin), r, err)
+	}
+}
+
+// A Stdin that never reaches EOF does not hold Execute once the command
+// has ended (os/exec's WaitDelay); the abandoned copy ends when its Read
+// returns, and Close waits for it.
+func TestExecuteStdinNeverEOF(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("first\n"))
+	done := make(chan struct{})
+	var r *sandbox.CommandResult
+	var err error
+	go func() {
+		defer close(done)
+		r, err = h.m.Execute(context.Background(), "head -n 1", nil, &sandbox.ExecOptions{Stdin: pr, Timeout: 20 * time.Second})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Execute still waits for a Stdin that never ends")
+	}
+	if err != nil || r.ExitCode != 0 || r.Stdout != "first\n" {
+		t.Fatalf("Execute = %+v, %v", r, err)
+	}
+	// Still usable; then the pipe closes and Close finds nothing running.
+	if r := h.exec(t, "echo again", nil, nil); r.Stdout != "again\n" {
+		t.Errorf("next command: %+v", r)
+	}
+	pw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.m.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
 
@@ -657,5 +717,40 @@ func TestCompleteRunes(t *testing.T) {
 	}
 	if completeRunes([]byte{0xff}) != 1 {
 		t.Error("invalid byte held back")
+	}
+}
+
+// A pooled session is retired after maxSessionUses commands, or once its
+// commands printed maxSessionLogBytes, and deleted in the background.
+func TestPooledSessionRecycled(t *testing.T) {
+	h := newHarness(t, harnessOptions{manager: Options{MaxIdleSessions: 1}})
+	ctx := context.Background()
+	h.exec(t, "true", nil, nil)
+	first := h.m.idleSessions()[0]
+	for range maxSessionUses - 2 {
+		h.exec(t, "true", nil, nil)
+	}
+	if idle := h.m.idleSessions(); len(idle) != 1 || idle[0] != first {
+		t.Fatalf("after %d uses: idle %v, want [%s]", maxSessionUses-1, idle, first)
+	}
+	h.exec(t, "true", nil, nil)
+	if idle := h.m.idleSessions(); len(idle) != 0 {
+		t.Fatalf("after %d uses: idle %v, want the session retired", maxSessionUses, idle)
+	}
+	if err := h.m.bg.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.GetSession(ctx, first); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("retired session: %v, want ErrNotFound", err)
+	}
+	r := h.exec(t, "head -c "+fmt.Sprint(maxSessionLogBytes)+" /dev/zero", nil, &sandbox.ExecOptions{Stdout: io.Discard, MaxRetainedBytes: 1})
+	if r.StdoutDroppedBytes != maxSessionLogBytes-1 {
+		t.Fatalf("result %+v", r)
+	}
+	if idle := h.m.idleSessions(); len(idle) != 0 {
+		t.Fatalf("after %d bytes of output: idle %v, want the session retired", maxSessionLogBytes, idle)
+	}
+	if sessions, err := h.client.ListSessions(ctx); err != nil || len(sessions) > 1 {
+		t.Errorf("sessions %v, %v", sessions, err)
 	}
 }

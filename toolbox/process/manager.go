@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -69,8 +70,10 @@ type Manager struct {
 	prefix         string
 	maxIdle        int
 
+	bg tracker // goroutines Close waits for: session retirements, abandoned stdin copies
+
 	mu     sync.Mutex
-	idle   []string         // idle pooled sessions, most recent last
+	idle   []session        // idle pooled sessions, most recent last
 	gen    uint64           // bumped by Reset: older sessions never return to the pool
 	procs  map[string]*proc // tracked processes by pid
 	order  []string         // pids in spawn order
@@ -111,18 +114,30 @@ func NewManager(opts Options) *Manager {
 type session struct {
 	id     string
 	gen    uint64
-	pooled bool // taken from the pool (it may have vanished with a restart)
+	pooled bool  // taken from the pool (it may have vanished with a restart)
+	uses   int   // commands it ran before this one
+	logged int64 // output bytes those commands printed
 }
+
+// A pooled session is retired (deleted, and a new one made when needed)
+// after maxSessionUses commands or once its commands printed
+// maxSessionLogBytes: a server keeps every command's log until its session
+// is deleted.
+const (
+	maxSessionUses     = 64
+	maxSessionLogBytes = 64 << 20
+)
 
 // acquire takes an idle session or creates one.
 func (m *Manager) acquire(ctx context.Context) (session, error) {
 	m.mu.Lock()
 	gen := m.gen
 	if n := len(m.idle); n > 0 {
-		id := m.idle[n-1]
+		s := m.idle[n-1]
 		m.idle = m.idle[:n-1]
 		m.mu.Unlock()
-		return session{id: id, gen: gen, pooled: true}, nil
+		s.gen, s.pooled = gen, true
+		return s, nil
 	}
 	m.mu.Unlock()
 	id := m.prefix + randomID()
@@ -135,17 +150,72 @@ func (m *Manager) acquire(ctx context.Context) (session, error) {
 	return session{id: id, gen: gen}, nil
 }
 
-// release returns a session whose command finished normally to the pool,
-// or deletes it when the pool is full or was reset since.
-func (m *Manager) release(s session) {
+// release returns a session whose command finished normally, after
+// printing logged bytes, to the pool. It deletes the session instead when
+// the pool is full or was reset since, and retires it in the background
+// when it has served long enough.
+func (m *Manager) release(s session, logged int64) {
+	s.uses++
+	s.logged += logged
+	if s.uses >= maxSessionUses || s.logged >= maxSessionLogBytes {
+		m.bg.add()
+		go func() {
+			defer m.bg.done()
+			m.deleteSession(s.id)
+		}()
+		return
+	}
 	m.mu.Lock()
 	if s.gen == m.gen && len(m.idle) < m.maxIdle {
-		m.idle = append(m.idle, s.id)
+		m.idle = append(m.idle, s)
 		m.mu.Unlock()
 		return
 	}
 	m.mu.Unlock()
 	m.deleteSession(s.id)
+}
+
+// tracker counts goroutines that Close waits for. Unlike a
+// sync.WaitGroup it may gain goroutines while someone waits.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (t *tracker) add() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 {
+		close(t.idle)
+	}
+}
+
+// wait waits until no goroutine is tracked, or ctx is done.
+func (t *tracker) wait(ctx context.Context) error {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	ch := t.idle
+	t.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // deleteSession deletes a session, which kills whatever runs in it. It is
@@ -183,8 +253,9 @@ func (m *Manager) Reset() {
 
 // Close kills every tracked process that still runs, forgets every tracked
 // process and deletes the pooled sessions. It waits, until ctx is done, for
-// the goroutines of those processes to end (including the copying of a
-// Spawn's Stdin, which ends once a blocked Read returns). The Manager stays usable: later calls
+// the goroutines of those processes and the Manager's background work to
+// end (retired sessions being deleted, and the copying of a Stdin, which
+// ends once a blocked Read returns). The Manager stays usable: later calls
 // create new sessions.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
@@ -207,16 +278,20 @@ func (m *Manager) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, id := range idle {
-		if err := m.deleteSession(id); err != nil {
+	for _, s := range idle {
+		if err := m.deleteSession(s.id); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	waitErr := m.bg.wait(ctx)
 	for _, p := range procs {
-		if err := p.waitGoroutines(ctx); err != nil {
-			errs = append(errs, err)
+		if waitErr != nil {
 			break
 		}
+		waitErr = p.waitGoroutines(ctx)
+	}
+	if waitErr != nil {
+		errs = append(errs, fmt.Errorf("process: waiting for background work: %w", waitErr))
 	}
 	return errors.Join(errs...)
 }
@@ -225,7 +300,11 @@ func (m *Manager) Close(ctx context.Context) error {
 func (m *Manager) idleSessions() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]string(nil), m.idle...)
+	ids := make([]string, len(m.idle))
+	for i, s := range m.idle {
+		ids[i] = s.id
+	}
+	return ids
 }
 
 func randomID() string {

@@ -73,6 +73,16 @@ func (o *output) snapshot() (string, int64) {
 	return string(b), dropped
 }
 
+// total returns the count of bytes added so far, retained or not.
+func (o *output) total() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return int64(len(o.buf)) + o.dropped
+}
+
+// total returns the bytes both streams received.
+func (s *streams) total() int64 { return s.stdout.total() + s.stderr.total() }
+
 func (o *output) String() string {
 	s, _ := o.snapshot()
 	return s

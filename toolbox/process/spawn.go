@@ -202,7 +202,7 @@ func (p *proc) run(ctx context.Context) {
 		res.Killed, err = true, nil
 	case err == nil && !killed:
 		res = result(p.line, code, p.out, time.Since(p.start))
-		settle = func() { p.m.release(p.s) }
+		settle = func() { p.m.release(p.s, p.out.total()) }
 	case err == nil: // the session was deleted by someone else
 		res = result(p.line, sandbox.ExitKilled, p.out, time.Since(p.start))
 		res.Killed = true
