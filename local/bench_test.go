@@ -34,7 +34,7 @@ func osExecTrue(b *testing.B, n int) time.Duration {
 // ("true") of a fresh sandbox, against os/exec of `true` in the same run.
 func BenchmarkCreateToFirstCommand(b *testing.B) {
 	ctx := context.Background()
-	stateDir := b.TempDir()
+	stateDir := newStateDir(b)
 	path, err := exec.LookPath("true")
 	if err != nil {
 		b.Fatal(err)
@@ -73,11 +73,7 @@ func BenchmarkCreateToFirstCommand(b *testing.B) {
 // sandbox against os/exec of `true` in the same run.
 func BenchmarkExecuteTrue(b *testing.B) {
 	ctx := context.Background()
-	sb, err := local.New(local.Options{StateDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sb.Destroy(ctx)
+	sb := openSandbox(b, local.Options{})
 	for i := 0; i < 5; i++ { // warm up: start, pooled session, connections
 		if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); err != nil {
 			b.Fatal(err)
@@ -113,7 +109,7 @@ func BenchmarkExecuteTrue(b *testing.B) {
 func BenchmarkIdleMemory(b *testing.B) {
 	const n = 100
 	ctx := context.Background()
-	stateDir := b.TempDir()
+	stateDir := newStateDir(b)
 	var boxes []*local.Sandbox
 	defer func() {
 		for _, sb := range boxes {

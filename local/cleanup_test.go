@@ -85,14 +85,8 @@ func TestKillLeavesNoProcess(t *testing.T) {
 
 func TestDestroyLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	sb, err := local.New(local.Options{StateDir: stateDir, Volumes: []local.Volume{{Name: "vol", MountPath: "/data"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sb.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sb := newSandbox(t, local.Options{Volumes: []local.Volume{{Name: "vol", MountPath: "/data"}}})
+	stateDir := sb.StateDir()
 	mustRun(t, sb, "echo kept > /data/v.txt; "+tree("33")+" & sleep 0.2")
 	pid := local.InitPID(sb)
 	ns := pidNS(pid)

@@ -9,7 +9,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	stateDir := t.TempDir()
+	stateDir := newStateDir(t)
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox {
 		sb, err := local.New(local.Options{StateDir: stateDir})
 		if err != nil {

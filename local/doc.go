@@ -9,7 +9,9 @@
 // (package toolbox/daemon) on a unix socket in the sandbox's state folder,
 // reaps orphans, stops itself after [Options.AutoStopInterval] without a
 // request, and outlives the process that started it: another process
-// reconnects by id, as with a Daytona sandbox.
+// reconnects by id, as with a Daytona sandbox. The init stamps each use of
+// the API (to within a second) where every process sees it:
+// sandbox.Info.LastUsedAt, and TimeoutAt when it will stop itself.
 //
 // Inside, the host's /usr and /etc (and the /bin, /lib … links or folders)
 // are read-only; /proc, /dev and the root are the sandbox's own; the home

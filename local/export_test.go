@@ -3,8 +3,12 @@ package local
 import "path/filepath"
 
 // InitPID returns the host pid of the sandbox's running init, or 0.
-func InitPID(s *Sandbox) int {
-	r, ok := liveInit(s.dir)
+func InitPID(s *Sandbox) int { return InitPIDOf(s.opts.StateDir, s.opts.ID) }
+
+// InitPIDOf returns the host pid of the running init of the sandbox id in
+// stateDir, or 0.
+func InitPIDOf(stateDir, id string) int {
+	r, ok := liveInit(sandboxDir(stateDir, id))
 	if !ok {
 		return 0
 	}

@@ -168,12 +168,7 @@ func TestUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
 	}
-	// t.TempDir's parent is closed to other users.
-	stateDir, err := os.MkdirTemp("", "agentbox-unpriv-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(stateDir)
+	stateDir := newSharedStateDir(t, "agentbox-unpriv-")
 	if err := os.Chown(stateDir, 2001, 2001); err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +197,7 @@ func TestUnprivileged(t *testing.T) {
 // forbidden: Start must fail with ErrIsolationUnavailable, saying what to
 // do, and leave nothing behind.
 func TestIsolationUnavailable(t *testing.T) {
-	stateDir, err := os.MkdirTemp("", "agentbox-nouserns-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(stateDir)
+	stateDir := newSharedStateDir(t, "agentbox-nouserns-")
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = []string{helperEnv + "=start", "HELPER_ID=nouserns", "HELPER_STATE_DIR=" + stateDir, "HELPER_NO_USERNS=1", "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{

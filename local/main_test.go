@@ -29,12 +29,56 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newSandbox returns a started sandbox in a fresh state dir, destroyed
+// newStateDir returns a fresh state dir whose sandboxes are all removed
 // when the test ends.
-func newSandbox(t testing.TB, opts local.Options) *local.Sandbox {
+func newStateDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	removeSandboxesAtEnd(t, dir)
+	return dir
+}
+
+// newSharedStateDir is newStateDir in a folder that other users may
+// traverse (t.TempDir's parent is closed to them).
+func newSharedStateDir(t testing.TB, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	removeSandboxesAtEnd(t, dir)
+	return dir
+}
+
+// removeSandboxesAtEnd removes, when the test ends, every sandbox still in
+// stateDir (processes, cgroups, folder), and reaps their inits when they
+// became ours, so that a test that fails halfway leaves nothing behind.
+func removeSandboxesAtEnd(t testing.TB, stateDir string) {
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
+		for _, e := range ents {
+			id := e.Name()
+			if local.ValidateID(id) != nil {
+				continue // a removal's leftover, deleted with the folder
+			}
+			pid := local.InitPIDOf(stateDir, id)
+			if err := local.Remove(context.Background(), stateDir, id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+				t.Errorf("remove sandbox %s left by the test: %v", id, err)
+			}
+			if pid != 0 {
+				reapZombie(pid)
+			}
+		}
+	})
+}
+
+// openSandbox returns a sandbox made by local.New (in a fresh state dir
+// unless opts has one), not started yet and destroyed when the test ends.
+func openSandbox(t testing.TB, opts local.Options) *local.Sandbox {
 	t.Helper()
 	if opts.StateDir == "" {
-		opts.StateDir = t.TempDir()
+		opts.StateDir = newStateDir(t)
 	}
 	sb, err := local.New(opts)
 	if err != nil {
@@ -45,10 +89,30 @@ func newSandbox(t testing.TB, opts local.Options) *local.Sandbox {
 			t.Errorf("destroy: %v", err)
 		}
 	})
+	return sb
+}
+
+// newSandbox is openSandbox, started.
+func newSandbox(t testing.TB, opts local.Options) *local.Sandbox {
+	t.Helper()
+	sb := openSandbox(t, opts)
 	if _, err := sb.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	return sb
+}
+
+// waitAutoStop waits until the init of sb has stopped itself, failing the
+// test after 5s.
+func waitAutoStop(t testing.TB, sb *local.Sandbox) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for local.InitPID(sb) != 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pid := local.InitPID(sb); pid != 0 {
+		t.Fatalf("init %d still runs after the idle interval", pid)
+	}
 }
 
 // run runs command in sb and fails the test on an error (not on a non-zero

@@ -51,6 +51,8 @@ type Options struct {
 	Ephemeral bool
 	// AutoStopInterval is the idle time (no toolbox request) after which
 	// the sandbox stops itself. 0 means 15 minutes; negative means never.
+	// Info reports the last request as LastUsedAt and, while the sandbox
+	// runs, LastUsedAt + AutoStopInterval as TimeoutAt.
 	AutoStopInterval time.Duration
 	// AutoDeleteInterval is how long a stopped sandbox is kept before it is
 	// deleted (checked whenever the state dir is read). 0 means never.

@@ -43,7 +43,7 @@ func TestStopStartKeepsFiles(t *testing.T) {
 
 func TestReconnectAfterKill9(t *testing.T) {
 	ctx := context.Background()
-	stateDir := t.TempDir()
+	stateDir := newStateDir(t)
 	id := "reconnect-test"
 	helper, out, _ := startHelper(t, "hold", stateDir, id, false)
 	line := readLine(t, out)

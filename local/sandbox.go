@@ -112,16 +112,17 @@ func (s *Sandbox) Processes() sandbox.ProcessManager {
 // configuration.
 func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 	var m meta
-	if err := readJSON(filepath.Join(s.dir, metaFile), &m); err == nil {
-		info := infoFrom(&m)
+	if err := readJSON(filepath.Join(s.dir, metaFile), &m); err != nil {
+		m = s.newMeta()
+	} else {
 		// This object's status, unless the init ended behind its back.
 		s.noticeDeath()
-		info.Status = s.Status()
-		return info, nil
 	}
-	m = s.newMeta()
-	info := infoFrom(&m)
+	info := infoFrom(s.dir, &m)
 	info.Status = s.Status()
+	if info.Status != sandbox.StatusRunning {
+		info.TimeoutAt = time.Time{}
+	}
 	return info, nil
 }
 
@@ -334,13 +335,21 @@ func newClient(dir string) (*toolbox.Client, *http.Transport, error) {
 	return c, tr, err
 }
 
-func (s *Sandbox) release(ctx context.Context) error {
+// end closes the process manager, then runs stopOrRemove (StopByID or
+// Remove) on the sandbox, which may already be gone, and waits for the
+// inits this process started.
+func (s *Sandbox) end(ctx context.Context, stopOrRemove func(ctx context.Context, stateDir, id string) error) error {
 	_ = s.mgr.Close(ctx)
-	err := StopByID(ctx, s.opts.StateDir, s.opts.ID)
+	err := stopOrRemove(ctx, s.opts.StateDir, s.opts.ID)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		err = nil
 	}
 	s.waitInits()
+	return err
+}
+
+func (s *Sandbox) release(ctx context.Context) error {
+	err := s.end(ctx, StopByID)
 	s.mu.Lock()
 	eph := s.opts.Ephemeral
 	s.mu.Unlock()
@@ -351,12 +360,7 @@ func (s *Sandbox) release(ctx context.Context) error {
 }
 
 func (s *Sandbox) teardown(ctx context.Context) error {
-	_ = s.mgr.Close(ctx)
-	err := Remove(ctx, s.opts.StateDir, s.opts.ID)
-	if errors.Is(err, sandbox.ErrNotFound) {
-		err = nil
-	}
-	s.waitInits()
+	err := s.end(ctx, Remove)
 	s.closeClient()
 	return err
 }
@@ -365,10 +369,11 @@ func (s *Sandbox) teardown(ctx context.Context) error {
 // kills the background processes spawned through it, deletes its pooled
 // toolbox sessions and closes its connections. The sandbox keeps running
 // and another handle (or process) can connect to it by id. A closed handle
-// must not be used again.
+// must not be used again. An init this handle started stays this
+// process's child: a goroutine reaps it when it ends.
 func (s *Sandbox) Close(ctx context.Context) error {
+	// No waitInits: the init keeps running, so waiting would only delay.
 	err := s.mgr.Close(ctx)
-	s.waitInits()
 	s.closeClient()
 	return err
 }

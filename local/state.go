@@ -28,8 +28,9 @@ import (
 //	<StateDir>/sandboxes/<id>/home/         /home/<user>
 //	<StateDir>/sandboxes/<id>/tmp/          /tmp
 //	<StateDir>/sandboxes/<id>/workdir/      the working directory, when outside home and /tmp
-//	<StateDir>/sandboxes/<id>/toolbox/      the toolbox server's files and the init's exit
-//	                                        record (/run/agentbox inside), emptied each boot
+//	<StateDir>/sandboxes/<id>/toolbox/      the toolbox server's files, the init's exit
+//	                                        record and its activity stamp (/run/agentbox
+//	                                        inside), emptied each boot
 //
 // One file holds everything a host process needs: creating files is the
 // slowest step of a start on some disks.
@@ -41,6 +42,7 @@ const (
 	metaFile     = "meta.json"
 	socketFile   = "toolbox.sock"
 	exitFile     = "exit.json"
+	activityFile = "last-used" // its mtime is when the toolbox API was last used
 	toolboxDir   = "toolbox"
 )
 
@@ -52,7 +54,7 @@ type meta struct {
 	CreatedAt  time.Time         `json:"createdAt"`
 	Status     sandbox.Status    `json:"status"` // last status written by a host process
 	StoppedAt  time.Time         `json:"stoppedAt,omitzero"`
-	LastUsedAt time.Time         `json:"lastUsedAt,omitzero"`
+	LastUsedAt time.Time         `json:"lastUsedAt,omitzero"` // as of the last stop; see lastUsed
 	Options    metaOptions       `json:"options"`
 	// Init and Cgroups describe the running init; nil when stopped.
 	Init    *initRecord `json:"init,omitempty"`
@@ -173,7 +175,7 @@ func lockSandbox(ctx context.Context, stateDir, id string, create bool) (*locked
 				if create {
 					continue
 				}
-				return nil, fmt.Errorf("sandbox %q in %s: %w", id, stateDir, sandbox.ErrNotFound)
+				return nil, notFound(stateDir, id)
 			}
 			return nil, stateDirError(stateDir, err)
 		}
@@ -190,7 +192,7 @@ func lockSandbox(ctx context.Context, stateDir, id string, create bool) (*locked
 		f.Close()
 		if !create {
 			if _, err := os.Stat(dir); err != nil {
-				return nil, fmt.Errorf("sandbox %q in %s: %w", id, stateDir, sandbox.ErrNotFound)
+				return nil, notFound(stateDir, id)
 			}
 		}
 	}
@@ -220,6 +222,31 @@ func (l *lockedDir) unlock() {
 	}
 }
 
+// notFound is the error for a sandbox id that stateDir does not hold.
+func notFound(stateDir, id string) error {
+	return fmt.Errorf("sandbox %q in %s: %w", id, stateDir, sandbox.ErrNotFound)
+}
+
+// resolveID returns the state dir to use (DefaultStateDir when stateDir is
+// empty) after checking id.
+func resolveID(stateDir, id string) (string, error) {
+	if stateDir == "" {
+		stateDir = DefaultStateDir()
+	}
+	return stateDir, ValidateID(id)
+}
+
+// lockExisting resolves stateDir and locks the folder of the existing
+// sandbox id.
+func lockExisting(ctx context.Context, stateDir, id string) (string, *lockedDir, error) {
+	stateDir, err := resolveID(stateDir, id)
+	if err != nil {
+		return stateDir, nil, err
+	}
+	l, err := lockSandbox(ctx, stateDir, id, false)
+	return stateDir, l, err
+}
+
 func stateDirError(stateDir string, err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
 		return fmt.Errorf("state dir %s is not writable (%w); set Options.StateDir or AGENTBOX_STATE_DIR to a folder you can write", stateDir, err)
@@ -234,15 +261,41 @@ func statusOf(m *meta) sandbox.Status {
 	return sandbox.StatusStopped
 }
 
-func infoFrom(m *meta) *sandbox.Info {
+// lastUsed returns when the sandbox of the folder dir was last used: the
+// later of the time recorded in m and the mtime of the init's activity
+// stamp. The stamp is writable from inside the sandbox, so only its mtime
+// is read, capped at now.
+func lastUsed(dir string, m *meta) time.Time {
+	t := m.LastUsedAt
+	fi, err := os.Lstat(filepath.Join(dir, toolboxDir, activityFile))
+	if err != nil || !fi.Mode().IsRegular() {
+		return t
+	}
+	mt := fi.ModTime().UTC()
+	if now := time.Now().UTC(); mt.After(now) {
+		mt = now
+	}
+	if mt.After(t) {
+		t = mt
+	}
+	return t
+}
+
+// infoFrom describes the sandbox of the folder dir whose metadata is m.
+func infoFrom(dir string, m *meta) *sandbox.Info {
 	info := &sandbox.Info{
 		ID:         m.ID,
 		Name:       "LocalSandbox",
 		Provider:   "local",
 		Status:     statusOf(m),
 		CreatedAt:  m.CreatedAt,
-		LastUsedAt: m.LastUsedAt,
+		LastUsedAt: lastUsed(dir, m),
 		Metadata:   map[string]string{},
+	}
+	if info.Status == sandbox.StatusRunning && m.Options.AutoStopInterval > 0 && !info.LastUsedAt.IsZero() {
+		// The init stops itself this long after the last request (at its
+		// next check, a quarter of the interval later at most).
+		info.TimeoutAt = info.LastUsedAt.Add(m.Options.AutoStopInterval)
 	}
 	for k, v := range m.Labels {
 		info.Metadata[k] = v
@@ -301,17 +354,15 @@ func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
 // Lookup describes the sandbox id in stateDir. It fails with an error
 // matching sandbox.ErrNotFound when there is none.
 func Lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir()
-	}
-	if err := ValidateID(id); err != nil {
+	stateDir, err := resolveID(stateDir, id)
+	if err != nil {
 		return nil, err
 	}
 	dir := sandboxDir(stateDir, id)
 	var m meta
 	if err := readJSON(filepath.Join(dir, metaFile), &m); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("sandbox %q in %s: %w", id, stateDir, sandbox.ErrNotFound)
+			return nil, notFound(stateDir, id)
 		}
 		return nil, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
 	}
@@ -320,7 +371,7 @@ func Lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
 			return nil, fmt.Errorf("sandbox %q in %s was deleted after it stopped: %w", id, stateDir, sandbox.ErrNotFound)
 		}
 	}
-	return infoFrom(&m), nil
+	return infoFrom(dir, &m), nil
 }
 
 // expired reports whether a stopped sandbox should be deleted now.
@@ -370,13 +421,7 @@ func readExitRecord(dir string) (exitRecord, bool) {
 // StopByID stops the sandbox id in stateDir: every process ends, the files
 // stay. An ephemeral sandbox is removed.
 func StopByID(ctx context.Context, stateDir, id string) error {
-	if stateDir == "" {
-		stateDir = DefaultStateDir()
-	}
-	if err := ValidateID(id); err != nil {
-		return err
-	}
-	l, err := lockSandbox(ctx, stateDir, id, false)
+	stateDir, l, err := lockExisting(ctx, stateDir, id)
 	if err != nil {
 		return err
 	}
@@ -384,7 +429,7 @@ func StopByID(ctx context.Context, stateDir, id string) error {
 	if err := readJSON(filepath.Join(l.path, metaFile), &m); err != nil {
 		l.unlock()
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("sandbox %q in %s: %w", id, stateDir, sandbox.ErrNotFound)
+			return notFound(stateDir, id)
 		}
 		return err
 	}
@@ -415,8 +460,9 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 
 // killInit asks the init recorded in m to shut down (SIGTERM), kills it
 // after a grace period, then makes sure no process of the sandbox is left
-// and removes its cgroups. It clears m.Init and m.Cgroups; the caller
-// writes m.
+// and removes its cgroups. It clears m.Init and m.Cgroups and records the
+// last use in m.LastUsedAt (the next boot empties the folder holding the
+// activity stamp); the caller writes m.
 func killInit(ctx context.Context, dir string, m *meta) error {
 	if m.alive() {
 		r := m.Init
@@ -437,6 +483,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 		return err
 	}
 	m.Init, m.Cgroups = nil, nil
+	m.LastUsedAt = lastUsed(dir, m)
 	_ = os.Remove(filepath.Join(dir, socketFile))
 	return nil
 }
@@ -461,13 +508,7 @@ func waitPidfd(ctx context.Context, pfd int, d time.Duration) bool {
 // mounts and folder. It fails with an error matching sandbox.ErrNotFound
 // when there is no such sandbox.
 func Remove(ctx context.Context, stateDir, id string) error {
-	if stateDir == "" {
-		stateDir = DefaultStateDir()
-	}
-	if err := ValidateID(id); err != nil {
-		return err
-	}
-	l, err := lockSandbox(ctx, stateDir, id, false)
+	stateDir, l, err := lockExisting(ctx, stateDir, id)
 	if err != nil {
 		return err
 	}

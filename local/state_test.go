@@ -77,11 +77,8 @@ func TestReadOnlyStateDir(t *testing.T) {
 		os.Chmod(dir, 0o500)
 		defer os.Chmod(dir, 0o700)
 	}
-	sb, err := local.New(local.Options{StateDir: filepath.Join(dir, "state")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = sb.Start(ctx)
+	sb := openSandbox(t, local.Options{StateDir: filepath.Join(dir, "state")})
+	_, err := sb.Start(ctx)
 	if err == nil || !strings.Contains(err.Error(), "not writable") {
 		t.Fatalf("Start with a read-only state dir: %v, want a 'not writable' error", err)
 	}
@@ -91,12 +88,11 @@ func TestReadOnlyStateDir(t *testing.T) {
 	if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); !errors.Is(err, sandbox.ErrNotReady) {
 		t.Errorf("command on a sandbox that cannot start: %v, want ErrNotReady", err)
 	}
-	sb.Destroy(ctx)
 }
 
 func TestConcurrentStartFromTwoProcesses(t *testing.T) {
 	ctx := context.Background()
-	stateDir := t.TempDir()
+	stateDir := newStateDir(t)
 	id := "concurrent"
 	var gos []func() error
 	type helper struct {
@@ -153,21 +149,10 @@ func TestConcurrentStartFromTwoProcesses(t *testing.T) {
 
 func TestAutoStopAndEphemeral(t *testing.T) {
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	sb, err := local.New(local.Options{StateDir: stateDir, AutoStopInterval: 300 * time.Millisecond, Ephemeral: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Destroy(ctx)
+	sb := openSandbox(t, local.Options{AutoStopInterval: 300 * time.Millisecond, Ephemeral: true})
+	stateDir := sb.StateDir()
 	mustRun(t, sb, "echo x > ~/f")
-	pid := local.InitPID(sb)
-	deadline := time.Now().Add(5 * time.Second)
-	for local.InitPID(sb) != 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if local.InitPID(sb) != 0 {
-		t.Fatalf("init %d still runs after the idle interval", pid)
-	}
+	waitAutoStop(t, sb)
 	// The stopped ephemeral sandbox is gone as soon as anyone looks.
 	if _, err := local.Lookup(ctx, stateDir, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Lookup of an auto-stopped ephemeral sandbox: %v, want ErrNotFound", err)
@@ -191,16 +176,11 @@ func TestEphemeralStopDestroys(t *testing.T) {
 
 func TestInfoAndInstructions(t *testing.T) {
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	sb, err := local.New(local.Options{
-		StateDir: stateDir, Name: "my box", Labels: map[string]string{"team": "a"}, Language: "python",
+	sb := openSandbox(t, local.Options{
+		Name: "my box", Labels: map[string]string{"team": "a"}, Language: "python",
 		User: "dev", Timeout: 90 * time.Second, Volumes: []local.Volume{{Name: "cache", MountPath: "/cache", ReadOnly: true}},
 		WorkingDirectory: "/workspace",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Destroy(ctx)
 	want := "Local sandbox with isolated execution (python runtime)"
 	ins := sb.Instructions()
 	for _, w := range []string{want, "Default working directory: /workspace.", "Command timeout: 90s.", "Running as user: dev", "1 volume(s) attached: /cache (read-only).", "Network access is shared with the host."} {
@@ -229,7 +209,7 @@ func TestInfoAndInstructions(t *testing.T) {
 	if os.Geteuid() == 0 && (info.Resources == nil || info.Resources.MemoryUsedMB <= 0) {
 		t.Errorf("resources: %+v", info.Resources)
 	}
-	list, err := local.List(ctx, stateDir)
+	list, err := local.List(ctx, sb.StateDir())
 	if err != nil || len(list) != 1 || list[0].Status != sandbox.StatusRunning {
 		t.Errorf("List: %+v %v", list, err)
 	}
@@ -238,13 +218,7 @@ func TestInfoAndInstructions(t *testing.T) {
 func TestAutoStopThenCommandRestarts(t *testing.T) {
 	sb := newSandbox(t, local.Options{AutoStopInterval: 200 * time.Millisecond})
 	mustRun(t, sb, "echo kept > ~/f")
-	deadline := time.Now().Add(5 * time.Second)
-	for local.InitPID(sb) != 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if local.InitPID(sb) != 0 {
-		t.Fatal("init still runs after the idle interval")
-	}
+	waitAutoStop(t, sb)
 	info, err := local.Lookup(context.Background(), sb.StateDir(), sb.ID())
 	if err != nil || info.Status != sandbox.StatusStopped {
 		t.Fatalf("Lookup after auto-stop: %+v %v", info, err)
@@ -256,12 +230,8 @@ func TestAutoStopThenCommandRestarts(t *testing.T) {
 
 func TestAutoDelete(t *testing.T) {
 	ctx := context.Background()
-	stateDir := t.TempDir()
-	sb, err := local.New(local.Options{StateDir: stateDir, AutoDeleteInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Destroy(ctx)
+	sb := openSandbox(t, local.Options{AutoDeleteInterval: 100 * time.Millisecond})
+	stateDir := sb.StateDir()
 	mustRun(t, sb, "true")
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -279,7 +249,7 @@ func TestAutoDelete(t *testing.T) {
 }
 
 func TestReconnectKeepsShape(t *testing.T) {
-	stateDir := t.TempDir()
+	stateDir := newStateDir(t)
 	first := newSandbox(t, local.Options{ID: "shape", StateDir: stateDir, User: "alice", WorkingDirectory: "/work"})
 	mustRun(t, first, "echo hi > note")
 	// A second object with default options connects to the same sandbox
@@ -304,7 +274,7 @@ func TestReconnectKeepsShape(t *testing.T) {
 func TestLongStateDirAndSharedVolume(t *testing.T) {
 	// A state dir so deep that the socket path exceeds a unix socket
 	// address (about 107 bytes).
-	stateDir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	stateDir := filepath.Join(newStateDir(t), strings.Repeat("d", 60), strings.Repeat("e", 60))
 	vol := []local.Volume{{Name: "shared", MountPath: "/shared"}}
 	a := newSandbox(t, local.Options{StateDir: stateDir, Volumes: vol, WorkingDirectory: "/shared/proj"})
 	b := newSandbox(t, local.Options{StateDir: stateDir, Volumes: vol})
@@ -345,7 +315,7 @@ func TestEnvOverlay(t *testing.T) {
 func TestHooks(t *testing.T) {
 	ctx := context.Background()
 	var calls []string
-	sb, err := local.New(local.Options{StateDir: t.TempDir(), Hooks: sandbox.Hooks{
+	sb := openSandbox(t, local.Options{Hooks: sandbox.Hooks{
 		OnStart: func(_ context.Context, id string, o sandbox.Outcome) error {
 			calls = append(calls, "start:"+string(o))
 			return nil
@@ -353,9 +323,6 @@ func TestHooks(t *testing.T) {
 		OnStop:    func(context.Context, string) error { calls = append(calls, "stop"); return nil },
 		OnDestroy: func(context.Context, string) error { calls = append(calls, "destroy"); return nil },
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	mustRun(t, sb, "true")
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -366,5 +333,66 @@ func TestHooks(t *testing.T) {
 	}
 	if got := strings.Join(calls, " "); got != "start:created stop start:created destroy" {
 		t.Errorf("hooks ran: %s", got)
+	}
+}
+
+// TestLastUsedAndTimeoutAt: the init stamps the toolbox API's use where
+// host processes read it, so that Lookup, List and Info tell when the
+// sandbox was last used and, with auto-stop on, when it will stop.
+func TestLastUsedAndTimeoutAt(t *testing.T) {
+	ctx := context.Background()
+	sb := newSandbox(t, local.Options{AutoStopInterval: time.Hour})
+	lookup := func() *sandbox.Info {
+		t.Helper()
+		info, err := local.Lookup(ctx, sb.StateDir(), sb.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	mustRun(t, sb, "true")
+	// The stamp trails the last request by a second at most.
+	time.Sleep(1100 * time.Millisecond)
+	first := lookup()
+	if first.LastUsedAt.IsZero() || first.LastUsedAt.Before(first.CreatedAt) || first.LastUsedAt.After(time.Now()) {
+		t.Fatalf("LastUsedAt %v, created %v: want a time since the creation", first.LastUsedAt, first.CreatedAt)
+	}
+	if want := first.LastUsedAt.Add(time.Hour); !first.TimeoutAt.Equal(want) {
+		t.Errorf("TimeoutAt %v, want LastUsedAt + AutoStopInterval = %v", first.TimeoutAt, want)
+	}
+	before := time.Now()
+	mustRun(t, sb, "true")
+	var second *sandbox.Info
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if second = lookup(); !second.LastUsedAt.Before(before) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if second.LastUsedAt.Before(before) {
+		t.Fatalf("LastUsedAt %v after a command run at %v (before: %v)", second.LastUsedAt, before, first.LastUsedAt)
+	}
+	if info, err := sb.Info(ctx); err != nil || !info.LastUsedAt.Equal(second.LastUsedAt) || !info.TimeoutAt.Equal(second.TimeoutAt) {
+		t.Errorf("Info: %+v %v, want the times of Lookup %v, %v", info, err, second.LastUsedAt, second.TimeoutAt)
+	}
+	if list, err := local.List(ctx, sb.StateDir()); err != nil || len(list) != 1 || !list[0].LastUsedAt.Equal(second.LastUsedAt) {
+		t.Errorf("List: %+v %v", list, err)
+	}
+	// A stopped sandbox keeps its last use and has no stop ahead.
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := lookup()
+	if stopped.LastUsedAt.Before(second.LastUsedAt) || !stopped.TimeoutAt.IsZero() {
+		t.Errorf("after Stop: LastUsedAt %v (want >= %v), TimeoutAt %v (want none)", stopped.LastUsedAt, second.LastUsedAt, stopped.TimeoutAt)
+	}
+	if info, err := sb.Info(ctx); err != nil || !info.LastUsedAt.Equal(stopped.LastUsedAt) || !info.TimeoutAt.IsZero() {
+		t.Errorf("Info after Stop: %+v %v", info, err)
+	}
+
+	// Without auto-stop there is no stop time.
+	never := newSandbox(t, local.Options{AutoStopInterval: -1})
+	mustRun(t, never, "true")
+	if info, err := never.Info(ctx); err != nil || info.LastUsedAt.IsZero() || !info.TimeoutAt.IsZero() {
+		t.Errorf("Info without auto-stop: %+v %v, want LastUsedAt and no TimeoutAt", info, err)
 	}
 }

@@ -90,6 +90,30 @@ func (e *env) must(args ...string) result {
 	return r
 }
 
+// ps returns what "agentbox ps --json" lists.
+func (e *env) ps() []sandbox.ProcessInfo {
+	e.t.Helper()
+	r := e.must("ps", "--json")
+	var procs []sandbox.ProcessInfo
+	if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil {
+		e.t.Fatalf("ps --json: %v: %q", err, r.stdout)
+	}
+	return procs
+}
+
+// count counts the processes of the default sandbox whose command line
+// starts with prefix.
+func (e *env) count(prefix string) int {
+	e.t.Helper()
+	r := e.must("exec", "--", "sh", "-c",
+		`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c "^$1" || true`, "sh", prefix)
+	n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+	if err != nil {
+		e.t.Fatalf("count processes: %+v", r)
+	}
+	return n
+}
+
 func TestExecLocal(t *testing.T) {
 	e := newEnv(t)
 	r := e.run("", "exec", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3")
@@ -139,14 +163,21 @@ func TestSandboxCommandsLocal(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[1], "one ") || !strings.Contains(lines[1], "running") {
 		t.Errorf("ls: %q", r.stdout)
 	}
+	// ID, STATUS, CREATED, LAST USED: the sandbox was used just now.
+	if f := strings.Fields(lines[len(lines)-1]); f[len(f)-1] == "-" {
+		t.Errorf("ls shows no last use: %q", r.stdout)
+	}
 	var infos []sandbox.Info
 	r = e.must("sandbox", "ls", "--json")
-	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil || len(infos) != 1 || infos[0].ID != "one" || infos[0].Provider != "local" {
+	if err := json.Unmarshal([]byte(r.stdout), &infos); err != nil || len(infos) != 1 || infos[0].ID != "one" || infos[0].Provider != "local" ||
+		infos[0].LastUsedAt.IsZero() || !infos[0].TimeoutAt.Equal(infos[0].LastUsedAt.Add(local.DefaultAutoStopInterval)) {
 		t.Errorf("ls --json: %v: %q", err, r.stdout)
 	}
 	r = e.must("sandbox", "info", "one")
-	if !strings.Contains(r.stdout, "Status:") || !strings.Contains(r.stdout, "running") || !strings.Contains(r.stdout, "local") {
-		t.Errorf("info: %q", r.stdout)
+	for _, want := range []string{"Status:", "running", "local", "Last used:", "Stops at:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("info lacks %q: %q", want, r.stdout)
+		}
 	}
 	r = e.run("", "sandbox", "info", "nope")
 	if r.code != cli.ExitError || !strings.Contains(r.stderr, `no sandbox "nope"`) {
@@ -192,11 +223,7 @@ func TestBackgroundLocal(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var procs []sandbox.ProcessInfo
 	for {
-		r := e.must("ps", "--json")
-		procs = nil
-		if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil {
-			t.Fatalf("ps --json: %v: %q", err, r.stdout)
-		}
+		procs = e.ps()
 		if len(procs) == 2 && !procs[1].Running || time.Now().After(deadline) {
 			break
 		}
@@ -224,22 +251,9 @@ func TestBackgroundLocal(t *testing.T) {
 		t.Errorf("ps after kill: %q", r.stdout)
 	}
 	// The killed process is gone from the sandbox, not just forgotten.
-	if n := countInSandbox(t, e.stateDir, "sleep 60"); n != 0 {
+	if n := e.count("sleep 60"); n != 0 {
 		t.Errorf("sleep 60 still runs after kill (%d processes)", n)
 	}
-}
-
-// countInSandbox counts the processes of the default sandbox whose command
-// line starts with prefix.
-func countInSandbox(t testing.TB, stateDir, prefix string) int {
-	t.Helper()
-	r := runBinary(t, stateDir, "exec", "--", "sh", "-c",
-		`for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c "^$1" || true`, "sh", prefix)
-	n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
-	if r.code != 0 || err != nil {
-		t.Fatalf("count processes: %+v", r)
-	}
-	return n
 }
 
 var (
@@ -249,9 +263,13 @@ var (
 	buildErr  error
 )
 
-// agentboxBinary builds the agentbox command once per test run.
+// agentboxBinary builds the agentbox command once per test run. Tests
+// that need it are skipped with -short.
 func agentboxBinary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "agentbox-bin-")
 		if buildErr != nil {
@@ -269,11 +287,19 @@ func agentboxBinary(t testing.TB) string {
 	return binPath
 }
 
-// runBinary runs the built agentbox with args and returns its result.
-func runBinary(t testing.TB, stateDir string, args ...string) result {
+// binaryCommand returns the command running the built agentbox with args
+// on stateDir.
+func binaryCommand(t testing.TB, stateDir string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(agentboxBinary(t), args...)
 	cmd.Env = append(os.Environ(), cli.StateDirEnv+"="+stateDir)
+	return cmd
+}
+
+// runBinary runs the built agentbox with args and returns its result.
+func runBinary(t testing.TB, stateDir string, args ...string) result {
+	t.Helper()
+	cmd := binaryCommand(t, stateDir, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -285,9 +311,6 @@ func runBinary(t testing.TB, stateDir string, args ...string) result {
 }
 
 func TestBinaryEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	e := newEnv(t)
 	r := runBinary(t, e.stateDir, "exec", "--", "sh", "-c", "echo hi; exit 3")
 	if r.code != 3 || r.stdout != "hi\n" {
@@ -319,45 +342,21 @@ func TestBinaryEndToEnd(t *testing.T) {
 // terminal's Ctrl-C does, during the exec that created the sandbox: the
 // command ends, agentbox exits 130, and the sandbox survives.
 func TestBinaryInterrupt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	e := newEnv(t)
-	cmd := exec.Command(agentboxBinary(t), "exec", "--", "sh", "-c", "echo started; exec sleep 60")
-	cmd.Env = append(os.Environ(), cli.StateDirEnv+"="+e.stateDir)
+	cmd := binaryCommand(t, e.stateDir, "exec", "--", "sh", "-c", "echo started; exec sleep 60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 8)
-	if _, err := stdout.Read(buf); err != nil {
-		t.Fatalf("read: %v", err)
-	}
+	_, stderr := startOutputting(t, cmd)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatal("agentbox did not exit after SIGINT")
-	}
+	waitExit(t, cmd, "after SIGINT")
 	if code := cmd.ProcessState.ExitCode(); code != cli.ExitInterrupted {
 		t.Errorf("exit code %d, want 130; stderr %q", code, stderr.String())
 	}
 	if r := runBinary(t, e.stateDir, "exec", "--", "sh", "-c", "echo alive"); r.code != 0 || r.stdout != "alive\n" {
 		t.Errorf("sandbox after the interrupt: %+v", r)
 	}
-	if n := countInSandbox(t, e.stateDir, "sleep 60"); n != 0 {
+	if n := e.count("sleep 60"); n != 0 {
 		t.Errorf("the interrupted command still runs in the sandbox (%d processes)", n)
 	}
 }
@@ -366,12 +365,23 @@ func TestBinaryInterrupt(t *testing.T) {
 // writes (agentbox exec -- yes | head): agentbox exits 141 and the command
 // does not run on in the sandbox.
 func TestBinaryBrokenPipe(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	e := newEnv(t)
-	cmd := exec.Command(agentboxBinary(t), "exec", "--", "sh", "-c", "exec yes broken-pipe-marker")
-	cmd.Env = append(os.Environ(), cli.StateDirEnv+"="+e.stateDir)
+	cmd := binaryCommand(t, e.stateDir, "exec", "--", "sh", "-c", "exec yes broken-pipe-marker")
+	stdout, stderr := startOutputting(t, cmd)
+	stdout.Close()
+	waitExit(t, cmd, "after its output closed")
+	if code := cmd.ProcessState.ExitCode(); code != cli.ExitBrokenPipe {
+		t.Errorf("exit code %d, want 141; stderr %q", code, stderr.String())
+	}
+	if n := e.count("yes broken-pipe-marker"); n != 0 {
+		t.Errorf("the command still runs in the sandbox (%d processes)", n)
+	}
+}
+
+// startOutputting starts cmd with its stdout piped and its stderr
+// collected, and waits until it has written to stdout.
+func startOutputting(t testing.TB, cmd *exec.Cmd) (io.ReadCloser, *bytes.Buffer) {
+	t.Helper()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -381,11 +391,16 @@ func TestBinaryBrokenPipe(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 4)
-	if _, err := stdout.Read(buf); err != nil {
+	if _, err := stdout.Read(make([]byte, 4)); err != nil {
 		t.Fatalf("read: %v", err)
 	}
-	stdout.Close()
+	return stdout, &stderr
+}
+
+// waitExit waits for cmd to end; after 15s it kills it and fails the test,
+// saying that agentbox did not exit <when>.
+func waitExit(t testing.TB, cmd *exec.Cmd, when string) {
+	t.Helper()
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	select {
@@ -393,13 +408,7 @@ func TestBinaryBrokenPipe(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
-		t.Fatal("agentbox did not exit after its output closed")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != cli.ExitBrokenPipe {
-		t.Errorf("exit code %d, want 141; stderr %q", code, stderr.String())
-	}
-	if n := countInSandbox(t, e.stateDir, "yes broken-pipe-marker"); n != 0 {
-		t.Errorf("the command still runs in the sandbox (%d processes)", n)
+		t.Fatal("agentbox did not exit " + when)
 	}
 }
 
@@ -408,29 +417,14 @@ func TestBinaryBrokenPipe(t *testing.T) {
 // same run; ratio is agentbox's time over os/exec's.
 func BenchmarkExecBinary(b *testing.B) {
 	e := newEnv(b)
-	bin := agentboxBinary(b)
 	if r := runBinary(b, e.stateDir, "exec", "true"); r.code != 0 {
 		b.Fatalf("warm-up: %+v", r)
 	}
-	environ := append(os.Environ(), cli.StateDirEnv+"="+e.stateDir)
-	var base, ours time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if err := exec.Command("true").Run(); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		cmd := exec.Command(bin, "exec", "true")
-		cmd.Env = environ
-		if out, err := cmd.CombinedOutput(); err != nil {
+	benchAgainstTrue(b, func() {
+		if out, err := binaryCommand(b, e.stateDir, "exec", "true").CombinedOutput(); err != nil {
 			b.Fatalf("agentbox exec true: %v: %s", err, out)
 		}
-		base += t1.Sub(t0)
-		ours += time.Since(t1)
-	}
-	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N), "os/exec-ns/op")
-	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "agentbox-ns/op")
-	b.ReportMetric(float64(ours)/float64(base), "ratio")
+	})
 }
 
 // BenchmarkExecInProcess measures one "agentbox exec -- true" run in-process
@@ -441,6 +435,17 @@ func BenchmarkExecInProcess(b *testing.B) {
 	if r := e.run("", "exec", "true"); r.code != 0 {
 		b.Fatalf("warm-up: %+v", r)
 	}
+	benchAgainstTrue(b, func() {
+		if r := e.run("", "exec", "true"); r.code != 0 {
+			b.Fatalf("exec true: %+v", r)
+		}
+	})
+}
+
+// benchAgainstTrue runs op b.N times, each after an os/exec of "true" so
+// that noise hits both alike, and reports both mean times and the ratio of
+// op's time over os/exec's.
+func benchAgainstTrue(b *testing.B, op func()) {
 	var base, ours time.Duration
 	for b.Loop() {
 		t0 := time.Now()
@@ -448,9 +453,7 @@ func BenchmarkExecInProcess(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if r := e.run("", "exec", "true"); r.code != 0 {
-			b.Fatalf("exec true: %+v", r)
-		}
+		op()
 		base += t1.Sub(t0)
 		ours += time.Since(t1)
 	}
@@ -497,9 +500,7 @@ func TestConcurrentSpawnLocal(t *testing.T) {
 		}
 		seen[p] = true
 	}
-	var procs []sandbox.ProcessInfo
-	r := e.must("ps", "--json")
-	if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil || len(procs) != n {
-		t.Errorf("ps --json: %v: %q", err, r.stdout)
+	if procs := e.ps(); len(procs) != n {
+		t.Errorf("ps --json: %+v, want %d processes", procs, n)
 	}
 }
