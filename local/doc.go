@@ -19,7 +19,11 @@
 // directory are folders of the state dir, so everything written there
 // persists across Stop and Start. Commands run as uid 0 of the user
 // namespace, which is host uid 100000 when the engine runs as root (a
-// shifted range of 65536 ids) and the caller's own uid otherwise. As root,
+// shifted range of 65536 ids) and the caller's own uid otherwise, and with
+// no capabilities at all (empty bounding, permitted, effective, inheritable
+// and ambient sets, and no_new_privs): root inside cannot mount, remount the
+// read-only system folders, or regain capabilities through setuid or
+// file-capability programs. As root,
 // each sandbox also gets its own cgroups (v1 or v2), used to account its
 // memory and to make sure Stop and Destroy leave no process.
 //

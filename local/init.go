@@ -416,7 +416,7 @@ func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
 	}
 	// The server keeps its files out of the user's /tmp.
 	os.Setenv("TMPDIR", initTmpDir)
-	d, err := daemon.New(daemon.Options{WorkDir: cfg.WorkDir, HomeDir: cfg.Home, Env: cfg.Env})
+	d, err := daemon.New(daemon.Options{WorkDir: cfg.WorkDir, HomeDir: cfg.Home, Env: cfg.Env, DropCapabilities: true})
 	if err != nil {
 		initFail(ctl, fmt.Errorf("toolbox server: %w", err))
 	}

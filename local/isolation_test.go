@@ -96,6 +96,27 @@ func TestIsolation(t *testing.T) {
 			}
 		}
 	})
+	t.Run("no-capabilities", func(t *testing.T) {
+		// Root inside has no capabilities at all: it cannot mount, remount
+		// or regain them through a setuid or file-capability binary.
+		out := mustRun(t, sb, "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status")
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			want := "0000000000000000"
+			if f[0] == "NoNewPrivs:" {
+				want = "1"
+			}
+			if len(f) != 2 || f[1] != want {
+				t.Errorf("%q: want %s", line, want)
+			}
+		}
+		if r := run(t, sb, "mount -t tmpfs none /tmp"); r.ExitCode == 0 {
+			t.Errorf("mounting a tmpfs inside succeeded")
+		}
+		if r := run(t, sb, "mount -o remount,rw /usr"); r.ExitCode == 0 || !strings.Contains(r.Stderr, "permission denied") {
+			t.Errorf("remounting /usr: exit %d, %q; want permission denied", r.ExitCode, r.Stderr)
+		}
+	})
 	t.Run("tmp-is-the-users", func(t *testing.T) {
 		if out := mustRun(t, sb, "ls -A /tmp"); strings.Contains(out, "agentbox") {
 			t.Errorf("the toolbox server keeps files in the user's /tmp: %q", out)

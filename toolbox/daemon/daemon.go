@@ -55,6 +55,13 @@ type Options struct {
 	MaxBodyBytes int64
 	// Logger receives internal errors. Default: none.
 	Logger *slog.Logger
+	// DropCapabilities starts every command with empty capability sets
+	// (bounding, permitted, effective, inheritable, ambient) and
+	// no_new_privs, even when the server runs as root: a sandbox's init
+	// sets it so that root inside the sandbox cannot mount, remount or
+	// otherwise use the capabilities of its user namespace. New fails if
+	// the capabilities cannot be dropped.
+	DropCapabilities bool
 }
 
 // Server serves the Daytona toolbox API. Create it with New and release it
@@ -71,6 +78,7 @@ type Server struct {
 	tmpDir   string
 	mux      *http.ServeMux
 	users    idCache
+	starter  *starter        // nil: commands start directly
 	ctx      context.Context // cancelled by Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // every goroutine the server starts
@@ -141,8 +149,12 @@ func New(opts Options) (*Server, error) {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	if s.starter, err = newStarter(opts.DropCapabilities); err != nil {
+		return nil, err
+	}
 	s.tmpDir, err = os.MkdirTemp("", "agentbox-toolbox-")
 	if err != nil {
+		s.starter.close()
 		return nil, fmt.Errorf("daemon: creating the log dir: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -245,6 +257,7 @@ func (s *Server) Close() error {
 	}
 	wg.Wait()
 	s.wg.Wait()
+	s.starter.close()
 	return os.RemoveAll(s.tmpDir)
 }
 

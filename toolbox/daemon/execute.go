@@ -119,7 +119,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		Stderr:      pw,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := cmd.Start(); err != nil {
+	if err := s.starter.start(cmd); err != nil {
 		pw.Close()
 		writeJSON(w, http.StatusOK, toolbox.ExecuteResponse{ExitCode: -1, Result: err.Error()})
 		return

@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"fmt"
+	"os/exec"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// A starter starts the processes of commands. With capability dropping on,
+// it starts them from one dedicated OS thread whose capability bounding,
+// inheritable and ambient sets are empty and whose no_new_privs flag is set.
+// Credentials are per thread on Linux and a child inherits those of the
+// thread that forked it, so every command (even as uid 0) runs with no
+// capabilities while the server keeps its own on every other thread.
+type starter struct {
+	reqs chan startReq
+	done chan struct{}
+}
+
+type startReq struct {
+	cmd *exec.Cmd
+	err chan error
+}
+
+// newStarter returns a starter that drops every capability of the commands
+// it starts, or nil when drop is false (commands then start directly).
+func newStarter(drop bool) (*starter, error) {
+	if !drop {
+		return nil, nil
+	}
+	st := &starter{reqs: make(chan startReq), done: make(chan struct{})}
+	ready := make(chan error, 1)
+	go st.loop(ready)
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (st *starter) loop(ready chan<- error) {
+	// The thread is never unlocked: when this goroutine returns, the Go
+	// runtime ends the thread rather than reuse its reduced credentials.
+	runtime.LockOSThread()
+	if err := dropThreadCapabilities(); err != nil {
+		ready <- err
+		return
+	}
+	ready <- nil
+	for {
+		select {
+		case r := <-st.reqs:
+			r.err <- r.cmd.Start()
+		case <-st.done:
+			return
+		}
+	}
+}
+
+// start starts cmd, from the capability-less thread when st is not nil.
+func (st *starter) start(cmd *exec.Cmd) error {
+	if st == nil {
+		return cmd.Start()
+	}
+	r := startReq{cmd: cmd, err: make(chan error, 1)}
+	select {
+	case st.reqs <- r:
+		return <-r.err
+	case <-st.done:
+		return fmt.Errorf("daemon: server closed")
+	}
+}
+
+func (st *starter) close() {
+	if st != nil {
+		close(st.done)
+	}
+}
+
+// dropThreadCapabilities empties the calling thread's bounding, ambient
+// and inheritable capability sets and sets no_new_privs.
+func dropThreadCapabilities() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("daemon: setting no_new_privs: %w", err)
+	}
+	for c := 0; ; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			if err == unix.EINVAL && c > 0 {
+				break // past the last capability the kernel knows
+			}
+			return fmt.Errorf("daemon: dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("daemon: clearing ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("daemon: reading capabilities: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("daemon: clearing inheritable capabilities: %w", err)
+	}
+	return nil
+}
