@@ -42,21 +42,47 @@ const wsReadLimit = 64 << 20
 // that the session was deleted while following. Cancelling ctx returns
 // ctx's error promptly.
 func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (exitCode *int, killed bool, err error) {
+	r, err := c.FollowLogsResult(ctx, sessionID, cmdID, stdout, stderr)
+	return r.ExitCode, r.Killed, err
+}
+
+// FollowResult is what FollowLogsResult learned about a command.
+type FollowResult struct {
+	// ExitCode is the command's exit code when the follow learned it,
+	// else nil: then ask GetCommand.
+	ExitCode *int
+	// Killed reports that the session was deleted while following.
+	Killed bool
+	// Delivered reports that the follow ended with the frames extension's
+	// "exit=<code>" close, which the client answered: the server knows
+	// that the whole log arrived, and drops the log of a command run with
+	// the stateless extension (it then reads as empty).
+	Delivered bool
+}
+
+// FollowLogsResult is FollowLogs, reporting besides whether the server
+// knows that the whole log was delivered.
+func (c *Client) FollowLogsResult(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (FollowResult, error) {
+	exitCode, killed, delivered, err := c.followLogs(ctx, sessionID, cmdID, stdout, stderr)
+	return FollowResult{ExitCode: exitCode, Killed: killed, Delivered: delivered}, err
+}
+
+func (c *Client) followLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (exitCode *int, killed, delivered bool, err error) {
 	if err := checkID("session ID", sessionID); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if err := checkID("command ID", cmdID); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	f := &follower{c: c, sid: sessionID, cid: cmdID, w: [2]io.Writer{stdout, stderr}}
 	f.dmx = NewDemuxer(streamWriter{f, 0}, streamWriter{f, 1})
 	if !c.noWS {
 		r, err := f.websocket(ctx)
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		if r.done {
-			return r.exitCode, r.killed, nil
+			return r.exitCode, r.killed, r.exitCode != nil, nil
 		}
 		if r.clean {
 			// A server closes normally when the command ended and its
@@ -64,18 +90,20 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 			// a command still running (an early close) needs polling.
 			cmd, err := c.GetCommand(ctx, sessionID, cmdID)
 			if err != nil {
-				return f.pollErr(ctx, err)
+				exitCode, killed, err = f.pollErr(ctx, err)
+				return exitCode, killed, false, err
 			}
 			if cmd.ExitCode != nil {
 				if err := f.finish(); err != nil {
-					return nil, false, err
+					return nil, false, false, err
 				}
 				code := *cmd.ExitCode
-				return &code, false, nil
+				return &code, false, false, nil
 			}
 		}
 	}
-	return f.poll(ctx)
+	exitCode, killed, err = f.poll(ctx)
+	return exitCode, killed, false, err
 }
 
 // follower de-duplicates output across sources that each replay the log

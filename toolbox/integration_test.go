@@ -191,6 +191,58 @@ func TestDaemonFollow(t *testing.T) {
 	}
 }
 
+// FollowLogsResult tells when the server knows the log was delivered (the
+// frames close), after which it drops a stateless command's log.
+func TestDaemonFollowDelivered(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		plain bool
+		noWS  bool
+	}{{"frames", false, false}, {"markers", true, false}, {"polling", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := daemonEnv(t, tc.plain, toolbox.ClientOptions{DisableWebSocket: tc.noWS, PollInterval: 10 * time.Millisecond})
+			ctx := ctxT(t)
+			if err := c.CreateSession(ctx, "s"); err != nil {
+				t.Fatal(err)
+			}
+			r, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "echo hi; exit 2", RunAsync: true},
+				toolbox.SessionExecOptions{Stateless: !tc.plain})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			fr, err := c.FollowLogsResult(ctx, "s", r.CmdID, &out, nil)
+			if err != nil || fr.Killed || out.String() != "hi\n" {
+				t.Fatalf("FollowLogsResult = %+v, %v; stdout %q", fr, err, out.String())
+			}
+			want := !tc.plain && !tc.noWS
+			if fr.Delivered != want || (want && (fr.ExitCode == nil || *fr.ExitCode != 2)) {
+				t.Fatalf("FollowLogsResult = %+v, want Delivered %v and exit 2", fr, want)
+			}
+			// The server dropped the log of the stateless command only
+			// when it was delivered; the exit code stays.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				stdout, _, err := c.CommandLogs(ctx, "s", r.CmdID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want && len(stdout) > 0 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if (len(stdout) == 0) != want {
+					t.Fatalf("log after the follow: %q (delivered %v)", stdout, want)
+				}
+				break
+			}
+			if cmd, err := c.GetCommand(ctx, "s", r.CmdID); err != nil || cmd.ExitCode == nil || *cmd.ExitCode != 2 {
+				t.Fatalf("GetCommand = %+v, %v", cmd, err)
+			}
+		})
+	}
+}
+
 func TestDaemonStdinAndKill(t *testing.T) {
 	c, _ := daemonEnv(t, false, toolbox.ClientOptions{})
 	ctx := ctxT(t)

@@ -37,18 +37,27 @@ var errLogClosed = errors.New("command log closed")
 // chunk read from a stream, in the order they were read. Small logs live in
 // memory; larger ones spill to a file. Readers learn about new records
 // through a channel that is closed and replaced at every change.
+//
+// A log may be dropped (the stateless extension, once its output was
+// delivered): its memory and spill file are freed and it reads as empty
+// from then on. Readers that read it piece by piece (followers, snapshots)
+// attach to it first, and a drop waits until the last of them detaches, so
+// that none of them loses output.
 type cmdLog struct {
 	path string        // spill file
 	mem0 *atomic.Int64 // the server's in-memory log bytes
 
-	mu     sync.Mutex
-	mem    []byte
-	f      *os.File
-	size   int64
-	done   bool // the command ended; no follower waits for more
-	closed bool
-	notify chan struct{}
-	err    error // first write error
+	mu         sync.Mutex
+	mem        []byte
+	f          *os.File
+	size       int64
+	done       bool // the command ended; no follower waits for more
+	closed     bool
+	readers    int  // attached readers
+	dropWanted bool // drop once no reader is attached
+	dropped    bool // freed: reads as empty, later output is discarded
+	notify     chan struct{}
+	err        error // first write error
 }
 
 func newCmdLog(path string, inMemory *atomic.Int64) *cmdLog {
@@ -71,7 +80,7 @@ func (l *cmdLog) write(stream byte, p []byte) {
 	binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.err != nil {
+	if l.closed || l.dropped || l.err != nil {
 		return
 	}
 	if l.f == nil && (int64(len(l.mem))+int64(len(p))+recHeader > spillBytes || l.mem0.Load() > memBudget) {
@@ -159,6 +168,12 @@ func (l *cmdLog) close() {
 		return
 	}
 	l.closed = true
+	l.freeLocked()
+	l.wakeLocked()
+}
+
+// freeLocked releases the log's memory and spill file. l.mu must be held.
+func (l *cmdLog) freeLocked() {
 	l.mem0.Add(-int64(len(l.mem)))
 	l.mem = nil
 	if l.f != nil {
@@ -166,6 +181,47 @@ func (l *cmdLog) close() {
 		os.Remove(l.path)
 		l.f = nil
 	}
+}
+
+// attach registers a reader that reads the log piece by piece; a drop
+// waits until it detaches.
+func (l *cmdLog) attach() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readers++
+}
+
+// detach ends what attach began, performing a pending drop when it was the
+// last reader.
+func (l *cmdLog) detach() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readers--
+	if l.readers == 0 && l.dropWanted {
+		l.dropLocked()
+	}
+}
+
+// drop frees the log once no reader is attached: from then on it reads as
+// empty and discards output. The caller has made sure that the output was
+// delivered (the stateless extension).
+func (l *cmdLog) drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropWanted = true
+	if l.readers == 0 {
+		l.dropLocked()
+	}
+}
+
+func (l *cmdLog) dropLocked() {
+	if l.dropped || l.closed {
+		return
+	}
+	l.dropped = true
+	l.freeLocked()
+	l.size = 0
+	l.err = nil
 	l.wakeLocked()
 }
 
@@ -273,6 +329,8 @@ type logOutputs struct {
 
 // snapshot reads the whole log, building the forms asked for.
 func (l *cmdLog) snapshot(forms int) (logOutputs, error) {
+	l.attach()
+	defer l.detach()
 	size, _, _, err := l.state()
 	if err != nil {
 		return logOutputs{}, err

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -195,14 +196,30 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 	if err != nil {
 		return // Accept has answered
 	}
-	defer conn.CloseNow()
-	// We never expect messages; reading handles pings and notices the close.
-	ctx := conn.CloseRead(r.Context())
-	ctx, cancel := context.WithCancel(ctx)
+	// We never expect messages; reading handles pings and notices the
+	// close. Like conn.CloseRead, but keeping the error: it tells whether
+	// the client answered our close.
+	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
+	readDone := make(chan struct{})
+	var readErr error
+	go func() {
+		defer close(readDone)
+		defer cancel()
+		_, _, readErr = conn.Reader(ctx)
+		if readErr == nil {
+			conn.Close(websocket.StatusPolicyViolation, "unexpected data message")
+		}
+	}()
+	defer func() {
+		conn.CloseNow()
+		<-readDone
+	}()
 
+	c.log.attach()
+	defer c.log.detach()
 	cur := logCursor{l: c.log}
 	var msg []byte
 	limit := maxMessage
@@ -284,7 +301,17 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 					reason = "exit=" + strconv.Itoa(*code)
 				}
 			}
-			conn.Close(websocket.StatusNormalClosure, reason)
+			err := conn.Close(websocket.StatusNormalClosure, reason)
+			if frames && done && c.stateless && err == nil && strings.HasPrefix(reason, toolbox.CloseReasonExitPrefix) {
+				// The client answered our close: it has read every
+				// message before it. A stateless command's log is not
+				// needed any more.
+				<-readDone
+				var ce websocket.CloseError
+				if errors.As(readErr, &ce) && ce.Code == websocket.StatusNormalClosure && ce.Reason == reason {
+					c.log.drop()
+				}
+			}
 			return
 		}
 		select {

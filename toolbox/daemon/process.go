@@ -140,7 +140,15 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		so, se := string(out.stdout), string(out.stderr)
 		resp.Stdout, resp.Stderr = &so, &se
 	}
-	writeJSON(w, http.StatusOK, resp)
+	if !c.stateless {
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	// The response carries the whole log: a stateless command's log is
+	// not needed once it was sent.
+	if writeJSONFlushed(w, http.StatusOK, resp) == nil {
+		c.log.drop()
+	}
 }
 
 func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) {

@@ -440,7 +440,7 @@ func (ss *session) spawn(st shellState) (*spare, error) {
 		ExtraFiles:  []*os.File{goR, stateW, restoreR},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	err = sp.cmd.Start()
+	err = srv.starter.start(sp.cmd)
 	closeAll(files...)
 	if err != nil {
 		closeAll(goW, stdinW, outR, errR, stateR, restoreW, outW, errW, stateW)
