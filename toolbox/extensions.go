@@ -23,7 +23,11 @@ const (
 	// directory, environment, shell variables) is kept for the session's
 	// later commands. The server skips saving the shell state, which makes
 	// the command cheaper. Clients that wrap every command in a subshell
-	// anyway use it to drop their wrapper.
+	// anyway use it to drop their wrapper. The server also drops the
+	// command's log once its output was delivered (the sync answer was
+	// written, or a frames follow ended with a close the client answered:
+	// FollowResult.Delivered); the command's exit code stays, and its log
+	// reads as empty from then on.
 	ExtStateless = "stateless"
 )
 

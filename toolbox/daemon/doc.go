@@ -21,7 +21,8 @@
 //     command has ended and everything was sent.
 //   - Logs spill to files under the process's temporary directory
 //     ($TMPDIR), so a command may print far more than fits in memory. Logs
-//     are kept until their session is deleted, as in Daytona.
+//     are kept until their session is deleted, as in Daytona (except those
+//     of stateless commands, below).
 //   - Deleting a session kills every process its commands started, daemons
 //     that called setsid included.
 //
@@ -45,6 +46,18 @@
 //     its cd, exports and variables are gone for the next command. That
 //     saves the state round trip; clients that isolate every command
 //     anyway (package toolbox/process) drop their own subshell with it.
+//     The server also drops the command's log (memory and spill file) once
+//     its output was delivered: for a sync exec once the response was
+//     written; for an async exec once a frames follower has received
+//     everything and answered the server's "exit=<code>" close with its
+//     own close (as coder/websocket does). A follower that leaves early,
+//     one without frames, or polling GET …/logs delivers nothing in this
+//     sense: the log is then kept until the session is deleted, as usual,
+//     and a later frames follower that completes frees it. After the drop
+//     GET …/command/{id} still reports the exit code, GET …/logs answers
+//     an empty log, a new follower gets no output and the "exit=<code>"
+//     close, and output of the command's background jobs is discarded. A
+//     drop waits for followers still reading the log.
 //
 // Input sent to a command that no longer reads it (the write fails with
 // EPIPE) is answered 410 GONE, like input to a command that has ended;

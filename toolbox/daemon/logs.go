@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -197,9 +198,12 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 		return // Accept has answered
 	}
 	// We never expect messages; reading handles pings and notices the
-	// close. Like conn.CloseRead, but keeping the error: it tells whether
-	// the client answered our close.
-	ctx, cancel := context.WithCancel(r.Context())
+	// close. Like conn.CloseRead, but keeping the error, which tells
+	// whether the client answered our close. Server shutdown cancels ctx
+	// but not the reader (that would drop the connection without a close).
+	readCtx, readCancel := context.WithCancel(r.Context())
+	defer readCancel()
+	ctx, cancel := context.WithCancel(readCtx)
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
@@ -207,8 +211,8 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 	var readErr error
 	go func() {
 		defer close(readDone)
-		defer cancel()
-		_, _, readErr = conn.Reader(ctx)
+		defer readCancel()
+		_, _, readErr = conn.Reader(readCtx)
 		if readErr == nil {
 			conn.Close(websocket.StatusPolicyViolation, "unexpected data message")
 		}
@@ -302,13 +306,12 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 				}
 			}
 			err := conn.Close(websocket.StatusNormalClosure, reason)
-			if frames && done && c.stateless && err == nil && strings.HasPrefix(reason, toolbox.CloseReasonExitPrefix) {
-				// The client answered our close: it has read every
-				// message before it. A stateless command's log is not
-				// needed any more.
+			if frames && done && c.stateless && strings.HasPrefix(reason, toolbox.CloseReasonExitPrefix) {
 				<-readDone
-				var ce websocket.CloseError
-				if errors.As(readErr, &ce) && ce.Code == websocket.StatusNormalClosure && ce.Reason == reason {
+				if closeAnswered(readErr, err, reason) {
+					// The client has read every message before our
+					// close: the log of a stateless command is not
+					// needed any more.
 					c.log.drop()
 				}
 			}
@@ -326,6 +329,20 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 			return
 		}
 	}
+}
+
+// closeAnswered reports whether the client answered our close (code 1000
+// with reason) with the same close, which a client sends only once it has
+// read everything before ours. readErr is what our reader goroutine got;
+// closeErr what conn.Close returned. The answer reaches our reader, or, when
+// that had not started reading yet, conn.Close, which then returns nil (it
+// checks the code, not the reason) and leaves the reader net.ErrClosed.
+func closeAnswered(readErr, closeErr error, reason string) bool {
+	var ce websocket.CloseError
+	if errors.As(readErr, &ce) {
+		return ce.Code == websocket.StatusNormalClosure && ce.Reason == reason
+	}
+	return closeErr == nil && errors.Is(readErr, net.ErrClosed)
 }
 
 func killedReason(frames bool) string {

@@ -30,9 +30,17 @@
 // against servers without the agentbox "frames" extension, one more request
 // for the exit code (a plain Daytona daemon: 3 requests). A session found
 // gone (the sandbox restarted) is replaced and the command retried once.
-// Every 64th command of a pooled session, or once its commands printed
-// 64 MiB, the session is deleted in the background and a new one made,
-// so the logs a server keeps per session stay bounded.
+//
+// A plain Daytona server keeps every command's log until its session is
+// deleted, so a pooled session is retired after 64 commands, or once its
+// commands printed 64 MiB. A server with the "stateless" extension drops a
+// stateless command's log once the output was delivered (the sync answer,
+// or a frames follow whose close the client answered); there a pooled
+// session is retired only after 4096 commands, which bounds the server's
+// list of commands, and output counts towards the 64 MiB only when its
+// delivery was not confirmed (a follow that fell back to polling). A
+// retired session is replaced in the background: a new session joins the
+// pool and the old one is deleted, off the path of any command.
 //
 // The exit code of a streamed command comes from the frames extension's
 // close reason, else from GET …/command/{id}; a server that has not

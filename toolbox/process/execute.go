@@ -168,13 +168,16 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 			return nil, err
 		}
 		req, eo := m.request(ctx, pl)
+		s.stateless = eo.Stateless
 		rctx, cancel := withTimeout(ctx, pl.timeout)
 		res, err := m.client.SessionExecuteWith(rctx, s.id, req, eo)
 		timedOut := err != nil && ctx.Err() == nil && rctx.Err() != nil
 		cancel()
 		switch {
 		case err == nil && res.ExitCode != nil:
-			m.release(s, int64(len(res.Stdout)+len(res.Stderr)))
+			// The server drops a stateless command's log once it has
+			// sent the answer.
+			m.release(s, kept(s, true, int64(len(res.Stdout)+len(res.Stderr))))
 			out := newStreams(pl.retain, nil, nil)
 			out.stdout.add(res.Stdout)
 			out.stderr.add(res.Stderr)
@@ -240,6 +243,7 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 			return session{}, "", err
 		}
 		req, eo := m.request(ctx, pl)
+		s.stateless = eo.Stateless
 		req.RunAsync, req.SuppressInputEcho = true, true
 		res, err := m.client.SessionExecuteWith(ctx, s.id, req, eo)
 		switch {
@@ -262,16 +266,29 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 }
 
 // follow streams a command's output into out until it ends and returns
-// its exit code. killed reports that its session was deleted meanwhile.
-func (m *Manager) follow(ctx context.Context, sid, cid string, out *streams) (code int, killed bool, err error) {
-	ec, killed, err := m.client.FollowLogs(ctx, sid, cid, out.stdoutWriter(), out.stderrWriter())
-	if err != nil || killed {
-		return 0, killed, err
+// its exit code. killed reports that its session was deleted meanwhile;
+// delivered that the server knows the whole log arrived (see
+// toolbox.FollowResult).
+func (m *Manager) follow(ctx context.Context, sid, cid string, out *streams) (code int, killed, delivered bool, err error) {
+	fr, err := m.client.FollowLogsResult(ctx, sid, cid, out.stdoutWriter(), out.stderrWriter())
+	if err != nil || fr.Killed {
+		return 0, fr.Killed, false, err
 	}
-	if ec != nil {
-		return *ec, false, nil
+	if fr.ExitCode != nil {
+		return *fr.ExitCode, false, fr.Delivered, nil
 	}
-	return m.exitCode(ctx, sid, cid)
+	code, killed, err = m.exitCode(ctx, sid, cid)
+	return code, killed, false, err
+}
+
+// kept returns how many of the n output bytes of a command that ended
+// normally on s the server keeps: none when it ran stateless and the server
+// learned that its output was delivered, which makes it drop the log.
+func kept(s session, delivered bool, n int64) int64 {
+	if s.stateless && delivered {
+		return 0
+	}
+	return n
 }
 
 // exitCode asks the server for the exit code of an ended command. A server
@@ -330,7 +347,7 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 			stdinErr <- stdinFailure(m.copyStdin(fctx, s.id, cid, opts.Stdin))
 		}()
 	}
-	code, killed, err := m.follow(fctx, s.id, cid, out)
+	code, killed, delivered, err := m.follow(fctx, s.id, cid, out)
 	timedOut := err != nil && ctx.Err() == nil && fctx.Err() != nil
 	var serr error
 	if stdinErr != nil {
@@ -347,7 +364,7 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 	ioErr := errors.Join(serr, out.l.failure())
 	switch {
 	case err == nil && !killed:
-		m.release(s, out.total())
+		m.release(s, kept(s, delivered, out.total()))
 		return result(pl.line, code, out, time.Since(start)), ioErr
 	case err == nil: // someone deleted the session (Close)
 		r := result(pl.line, sandbox.ExitKilled, out, time.Since(start))

@@ -719,38 +719,3 @@ func TestCompleteRunes(t *testing.T) {
 		t.Error("invalid byte held back")
 	}
 }
-
-// A pooled session is retired after maxSessionUses commands, or once its
-// commands printed maxSessionLogBytes, and deleted in the background.
-func TestPooledSessionRecycled(t *testing.T) {
-	h := newHarness(t, harnessOptions{manager: Options{MaxIdleSessions: 1}})
-	ctx := context.Background()
-	h.exec(t, "true", nil, nil)
-	first := h.m.idleSessions()[0]
-	for range maxSessionUses - 2 {
-		h.exec(t, "true", nil, nil)
-	}
-	if idle := h.m.idleSessions(); len(idle) != 1 || idle[0] != first {
-		t.Fatalf("after %d uses: idle %v, want [%s]", maxSessionUses-1, idle, first)
-	}
-	h.exec(t, "true", nil, nil)
-	if idle := h.m.idleSessions(); len(idle) != 0 {
-		t.Fatalf("after %d uses: idle %v, want the session retired", maxSessionUses, idle)
-	}
-	if err := h.m.bg.wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.client.GetSession(ctx, first); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Errorf("retired session: %v, want ErrNotFound", err)
-	}
-	r := h.exec(t, "head -c "+fmt.Sprint(maxSessionLogBytes)+" /dev/zero", nil, &sandbox.ExecOptions{Stdout: io.Discard, MaxRetainedBytes: 1})
-	if r.StdoutDroppedBytes != maxSessionLogBytes-1 {
-		t.Fatalf("result %+v", r)
-	}
-	if idle := h.m.idleSessions(); len(idle) != 0 {
-		t.Fatalf("after %d bytes of output: idle %v, want the session retired", maxSessionLogBytes, idle)
-	}
-	if sessions, err := h.client.ListSessions(ctx); err != nil || len(sessions) > 1 {
-		t.Errorf("sessions %v, %v", sessions, err)
-	}
-}

@@ -188,7 +188,7 @@ var _ sandbox.Process = (*proc)(nil)
 // session: back to the pool after a normal exit, deleted otherwise.
 func (p *proc) run(ctx context.Context) {
 	defer close(p.done)
-	code, killed, err := p.m.follow(ctx, p.s.id, p.cid, p.out)
+	code, killed, delivered, err := p.m.follow(ctx, p.s.id, p.cid, p.out)
 	timedOut := err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	p.cancel()
 
@@ -202,7 +202,7 @@ func (p *proc) run(ctx context.Context) {
 		res.Killed, err = true, nil
 	case err == nil && !killed:
 		res = result(p.line, code, p.out, time.Since(p.start))
-		settle = func() { p.m.release(p.s, p.out.total()) }
+		settle = func() { p.m.release(p.s, kept(p.s, delivered, p.out.total())) }
 	case err == nil: // the session was deleted by someone else
 		res = result(p.line, sandbox.ExitKilled, p.out, time.Since(p.start))
 		res.Killed = true
