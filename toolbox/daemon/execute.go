@@ -41,12 +41,8 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if strings.TrimSpace(req.Command) == "" {
-		s.writeError(w, r, badRequest("command is required"))
-		return
-	}
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		s.writeError(w, r, badRequest("command contains a NUL byte"))
+	if err := checkCommand(req.Command); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if req.Timeout < 0 {
@@ -166,4 +162,16 @@ func readUntil(r io.Reader, sentinel []byte) []byte {
 			return out
 		}
 	}
+}
+
+// checkCommand rejects a command that is blank or holds a NUL byte, which
+// no shell can run.
+func checkCommand(command string) error {
+	if strings.TrimSpace(command) == "" {
+		return badRequest("command is required")
+	}
+	if strings.IndexByte(command, 0) >= 0 {
+		return badRequest("command contains a NUL byte")
+	}
+	return nil
 }

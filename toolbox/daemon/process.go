@@ -89,12 +89,8 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if strings.TrimSpace(req.Command) == "" {
-		s.writeError(w, r, badRequest("command is required"))
-		return
-	}
-	if strings.IndexByte(req.Command, 0) >= 0 {
-		s.writeError(w, r, badRequest("command contains a NUL byte"))
+	if err := checkCommand(req.Command); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	c, err := ss.start(req, uses(r, "stateless"))
