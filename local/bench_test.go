@@ -103,9 +103,12 @@ func BenchmarkExecuteTrue(b *testing.B) {
 }
 
 // BenchmarkIdleMemory starts 100 sandboxes, runs one command in each, and
-// reports the memory of their idle inits: proportional set size (PSS,
-// shared pages split among sharers) and resident set size (RSS), summed
-// from /proc and divided by 100. It runs once whatever b.N.
+// reports the memory an idle sandbox holds: the proportional set size
+// (PSS, shared pages split among sharers) of every process in its pid
+// namespace (the init and the toolbox's shells of its pooled session),
+// summed from /proc and divided by 100, as MB-PSS/sandbox; the same for
+// the inits alone as MB-PSS/init, and the resident set size (RSS) of all.
+// It runs once whatever b.N.
 func BenchmarkIdleMemory(b *testing.B) {
 	const n = 100
 	ctx := context.Background()
@@ -128,15 +131,24 @@ func BenchmarkIdleMemory(b *testing.B) {
 			b.Fatal(err, r)
 		}
 	}
-	time.Sleep(time.Second) // let them go idle
-	var pss, rss int64
+	time.Sleep(time.Second)            // let them go idle
+	var pss, rss, initPSS, procs int64 // KiB, KiB, KiB, count
 	for _, sb := range boxes {
-		p, r := smapsRollup(local.InitPID(sb))
-		pss += p
-		rss += r
+		pid := local.InitPID(sb)
+		p, _ := smapsRollup(pid)
+		initPSS += p
+		members := procsInNS(pidNS(pid))
+		procs += int64(len(members))
+		for m := range members {
+			p, r := smapsRollup(m)
+			pss += p
+			rss += r
+		}
 	}
 	b.ReportMetric(float64(pss)/n/1024, "MB-PSS/sandbox")
+	b.ReportMetric(float64(initPSS)/n/1024, "MB-PSS/init")
 	b.ReportMetric(float64(rss)/n/1024, "MB-RSS/sandbox")
+	b.ReportMetric(float64(procs)/n, "procs/sandbox")
 }
 
 // smapsRollup returns the Pss and Rss of pid in KiB.

@@ -416,7 +416,16 @@ func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
 	}
 	// The server keeps its files out of the user's /tmp.
 	os.Setenv("TMPDIR", initTmpDir)
-	d, err := daemon.New(daemon.Options{WorkDir: cfg.WorkDir, HomeDir: cfg.Home, Env: cfg.Env, DropCapabilities: true})
+	d, err := daemon.New(daemon.Options{
+		WorkDir: cfg.WorkDir, HomeDir: cfg.Home, Env: cfg.Env, DropCapabilities: true,
+		// The init was cloned into a cgroup namespace rooted where it was
+		// born; on cgroup v1 the host moves it into its own cgroups only
+		// afterwards (before sending the configuration), so commands would
+		// see host cgroup paths. A namespace unshared now, on the thread
+		// that starts every command, is rooted at the sandbox's cgroups
+		// (on v2 it is rooted where the first one already was).
+		StartThreadSetup: func() error { return unix.Unshare(unix.CLONE_NEWCGROUP) },
+	})
 	if err != nil {
 		initFail(ctl, fmt.Errorf("toolbox server: %w", err))
 	}

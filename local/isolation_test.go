@@ -129,6 +129,46 @@ func TestIsolation(t *testing.T) {
 			t.Errorf("zombies inside: %s", out)
 		}
 	})
+	t.Run("cgroup-namespace", func(t *testing.T) {
+		// Commands see their own cgroups as the root of every hierarchy
+		// ("0::/" on v2, "N:controllers:/" on v1), never host paths.
+		out := mustRun(t, sb, "cat /proc/self/cgroup")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, line := range lines {
+			f := strings.SplitN(line, ":", 3)
+			if len(f) != 3 || f[2] != "/" {
+				t.Errorf("/proc/self/cgroup inside: %q is not a root path (all: %q)", line, out)
+			}
+		}
+		if len(lines) == 0 {
+			t.Errorf("empty /proc/self/cgroup inside")
+		}
+	})
+	t.Run("namespaces", func(t *testing.T) {
+		// The init is in its own namespaces of every kind but net.
+		pid := local.InitPID(sb)
+		for _, ns := range []string{"ipc", "uts", "cgroup", "user", "mnt", "pid", "net"} {
+			host, err := os.Readlink("/proc/self/ns/" + ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			own, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shared := own == host; shared != (ns == "net") {
+				t.Errorf("%s namespace: init %s, host %s", ns, own, host)
+			}
+		}
+		// Commands are in the init's namespaces except the cgroup one,
+		// unshared below it by the thread that starts them.
+		out := mustRun(t, sb, "readlink /proc/self/ns/cgroup /proc/self/ns/pid")
+		initCg, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/cgroup")
+		initPid, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+		if f := strings.Fields(out); len(f) != 2 || f[0] == initCg || f[1] != initPid {
+			t.Errorf("namespaces of a command %q, of the init %s %s", out, initCg, initPid)
+		}
+	})
 	t.Run("identity", func(t *testing.T) {
 		out := mustRun(t, sb, "id -u; echo $HOME; pwd; cat /proc/self/uid_map")
 		f := strings.Fields(out)
@@ -173,11 +213,28 @@ func TestNetworkBlockAll(t *testing.T) {
 	if r := run(t, blocked, "bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' 2>&1"); !strings.Contains(r.Stdout, "refused") {
 		t.Errorf("loopback inside a blocked sandbox: %q, want connection refused", r.Stdout)
 	}
+	// Only a blocked sandbox has its own network namespace.
+	shared := newSandbox(t, local.Options{})
+	for _, c := range []struct {
+		sb   *local.Sandbox
+		want bool
+	}{{blocked, true}, {shared, false}} {
+		host, err := os.Readlink("/proc/self/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := os.Readlink("/proc/" + strconv.Itoa(local.InitPID(c.sb)) + "/ns/net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (own != host) != c.want {
+			t.Errorf("blocked=%v: init net namespace %s, host %s", c.want, own, host)
+		}
+	}
 	if !strings.Contains(blocked.Instructions(), "Network access is blocked.") {
 		t.Errorf("instructions do not say the network is blocked: %s", blocked.Instructions())
 	}
 
-	shared := newSandbox(t, local.Options{})
 	if out := mustRun(t, shared, probe); !strings.Contains(out, "hello from host") {
 		t.Errorf("shared-network sandbox did not reach the host: %q", out)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -15,8 +16,25 @@ func TestStopStartKeepsFiles(t *testing.T) {
 	sb := newSandbox(t, local.Options{})
 	mustRun(t, sb, "echo home > ~/h.txt && echo tmp > /tmp/state.txt && mkdir -p ~/proj && echo x > ~/proj/y")
 	pid := local.InitPID(sb)
+	ns := pidNS(pid)
+	// Stop ends every process: a daemon (setsid, detached from the
+	// command), a background job of a command, and a spawned process.
+	mustRun(t, sb, "setsid sleep 4051 </dev/null >/dev/null 2>&1 & sleep 4052 </dev/null >/dev/null 2>&1 &")
+	if _, err := sb.Processes().Spawn(ctx, "sleep 4053", nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for len(leftovers(ns, "sleep 405")) < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := leftovers(ns, "sleep 405"); len(l) != 3 {
+		t.Fatalf("before Stop, running: %q; want the 3 sleeps", l)
+	}
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if p := procsInNS(ns); len(p) != 0 {
+		t.Errorf("processes left in the sandbox after Stop: %v", p)
 	}
 	if sb.Status() != sandbox.StatusStopped || local.InitPID(sb) != 0 {
 		t.Fatalf("after Stop: status %s, init pid %d", sb.Status(), local.InitPID(sb))
@@ -29,8 +47,8 @@ func TestStopStartKeepsFiles(t *testing.T) {
 		t.Fatalf("Lookup after stop: %v %v", info, err)
 	}
 	outcome, err := sb.Start(ctx)
-	if err != nil || outcome != sandbox.OutcomeCreated {
-		t.Fatalf("restart: %v %v", outcome, err)
+	if err != nil || outcome != sandbox.OutcomeConnected {
+		t.Fatalf("restart: %v %v, want connected (an existing sandbox is found)", outcome, err)
 	}
 	if got := mustRun(t, sb, "cat ~/h.txt /tmp/state.txt ~/proj/y"); got != "home\ntmp\nx\n" {
 		t.Errorf("files after restart: %q", got)

@@ -43,7 +43,9 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 
 // New returns a pending sandbox configured by opts. It only validates; the
 // sandbox starts on Start or on the first command. Starting a sandbox whose
-// id exists in the state dir connects to it or restarts it with its files;
+// id exists in the state dir connects to it or restarts it with its files,
+// and reports [sandbox.OutcomeConnected] either way (only a sandbox new to
+// the state dir is [sandbox.OutcomeCreated], as with Mastra's Daytona);
 // such a sandbox keeps the shape it was created with (Name, User, Language,
 // WorkingDirectory, Volumes, NetworkBlockAll, Ephemeral), as a Daytona
 // sandbox does, while Env, Timeout and Hooks are this object's.
@@ -135,9 +137,13 @@ func (s *Sandbox) Instructions() string {
 		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", o.Language),
 		fmt.Sprintf("Default working directory: %s.", o.WorkingDirectory),
 		fmt.Sprintf("Command timeout: %ds.", int(math.Ceil(o.Timeout.Seconds()))),
-		fmt.Sprintf("Running as user: %s (home /home/%s; root inside the sandbox only, unprivileged on the host).", o.User, o.User),
+		fmt.Sprintf("Commands run as root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=/home/%s.", o.User),
 		"/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.",
-		"Files written in the home folder, /tmp and the working directory persist across stop and start.",
+	}
+	if o.Ephemeral {
+		parts = append(parts, "The sandbox is ephemeral: it and its files are deleted when it stops.")
+	} else {
+		parts = append(parts, "Files written in the home folder, /tmp and the working directory persist across stop and start.")
 	}
 	if n := len(o.Volumes); n > 0 {
 		var paths []string
@@ -225,8 +231,14 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 		m = s.newMeta()
 	}
 
-	outcome, err := s.boot(ctx, l.path, &m)
-	if err != nil {
+	// Finding the sandbox, running or stopped, is "connected" (as Mastra
+	// reports a found Daytona sandbox it restarts); only a new one is
+	// "created".
+	outcome := sandbox.OutcomeConnected
+	if fresh {
+		outcome = sandbox.OutcomeCreated
+	}
+	if err := s.boot(ctx, l.path, &m); err != nil {
 		cctx := context.WithoutCancel(ctx)
 		_ = killInit(cctx, l.path, &m)
 		if fresh {
@@ -236,13 +248,14 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 			m.Status = sandbox.StatusStopped
 			_ = writeJSON(filepath.Join(l.path, metaFile), &m)
 		}
+		return "", err
 	}
-	return outcome, err
+	return outcome, nil
 }
 
 // boot starts the init of the locked folder dir and records it in m. On
 // failure the caller cleans up with killInit(m).
-func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) (sandbox.Outcome, error) {
+func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	cg, err := newCgroupSet(cgroupKey(s.opts.StateDir, m.ID))
 	if err != nil {
 		cg = nil // accounting only; the pid namespace still holds the sandbox
@@ -250,7 +263,7 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) (sandbox.Outcom
 	m.Cgroups = cg
 	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
 	if err != nil {
-		return "", err
+		return err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -268,13 +281,13 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) (sandbox.Outcom
 	// Record the init while it builds its root, then wait for it.
 	werr := writeJSON(filepath.Join(dir, metaFile), m)
 	if err := ready(); err != nil {
-		return "", err
+		return err
 	}
 	if werr != nil {
-		return "", stateDirError(s.opts.StateDir, werr)
+		return stateDirError(s.opts.StateDir, werr)
 	}
 	s.afterStart(true)
-	return sandbox.OutcomeCreated, nil
+	return nil
 }
 
 // cgroupKey names the cgroups of a sandbox, unique per state dir.

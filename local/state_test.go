@@ -186,14 +186,33 @@ func TestInfoAndInstructions(t *testing.T) {
 	})
 	want := "Local sandbox with isolated execution (python runtime)"
 	ins := sb.Instructions()
-	for _, w := range []string{want, "Default working directory: /workspace.", "Command timeout: 90s.", "Running as user: dev", "1 volume(s) attached: /cache (read-only).", "Network access is shared with the host."} {
+	for _, w := range []string{want, "Default working directory: /workspace.", "Command timeout: 90s.",
+		"root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=/home/dev.",
+		"1 volume(s) attached: /cache (read-only).", "Network access is shared with the host.",
+		"persist across stop and start."} {
 		if !strings.Contains(ins, w) {
 			t.Errorf("instructions lack %q: %s", w, ins)
 		}
 	}
+	if strings.Contains(ins, "Running as user") || strings.Contains(ins, "ephemeral") {
+		t.Errorf("instructions: %s", ins)
+	}
+	// An ephemeral sandbox does not keep its files.
+	eph, err := local.New(local.Options{StateDir: t.TempDir(), Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ins := eph.Instructions(); strings.Contains(ins, "persist") || !strings.Contains(ins, "it and its files are deleted when it stops.") {
+		t.Errorf("ephemeral instructions: %s", ins)
+	}
 	info, err := sb.Info(ctx)
 	if err != nil || info.Status != sandbox.StatusPending || info.Provider != "local" {
 		t.Fatalf("Info before start: %+v %v", info, err)
+	}
+	// What the instructions claim: root of the user namespace, no
+	// capabilities, HOME=/home/dev.
+	if got := mustRun(t, sb, "id -u; grep ^CapEff: /proc/self/status"); got != "0\nCapEff:\t0000000000000000\n" {
+		t.Errorf("identity inside: %q", got)
 	}
 	if got := mustRun(t, sb, "pwd; echo $HOME; echo hi > /workspace/f; touch /cache/x 2>&1 || echo ro"); !strings.HasPrefix(got, "/workspace\n/home/dev\n") || !strings.Contains(got, "ro") {
 		t.Errorf("inside: %q", got)
@@ -268,7 +287,7 @@ func TestReconnectKeepsShape(t *testing.T) {
 	if got := mustRun(t, second, "pwd; cat note; echo $HOME"); got != "/work\nhi\n/home/alice\n" {
 		t.Errorf("second object sees %q", got)
 	}
-	if ins := second.Instructions(); !strings.Contains(ins, "Running as user: alice") || !strings.Contains(ins, "Default working directory: /work.") {
+	if ins := second.Instructions(); !strings.Contains(ins, "HOME=/home/alice.") || !strings.Contains(ins, "Default working directory: /work.") {
 		t.Errorf("instructions of the second object: %s", ins)
 	}
 	second.Client().Close()
@@ -334,7 +353,7 @@ func TestHooks(t *testing.T) {
 	if err := sb.Destroy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(calls, " "); got != "start:created stop start:created destroy" {
+	if got := strings.Join(calls, " "); got != "start:created stop start:connected destroy" {
 		t.Errorf("hooks ran: %s", got)
 	}
 }
@@ -397,5 +416,28 @@ func TestLastUsedAndTimeoutAt(t *testing.T) {
 	mustRun(t, never, "true")
 	if info, err := never.Info(ctx); err != nil || info.LastUsedAt.IsZero() || !info.TimeoutAt.IsZero() {
 		t.Errorf("Info without auto-stop: %+v %v, want LastUsedAt and no TimeoutAt", info, err)
+	}
+}
+
+// TestDefaultStateDir: AGENTBOX_STATE_DIR wins over XDG_STATE_HOME, which
+// wins over ~/.local/state/agentbox (the temp dir without a home).
+func TestDefaultStateDir(t *testing.T) {
+	for _, c := range []struct {
+		name, agentbox, xdg, home, want string
+	}{
+		{"all set", "/s/agentbox", "/s/xdg", "/s/home", "/s/agentbox"},
+		{"agentbox only", "/s/agentbox", "", "", "/s/agentbox"},
+		{"xdg over home", "", "/s/xdg", "/s/home", "/s/xdg/agentbox"},
+		{"home", "", "", "/s/home", "/s/home/.local/state/agentbox"},
+		{"no home", "", "", "", filepath.Join(os.TempDir(), ".local/state/agentbox")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("AGENTBOX_STATE_DIR", c.agentbox)
+			t.Setenv("XDG_STATE_HOME", c.xdg)
+			t.Setenv("HOME", c.home)
+			if got := local.DefaultStateDir(); got != c.want {
+				t.Errorf("DefaultStateDir() = %q, want %q", got, c.want)
+			}
+		})
 	}
 }

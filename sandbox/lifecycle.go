@@ -11,8 +11,8 @@ import (
 // stopping and destroying its sandbox. Lifecycle serialises the calls, so a
 // Driver need not guard against concurrent lifecycle calls.
 type Driver interface {
-	// Acquire connects to the sandbox if it runs (OutcomeConnected), or
-	// restarts or creates it (OutcomeCreated).
+	// Acquire connects to the sandbox if it exists, restarting it when it
+	// was stopped (OutcomeConnected), or creates it (OutcomeCreated).
 	Acquire(ctx context.Context) (Outcome, error)
 	// Release stops the sandbox, keeping its files.
 	Release(ctx context.Context) error
@@ -177,11 +177,14 @@ func (l *Lifecycle) EnsureRunning(ctx context.Context) error {
 	return nil
 }
 
-// Stop runs the stop transition. Stopping a stopped sandbox does nothing;
-// an in-flight start is awaited first; concurrent calls share one attempt.
+// Stop runs the stop transition. Stopping a stopped or destroyed sandbox
+// does nothing; an in-flight start is awaited first; concurrent calls share
+// one attempt. As in Mastra, a pending sandbox is stopped too: the engine
+// stops whatever runs under this sandbox's id (e.g. started by another
+// process) and the status becomes stopped.
 func (l *Lifecycle) Stop(ctx context.Context) error {
 	return l.transition(ctx, &l.stop, StatusStopping, StatusStopped, func(s Status) bool {
-		return s == StatusStopped || s == StatusDestroyed || s == StatusPending
+		return s == StatusStopped || s == StatusDestroyed
 	}, func(ctx context.Context) error {
 		if l.hooks.OnStop != nil {
 			if err := l.hooks.OnStop(ctx, l.id); err != nil {

@@ -220,3 +220,129 @@ func TestLifecycleEnvOverlay(t *testing.T) {
 		t.Fatalf("empty overlay: %v", got)
 	}
 }
+
+type failingDriver struct {
+	fakeDriver
+	releaseErr, teardownErr error
+	releaseDelay            time.Duration
+}
+
+func (d *failingDriver) Release(ctx context.Context) error {
+	d.releases.Add(1)
+	time.Sleep(d.releaseDelay)
+	return d.releaseErr
+}
+
+func (d *failingDriver) Teardown(ctx context.Context) error {
+	d.teardowns.Add(1)
+	return d.teardownErr
+}
+
+func TestLifecycleStopAndDestroyFailuresLeaveError(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("engine said no")
+	d := &failingDriver{releaseErr: boom, teardownErr: boom}
+	l, _ := NewLifecycle("f", d, Hooks{}, nil)
+	if _, err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Stop(ctx); !errors.Is(err, boom) || l.Status() != StatusError || !errors.Is(l.Err(), boom) {
+		t.Fatalf("failed Stop: err %v, status %s", err, l.Status())
+	}
+	if err := l.Destroy(ctx); !errors.Is(err, boom) || l.Status() != StatusError {
+		t.Fatalf("failed Destroy: err %v, status %s", err, l.Status())
+	}
+
+	hookErr := errors.New("hook failed")
+	l2, _ := NewLifecycle("h", &fakeDriver{}, Hooks{
+		OnStop:    func(context.Context, string) error { return hookErr },
+		OnDestroy: func(context.Context, string) error { return hookErr },
+	}, nil)
+	if _, err := l2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var he *HookError
+	if err := l2.Stop(ctx); !errors.As(err, &he) || he.Hook != "onStop" || l2.Status() != StatusError {
+		t.Fatalf("onStop failure: %v, status %s", err, l2.Status())
+	}
+	if err := l2.Destroy(ctx); !errors.As(err, &he) || he.Hook != "onDestroy" || l2.Status() != StatusError {
+		t.Fatalf("onDestroy failure: %v, status %s", err, l2.Status())
+	}
+}
+
+func TestLifecycleStartWaitsForFailingStop(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("stop failed")
+	d := &failingDriver{releaseErr: boom, releaseDelay: 50 * time.Millisecond}
+	l, _ := NewLifecycle("w", d, Hooks{}, nil)
+	if _, err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopDone := make(chan error, 1)
+	go func() { stopDone <- l.Stop(ctx) }()
+	for l.Status() != StatusStopping {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := l.Start(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Start during a failing Stop = %v, want the Stop's error", err)
+	}
+	if err := <-stopDone; !errors.Is(err, boom) {
+		t.Fatalf("Stop = %v", err)
+	}
+}
+
+func TestLifecycleConcurrentStopsShareOneAttempt(t *testing.T) {
+	ctx := context.Background()
+	d := &failingDriver{releaseDelay: 30 * time.Millisecond}
+	l, _ := NewLifecycle("s", d, Hooks{}, nil)
+	if _, err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if err := l.Stop(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := d.releases.Load(); n != 1 || l.Status() != StatusStopped {
+		t.Fatalf("releases = %d, status %s; want one shared stop", n, l.Status())
+	}
+}
+
+func TestLifecycleEnsureRunningDuringTeardown(t *testing.T) {
+	ctx := context.Background()
+	d := &failingDriver{releaseDelay: 50 * time.Millisecond}
+	l, _ := NewLifecycle("t", d, Hooks{}, nil)
+	if _, err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Stop(ctx) }()
+	for l.Status() != StatusStopping {
+		time.Sleep(time.Millisecond)
+	}
+	// Teardown may still run commands: EnsureRunning must not restart or fail.
+	if err := l.EnsureRunning(ctx); err != nil {
+		t.Fatalf("EnsureRunning while stopping: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d.acquires.Load() != 1 {
+		t.Fatalf("EnsureRunning during stop acquired again")
+	}
+}
+
+func TestLifecycleStopPendingStopsTheEngine(t *testing.T) {
+	d := &fakeDriver{}
+	l, _ := NewLifecycle("p", d, Hooks{}, nil)
+	if err := l.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d.releases.Load() != 1 || l.Status() != StatusStopped {
+		t.Fatalf("Stop on pending: releases %d, status %s; want the engine's stop and status stopped", d.releases.Load(), l.Status())
+	}
+}

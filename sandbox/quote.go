@@ -7,8 +7,11 @@ import (
 )
 
 // ShellQuote quotes arg for a POSIX shell exactly as Mastra does: a
-// non-empty arg made only of [A-Za-z0-9._/@:=-] is returned unchanged; any
-// other is wrapped in single quotes with each ' written as '\”.
+// non-empty arg made only of the characters A-Z a-z 0-9 . _ / @ : = - is
+// returned unchanged; any other, and the empty string, is wrapped in single
+// quotes, each single quote inside written as the four characters:
+//
+//	'\''
 func ShellQuote(arg string) string {
 	if arg != "" && isPlain(arg) {
 		return arg

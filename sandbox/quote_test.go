@@ -20,6 +20,9 @@ func TestShellQuoteMastraRules(t *testing.T) {
 		"héllo":       "'héllo'",
 		"*":           "'*'",
 		"a'b'c":       `'a'\''b'\''c'`,
+		// Characters just outside the plain set are quoted.
+		"a+b": "'a+b'", "a,b": "'a,b'", "~": "'~'", "50%": "'50%'", "#x": "'#x'",
+		"a b": "'a b'", "a\tb": "'a\tb'", "x!": "'x!'", "[a]": "'[a]'",
 	}
 	for in, want := range cases {
 		if got := ShellQuote(in); got != want {

@@ -17,8 +17,9 @@ type Sandbox interface {
 	// Status reports the current lifecycle status.
 	Status() Status
 
-	// Start acquires the sandbox: it connects to a running one with the same
-	// id (OutcomeConnected) or creates or restarts it (OutcomeCreated).
+	// Start acquires the sandbox: it finds the sandbox with the same id and
+	// connects to it, restarting it first if it was stopped
+	// (OutcomeConnected), or creates a new one (OutcomeCreated).
 	// Concurrent calls share one attempt.
 	Start(ctx context.Context) (Outcome, error)
 	// Stop ends every process and keeps the files.
@@ -45,7 +46,8 @@ type Sandbox interface {
 // Outcome tells how Start acquired a sandbox.
 type Outcome string
 
-// Outcomes of Start.
+// Outcomes of Start, as in Mastra: an existing sandbox, running or stopped,
+// is connected; only a new one is created.
 const (
 	OutcomeCreated   Outcome = "created"
 	OutcomeConnected Outcome = "connected"

@@ -2,12 +2,16 @@
 //
 // Usage:
 //
-//	agentbox exec [--id ID] [--timeout DUR] [--env K=V]... [--cwd DIR] [--block-network] -- CMD [ARG...]
-//	agentbox spawn [--id ID] -- CMD [ARG...]
-//	agentbox ps [--id ID]
-//	agentbox logs [--id ID] PID
-//	agentbox kill [--id ID] PID...
+//	agentbox exec [--id SANDBOX] [--timeout DUR] [--env K=V]... [--cwd DIR] [--block-network] -- CMD [ARG...]
+//	agentbox spawn [--id SANDBOX] -- CMD [ARG...]
+//	agentbox ps [--id SANDBOX]
+//	agentbox logs [--id SANDBOX] ID
+//	agentbox kill [--id SANDBOX] ID...
 //	agentbox sandbox ls | info ID | stop ID... | rm ID...
+//
+// --id names the sandbox. The ID of logs and kill is that of a background
+// process: the number spawn prints and ps lists in its ID column (1, 2,
+// ...), agentbox's numbering, not a PID inside the sandbox.
 //
 // Global flags: --state-dir DIR (default $AGENTBOX_STATE_DIR, else
 // $XDG_STATE_HOME/agentbox) and --json for machine-readable output.

@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -90,11 +91,19 @@ func (e *env) must(args ...string) result {
 	return r
 }
 
+// process is an entry of "agentbox ps --json".
+type process struct {
+	ID       int    `json:"id"` // a number of agentbox's, not a PID
+	Command  string `json:"command"`
+	Running  bool   `json:"running"`
+	ExitCode *int   `json:"exitCode"`
+}
+
 // ps returns what "agentbox ps --json" lists.
-func (e *env) ps() []sandbox.ProcessInfo {
+func (e *env) ps() []process {
 	e.t.Helper()
 	r := e.must("ps", "--json")
-	var procs []sandbox.ProcessInfo
+	var procs []process
 	if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil {
 		e.t.Fatalf("ps --json: %v: %q", err, r.stdout)
 	}
@@ -221,7 +230,7 @@ func TestBackgroundLocal(t *testing.T) {
 		t.Fatalf("spawn: %q", r.stdout)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	var procs []sandbox.ProcessInfo
+	var procs []process
 	for {
 		procs = e.ps()
 		if len(procs) == 2 && !procs[1].Running || time.Now().After(deadline) {
@@ -229,12 +238,12 @@ func TestBackgroundLocal(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if len(procs) != 2 || procs[0].PID != "1" || !procs[0].Running || procs[0].Command != "sleep 60" ||
+	if len(procs) != 2 || procs[0].ID != 1 || procs[1].ID != 2 || !procs[0].Running || procs[0].Command != "sleep 60" ||
 		procs[1].Running || procs[1].ExitCode == nil || *procs[1].ExitCode != 0 {
 		t.Fatalf("ps: %+v", procs)
 	}
 	r := e.must("ps")
-	if !strings.Contains(r.stdout, "1    running     sleep 60") || !strings.Contains(r.stdout, "exited (0)") {
+	if !strings.Contains(r.stdout, "1   running     sleep 60") || !strings.Contains(r.stdout, "exited (0)") {
 		t.Errorf("ps: %q", r.stdout)
 	}
 	if r := e.must("logs", "2"); r.stdout != "out\n" || r.stderr != "err\n" {
@@ -477,11 +486,67 @@ func TestBadStateDirLocal(t *testing.T) {
 	}
 }
 
+// TestReadOnlyStateDirLocal checks that the local engine's error about an
+// unwritable state dir reaches the user with the CLI's way to choose
+// another, not the Go option of library users.
+func TestReadOnlyStateDirLocal(t *testing.T) {
+	ro := t.TempDir()
+	existing := filepath.Join(ro, "existing")
+	if err := os.Mkdir(existing, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		// Root ignores permission bits: make the folder a read-only mount.
+		if err := unix.Mount(ro, ro, "", unix.MS_BIND, ""); err != nil {
+			if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+				t.Fatal("cannot bind mount (AGENTBOX_REQUIRE_ALL=1):", err)
+			}
+			t.Skip("cannot bind mount:", err)
+		}
+		t.Cleanup(func() {
+			if err := unix.Unmount(ro, unix.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", ro, err)
+			}
+		})
+		if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		for _, d := range []string{ro, existing} {
+			if err := os.Chmod(d, 0o500); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(d, 0o700) })
+		}
+	}
+	// A state dir to create, and one that exists but cannot be written.
+	for _, stateDir := range []string{filepath.Join(ro, "new", "state"), existing} {
+		e := &env{t: t, stateDir: stateDir} // no sandbox can be made: nothing to clean up
+		for _, tt := range []struct {
+			args []string
+			code int
+		}{
+			{[]string{"exec", "--", "true"}, cli.ExitExecFailed},
+			{[]string{"spawn", "--", "true"}, cli.ExitError},
+		} {
+			r := e.run("", tt.args...)
+			if r.code != tt.code || !strings.Contains(r.stderr, "state dir "+stateDir+" is not writable") ||
+				!strings.Contains(r.stderr, "pass --state-dir DIR or set "+cli.StateDirEnv) ||
+				strings.Contains(r.stderr, "Options.StateDir") {
+				t.Errorf("%s on %s: %+v, want exit %d telling to pass --state-dir or set %s", tt.args, stateDir, r, tt.code, cli.StateDirEnv)
+			}
+		}
+		if infos, err := local.List(context.Background(), stateDir); err != nil || len(infos) != 0 {
+			t.Errorf("sandboxes in %s: %v, %v", stateDir, infos, err)
+		}
+	}
+}
+
 func TestConcurrentSpawnLocal(t *testing.T) {
 	e := newEnv(t)
 	e.must("exec", "true")
 	const n = 4
-	pids := make([]string, n)
+	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -489,14 +554,14 @@ func TestConcurrentSpawnLocal(t *testing.T) {
 			if r.code != 0 {
 				t.Errorf("spawn %d: %+v", i, r)
 			}
-			pids[i] = strings.TrimSpace(r.stdout)
+			ids[i] = strings.TrimSpace(r.stdout)
 		})
 	}
 	wg.Wait()
 	seen := map[string]bool{}
-	for _, p := range pids {
+	for _, p := range ids {
 		if seen[p] {
-			t.Errorf("PID %q given twice: %q", p, pids)
+			t.Errorf("ID %q given twice: %q", p, ids)
 		}
 		seen[p] = true
 	}

@@ -28,6 +28,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -73,8 +74,10 @@ var ErrNoRoute = errors.New("no operation in the Daytona specs")
 // Validator checks requests and responses against the loaded documents. It
 // is immutable and safe for concurrent use; share one between tests.
 type Validator struct {
-	specs    []*spec
-	basePath string
+	specs         []*spec
+	basePath      string
+	responsesOnly bool
+	maxBody       int64 // > 0: bodies above this size are not checked
 }
 
 type spec struct {
@@ -254,6 +257,30 @@ func (v *Validator) WithBasePath(prefix string) *Validator {
 	return &c
 }
 
+// ResponsesOnly returns a Validator whose Handler and Transport check only
+// responses: use it for tests that send malformed requests on purpose and
+// want the server's answers checked all the same. Its ValidateResponse (and
+// so its Handler and Transport) also accepts an error status (400 or
+// above) that the operation does not declare, or a request that no
+// document routes, provided the body is JSON matching the ErrorResponse
+// schema of a loaded document: the shape every Daytona error has.
+// ValidateRequest still checks requests when called directly.
+func (v *Validator) ResponsesOnly() *Validator {
+	c := *v
+	c.responsesOnly = true
+	return &c
+}
+
+// SkipBodiesOver returns a Validator that does not check request or
+// response bodies larger than n bytes (their status, headers and media
+// type still are), and whose Handler keeps no more than n+1 bytes of a
+// response: for tests that move large bodies. n <= 0 checks every body.
+func (v *Validator) SkipBodiesOver(n int64) *Validator {
+	c := *v
+	c.maxBody = n
+	return &c
+}
+
 // Specs returns the names of the loaded documents.
 func (v *Validator) Specs() []string {
 	names := make([]string, len(v.specs))
@@ -335,6 +362,10 @@ func (v *Validator) ValidateRequest(r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	opts := options()
+	if v.tooBig(int64(len(body))) {
+		opts.ExcludeRequestBody = true
+	}
 	var errs []error
 	for _, m := range matches {
 		rr.Body = io.NopCloser(bytes.NewReader(body))
@@ -342,7 +373,7 @@ func (v *Validator) ValidateRequest(r *http.Request) error {
 			Request:    rr,
 			PathParams: m.params,
 			Route:      m.route,
-			Options:    options(),
+			Options:    opts,
 		}
 		if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", m.spec.name, err))
@@ -365,18 +396,47 @@ func (v *Validator) ValidateResponse(req *http.Request, resp *http.Response) err
 	if err != nil {
 		return err
 	}
+	return v.validateResponse(req, resp, body, v.tooBig(int64(len(body))))
+}
+
+// tooBig reports whether a body of n bytes is above the SkipBodiesOver
+// limit.
+func (v *Validator) tooBig(n int64) bool { return v.maxBody > 0 && n > v.maxBody }
+
+// validateResponse checks resp, whose body has been read into body;
+// skipBody leaves the body unchecked.
+func (v *Validator) validateResponse(req *http.Request, resp *http.Response, body []byte, skipBody bool) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil
+	}
+	lenientError := v.responsesOnly && resp.StatusCode >= 400
 	matches, rr, err := v.routes(req)
 	if err != nil {
+		if lenientError && errors.Is(err, ErrNoRoute) {
+			return v.checkErrorShape(req, resp, body, skipBody)
+		}
 		return err
 	}
 	var errs []error
+	undeclared := 0
 	for _, m := range matches {
 		responses := m.route.Operation.Responses
 		if resp.StatusCode == http.StatusUnauthorized && responses.Status(http.StatusUnauthorized) == nil {
 			return nil
 		}
+		if lenientError && responses.Status(resp.StatusCode) == nil && responses.Default() == nil {
+			undeclared++
+			continue
+		}
 		opts := options()
-		if skipTextBody(responses, resp) {
+		if schema := jsonErrorSchema(responses, resp); schema != nil {
+			if err := checkJSON(schema, body, skipBody); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m.spec.name, err))
+				continue
+			}
+			return nil
+		}
+		if skipBody || skipTextBody(responses, resp) {
 			opts.ExcludeResponseBody = true
 		}
 		in := &openapi3filter.ResponseValidationInput{
@@ -397,7 +457,89 @@ func (v *Validator) ValidateResponse(req *http.Request, resp *http.Response) err
 		}
 		return nil
 	}
+	if undeclared == len(matches) {
+		return v.checkErrorShape(req, resp, body, skipBody)
+	}
 	return fmt.Errorf("spectest: response %d to %s %s: %w", resp.StatusCode, req.Method, req.URL.Path, errors.Join(errs...))
+}
+
+// checkErrorShape checks that resp carries a JSON body matching the
+// ErrorResponse schema of one of the documents: the fallback of a
+// ResponsesOnly Validator for errors the documents do not declare.
+func (v *Validator) checkErrorShape(req *http.Request, resp *http.Response, body []byte, skipBody bool) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("spectest: response %d to %s %s (no declared response; checked as an ErrorResponse): %s",
+			resp.StatusCode, req.Method, req.URL.Path, fmt.Sprintf(format, args...))
+	}
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return fail("Content-Type %q, want application/json", resp.Header.Get("Content-Type"))
+	}
+	var errs []error
+	for _, s := range v.specs {
+		if s.doc.Components == nil {
+			continue
+		}
+		ref := s.doc.Components.Schemas["ErrorResponse"]
+		if ref == nil || ref.Value == nil {
+			continue
+		}
+		if err := checkJSON(ref.Value, body, skipBody); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			continue
+		}
+		return nil
+	}
+	if len(errs) == 0 {
+		return fail("no loaded document (%s) has an ErrorResponse schema", strings.Join(v.Specs(), ", "))
+	}
+	return fail("%v", errors.Join(errs...))
+}
+
+// jsonErrorSchema returns the schema to check resp against when resp is a
+// JSON error (status 400 or above) answering an operation whose Swagger 2.0
+// "produces" names only a non-JSON media type (GET /files/download
+// produces application/octet-stream): the conversion files the error's
+// object schema (ErrorResponse) under that media type, although Daytona's
+// daemon, like ours, sends its errors as JSON. Otherwise it returns nil.
+func jsonErrorSchema(responses *openapi3.Responses, resp *http.Response) *openapi3.Schema {
+	if resp.StatusCode < 400 {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil
+	}
+	ref := responses.Status(resp.StatusCode)
+	if ref == nil || ref.Value == nil || len(ref.Value.Content) == 0 {
+		return nil
+	}
+	var schema *openapi3.Schema
+	for name, c := range ref.Value.Content {
+		if strings.Contains(name, "json") || name == "*/*" {
+			return nil // JSON is declared: validate as usual
+		}
+		if c.Schema != nil && c.Schema.Value != nil && c.Schema.Value.Type.Is(openapi3.TypeObject) {
+			schema = c.Schema.Value
+		}
+	}
+	return schema
+}
+
+// checkJSON checks that body is JSON matching schema (only that it is
+// JSON when skipBody is set, and not even that when the body is large).
+func checkJSON(schema *openapi3.Schema, body []byte, skipBody bool) error {
+	if skipBody {
+		return nil
+	}
+	var value any
+	if err := json.Unmarshal(body, &value); err != nil {
+		return fmt.Errorf("body is not JSON: %w", err)
+	}
+	if err := schema.VisitJSON(value); err != nil {
+		return fmt.Errorf("body does not match the declared schema: %w", err)
+	}
+	return nil
 }
 
 // skipTextBody reports whether resp is plain text answering an operation
@@ -459,13 +601,15 @@ func bufferResponseBody(resp *http.Response) ([]byte, error) {
 // answer.
 func (v *Validator) Handler(t testing.TB, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := v.ValidateRequest(r); err != nil {
-			t.Errorf("%v", err)
+		if !v.responsesOnly {
+			if err := v.ValidateRequest(r); err != nil {
+				t.Errorf("%v", err)
+			}
 		}
 		// Keep what the validator needs before the handler consumes r.
 		vr := r.Clone(r.Context())
 		vr.Body = nil
-		rec := &recorder{w: w}
+		rec := &recorder{w: w, max: v.maxBody}
 		next.ServeHTTP(rec, r)
 		if rec.hijacked {
 			return
@@ -483,8 +627,8 @@ func (v *Validator) Handler(t testing.TB, next http.Handler) http.Handler {
 		if header == nil {
 			header = w.Header().Clone()
 		}
-		resp := &http.Response{StatusCode: status, Header: header, Body: io.NopCloser(&rec.body)}
-		if err := v.ValidateResponse(vr, resp); err != nil {
+		resp := &http.Response{StatusCode: status, Header: header, Body: http.NoBody}
+		if err := v.validateResponse(vr, resp, rec.body.Bytes(), rec.overflow); err != nil {
 			t.Errorf("%v", err)
 		}
 	})
@@ -496,6 +640,8 @@ type recorder struct {
 	status   int
 	header   http.Header
 	body     bytes.Buffer
+	max      int64 // > 0: keep at most max+1 bytes
+	overflow bool  // more than max bytes were written
 	hijacked bool
 }
 
@@ -513,7 +659,14 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	if rec.status == 0 {
 		rec.WriteHeader(http.StatusOK)
 	}
-	rec.body.Write(p)
+	switch {
+	case rec.max <= 0:
+		rec.body.Write(p)
+	case !rec.overflow:
+		room := rec.max + 1 - int64(rec.body.Len())
+		rec.body.Write(p[:min(int64(len(p)), room)])
+		rec.overflow = int64(rec.body.Len()) > rec.max
+	}
 	return rec.w.Write(p)
 }
 
@@ -554,7 +707,12 @@ type transport struct {
 func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// RoundTrip must not modify req: send a clone with a buffered body.
 	out := req.Clone(req.Context())
-	if err := tr.v.ValidateRequest(out); err != nil {
+	if tr.v.responsesOnly {
+		// Still buffer the body, so that out owns a copy.
+		if _, err := bufferRequestBody(out); err != nil {
+			return nil, err
+		}
+	} else if err := tr.v.ValidateRequest(out); err != nil {
 		tr.t.Errorf("%v", err)
 	}
 	if req.Body != nil {

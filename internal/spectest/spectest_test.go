@@ -458,3 +458,157 @@ func TestLoadShared(t *testing.T) {
 		}
 	}
 }
+
+func TestResponsesOnly(t *testing.T) {
+	v := spectest.Load(t).ResponsesOnly()
+	const errBody = `{"statusCode":%d,"code":"BAD_REQUEST","message":"m","path":"/p","method":"POST","timestamp":"2026-01-01T00:00:00Z"}`
+	tests := []struct {
+		name    string
+		req     *http.Request
+		resp    *http.Response
+		wantErr string // "" means valid
+	}{
+		{"malformed request, declared 400",
+			jsonRequest("POST", "/process/execute", `{"command":`),
+			jsonResponse(400, fmt.Sprintf(errBody, 400)), ""},
+		{"undeclared 413 with ErrorResponse shape",
+			jsonRequest("POST", "/process/execute", `{"command":"x"}`),
+			jsonResponse(413, fmt.Sprintf(errBody, 413)), ""},
+		{"undeclared 413 missing statusCode",
+			jsonRequest("POST", "/process/execute", `{"command":"x"}`),
+			jsonResponse(413, `{"message":"m","path":"/p","timestamp":"t"}`), "statusCode"},
+		{"undeclared 413 not JSON",
+			jsonRequest("POST", "/process/execute", `{"command":"x"}`),
+			&http.Response{StatusCode: 413, Header: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader("too big"))},
+			"Content-Type"},
+		{"unknown route 404 with ErrorResponse shape",
+			httptest.NewRequest("GET", "/nope", nil),
+			jsonResponse(404, fmt.Sprintf(errBody, 404)), ""},
+		{"unknown route 404 with another shape",
+			httptest.NewRequest("GET", "/nope", nil),
+			jsonResponse(404, `{"error":"nope"}`), "ErrorResponse"},
+		{"unknown route 200",
+			httptest.NewRequest("GET", "/nope", nil),
+			jsonResponse(200, `{}`), "no operation"},
+		{"declared 400 with a wrong shape",
+			jsonRequest("POST", "/process/execute", `{"command":`),
+			jsonResponse(400, `{"message":5}`), "message"},
+		{"undeclared success status",
+			jsonRequest("POST", "/process/execute", `{"command":"x"}`),
+			jsonResponse(202, `{}`), "status"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := v.ValidateResponse(tt.req, tt.resp)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("valid response rejected: %v", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("invalid response accepted")
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("error %q does not mention %q", err, tt.wantErr)
+			}
+		})
+	}
+	// The full Validator still rejects an undeclared status.
+	err := spectest.Load(t).ValidateResponse(jsonRequest("POST", "/process/execute", `{"command":"x"}`), jsonResponse(413, fmt.Sprintf(errBody, 413)))
+	if err == nil {
+		t.Fatal("full validator accepted an undeclared 413")
+	}
+}
+
+func TestResponsesOnlyHandlerAndTransport(t *testing.T) {
+	v := spectest.Load(t).ResponsesOnly()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /process/execute", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(b), "wrong") {
+			w.WriteHeader(400)
+			io.WriteString(w, `{"message":"no path"}`)
+			return
+		}
+		w.WriteHeader(400)
+		io.WriteString(w, `{"statusCode":400,"message":"bad","path":"/process/execute","timestamp":"2026-01-01T00:00:00Z"}`)
+	})
+	hrec := &recordingTB{TB: t}
+	srv := httptest.NewServer(v.Handler(hrec, mux))
+	defer srv.Close()
+	trec := &recordingTB{TB: t}
+	client := &http.Client{Transport: v.Transport(trec, srv.Client().Transport)}
+	post := func(body string) {
+		t.Helper()
+		resp, err := client.Post(srv.URL+"/process/execute", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post(`{"command":`) // malformed on purpose: not reported
+	if got := append(hrec.reported(), trec.reported()...); len(got) != 0 {
+		t.Fatalf("malformed request with a valid answer reported: %q", got)
+	}
+	post(`{"command":"wrong"`)
+	if got := hrec.reported(); len(got) != 1 || !strings.Contains(got[0], "path") {
+		t.Fatalf("handler reported %q, want one error about the missing path", got)
+	}
+	if got := trec.reported(); len(got) != 1 || !strings.Contains(got[0], "path") {
+		t.Fatalf("transport reported %q, want one error about the missing path", got)
+	}
+}
+
+func TestSkipBodiesOver(t *testing.T) {
+	v := spectest.Load(t).SkipBodiesOver(64)
+	big := `{"exitCode":"` + strings.Repeat("x", 100) + `"}`
+	req := func() *http.Request { return jsonRequest("POST", "/process/execute", `{"command":"x"}`) }
+	if err := v.ValidateResponse(req(), jsonResponse(200, big)); err != nil {
+		t.Fatalf("body above the limit checked: %v", err)
+	}
+	if err := v.ValidateResponse(req(), jsonResponse(200, `{"exitCode":"no"}`)); err == nil {
+		t.Fatal("invalid body below the limit accepted")
+	}
+	if err := v.ValidateRequest(jsonRequest("POST", "/process/execute", `{"command":5,"cwd":"`+strings.Repeat("x", 100)+`"}`)); err != nil {
+		t.Fatalf("request body above the limit checked: %v", err)
+	}
+	// The handler keeps at most limit+1 bytes and then skips the body,
+	// yet the client receives everything.
+	rec := &recordingTB{TB: t}
+	srv := httptest.NewServer(v.Handler(rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for i := 0; i < len(big); i += 10 {
+			io.WriteString(w, big[i:min(i+10, len(big))])
+		}
+	})))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/process/execute", "application/json", strings.NewReader(`{"command":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != big {
+		t.Fatalf("client got %q", got)
+	}
+	if r := rec.reported(); len(r) != 0 {
+		t.Fatalf("reported %q", r)
+	}
+}
+
+// An operation that produces only application/octet-stream still answers
+// its errors as JSON, as Daytona's daemon does: the error is checked
+// against the ErrorResponse schema the spec gives it.
+func TestJSONErrorOfBinaryOperation(t *testing.T) {
+	v := spectest.Load(t)
+	req := httptest.NewRequest("GET", "/files/download?path=x", nil)
+	ok := `{"statusCode":404,"message":"no such file","path":"/files/download","timestamp":"2026-01-01T00:00:00Z"}`
+	if err := v.ValidateResponse(req, jsonResponse(404, ok)); err != nil {
+		t.Fatalf("JSON error rejected: %v", err)
+	}
+	if err := v.ValidateResponse(req, jsonResponse(404, `{"message":"no such file"}`)); err == nil || !strings.Contains(err.Error(), "statusCode") {
+		t.Fatalf("incomplete error: got %v, want an error naming statusCode", err)
+	}
+	if err := v.ValidateResponse(req, jsonResponse(404, `not json`)); err == nil {
+		t.Fatal("error body that is not JSON accepted")
+	}
+}

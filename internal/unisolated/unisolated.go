@@ -206,7 +206,9 @@ func (d *driver) Acquire(ctx context.Context) (sandbox.Outcome, error) {
 	if s.server != nil {
 		return sandbox.OutcomeConnected, nil
 	}
+	outcome := sandbox.OutcomeConnected // a restart of the same folder
 	if s.Dir() == "" {
+		outcome = sandbox.OutcomeCreated
 		dir, err := os.MkdirTemp(s.opts.TempDir, "agentbox-unisolated-")
 		if err != nil {
 			return "", fmt.Errorf("unisolated: creating the sandbox folder: %w", err)
@@ -248,7 +250,7 @@ func (d *driver) Acquire(ctx context.Context) (sandbox.Outcome, error) {
 	}()
 	s.daemon, s.server, s.served = srv, hs, served
 	s.procs.Reset()
-	return sandbox.OutcomeCreated, nil
+	return outcome, nil
 }
 
 // Release ends every process and stops serving; files stay.

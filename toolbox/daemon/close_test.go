@@ -16,7 +16,7 @@ import (
 )
 
 func TestCloseKillsEverything(t *testing.T) {
-	e := newEnv(t, false)
+	e := newErrEnv(t)
 	e.createSession("c")
 	pidFile := filepath.Join(e.work, "pids")
 	cid := e.execAsync("c", toolbox.SessionExecuteRequest{Command: fmt.Sprintf("setsid sleep 60 & echo $! > %s; sleep 61", pidFile), RunAsync: true})
@@ -66,7 +66,7 @@ func TestCloseKillsEverything(t *testing.T) {
 
 // The log of a command that prints a lot lives on disk, not in memory.
 func TestLogDoesNotStayInMemory(t *testing.T) {
-	e := newEnv(t, false)
+	e := newErrEnv(t)
 	e.createSession("mem")
 	const n = 64 << 20
 	cid := e.execAsync("mem", toolbox.SessionExecuteRequest{Command: fmt.Sprintf("head -c %d /dev/zero", n), RunAsync: true})

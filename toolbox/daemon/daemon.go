@@ -62,6 +62,12 @@ type Options struct {
 	// otherwise use the capabilities of its user namespace. New fails if
 	// the capabilities cannot be dropped.
 	DropCapabilities bool
+	// StartThreadSetup, when set, runs on the OS thread that starts every
+	// command, before capabilities are dropped (with DropCapabilities);
+	// namespaces it unshares apply to every command. A sandbox's init uses
+	// it to unshare a cgroup namespace rooted at the cgroups it was moved
+	// into. New fails if it fails.
+	StartThreadSetup func() error
 }
 
 // Server serves the Daytona toolbox API. Create it with New and release it
@@ -149,7 +155,7 @@ func New(opts Options) (*Server, error) {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	if s.starter, err = newStarter(opts.DropCapabilities); err != nil {
+	if s.starter, err = newStarter(opts.DropCapabilities, opts.StartThreadSetup); err != nil {
 		return nil, err
 	}
 	s.tmpDir, err = os.MkdirTemp("", "agentbox-toolbox-")

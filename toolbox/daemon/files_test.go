@@ -138,7 +138,7 @@ func TestFilesRejectTraversal(t *testing.T) {
 	os.Mkdir(work, 0o755)
 	victim := filepath.Join(root, "victim.txt")
 	os.WriteFile(victim, []byte("keep"), 0o644)
-	e := newEnv(t, false, func(o *Options) { o.WorkDir = work })
+	e := newErrEnv(t, func(o *Options) { o.WorkDir = work })
 	snapshot := func() string {
 		var b strings.Builder
 		filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
@@ -194,7 +194,7 @@ func urlQuery(s string) string {
 
 // Uploads stream: a big file passes without the server buffering it.
 func TestBulkUploadStreams(t *testing.T) {
-	e := newEnv(t, false)
+	e := newErrEnv(t)
 	const size = 64 << 20
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)

@@ -43,7 +43,7 @@ func TestInfoEndpoints(t *testing.T) {
 }
 
 func TestUnknownRouteAndBadInput(t *testing.T) {
-	e := newEnv(t, false, func(o *Options) { o.MaxBodyBytes = 1024 })
+	e := newErrEnv(t, func(o *Options) { o.MaxBodyBytes = 1024 })
 	e.expectError(404, codeNotFound, "GET", "/nope", nil)
 	e.expectError(404, codeNotFound, "PUT", "/version", nil)
 	e.expectError(400, codeInvalidRequestBody, "POST", "/process/execute", []byte(`{"command":`))
@@ -73,7 +73,7 @@ func TestUnknownRouteAndBadInput(t *testing.T) {
 }
 
 func TestRecoverMiddleware(t *testing.T) {
-	e := newEnv(t, false)
+	e := newErrEnv(t)
 	e.srv.mux.HandleFunc("GET /panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
 	er := e.expectError(500, codeInternal, "GET", "/panic", nil)
 	if !strings.Contains(er.Message, "boom") {
@@ -468,7 +468,7 @@ func TestInputEchoSuppressAndStdinExtension(t *testing.T) {
 }
 
 func TestLargeOutputSpillsToDisk(t *testing.T) {
-	e := newEnv(t, false)
+	e := newErrEnv(t)
 	e.createSession("big")
 	const n = 32 << 20
 	cid := e.execAsync("big", toolbox.SessionExecuteRequest{Command: fmt.Sprintf("head -c %d /dev/zero", n), RunAsync: true})
@@ -618,7 +618,7 @@ func TestStateSurvivesLowFileDescriptors(t *testing.T) {
 }
 
 func TestConcurrentSessions(t *testing.T) {
-	e := newEnv(t, false)
+	e := newErrEnv(t)
 	const sessions, cmds = 6, 8
 	errs := make(chan error, sessions)
 	for i := 0; i < sessions; i++ {

@@ -8,12 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A starter starts the processes of commands. With capability dropping on,
-// it starts them from one dedicated OS thread whose capability bounding,
-// inheritable and ambient sets are empty and whose no_new_privs flag is set.
-// Credentials are per thread on Linux and a child inherits those of the
-// thread that forked it, so every command (even as uid 0) runs with no
-// capabilities while the server keeps its own on every other thread.
+// A starter starts the processes of commands from one dedicated OS thread,
+// when capability dropping is on or a thread setup is given. The setup runs
+// on that thread first (e.g. to unshare namespaces that every command
+// should inherit); with capability dropping on, the thread's capability
+// bounding, inheritable and ambient sets are then emptied and its
+// no_new_privs flag set. Credentials and namespaces are per thread on
+// Linux and a child inherits those of the thread that forked it, so every
+// command (even as uid 0) runs with no capabilities while the server keeps
+// its own on every other thread.
 type starter struct {
 	reqs chan startReq
 	done chan struct{}
@@ -24,28 +27,39 @@ type startReq struct {
 	err chan error
 }
 
-// newStarter returns a starter that drops every capability of the commands
-// it starts, or nil when drop is false (commands then start directly).
-func newStarter(drop bool) (*starter, error) {
-	if !drop {
+// newStarter returns a starter that runs setup (when not nil) on its
+// thread, then drops every capability of the commands it starts when drop
+// is set. It returns nil when drop is false and setup nil: commands then
+// start directly.
+func newStarter(drop bool, setup func() error) (*starter, error) {
+	if !drop && setup == nil {
 		return nil, nil
 	}
 	st := &starter{reqs: make(chan startReq), done: make(chan struct{})}
 	ready := make(chan error, 1)
-	go st.loop(ready)
+	go st.loop(drop, setup, ready)
 	if err := <-ready; err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
-func (st *starter) loop(ready chan<- error) {
+func (st *starter) loop(drop bool, setup func() error, ready chan<- error) {
 	// The thread is never unlocked: when this goroutine returns, the Go
-	// runtime ends the thread rather than reuse its reduced credentials.
+	// runtime ends the thread rather than reuse its changed credentials
+	// or namespaces.
 	runtime.LockOSThread()
-	if err := dropThreadCapabilities(); err != nil {
-		ready <- err
-		return
+	if setup != nil {
+		if err := setup(); err != nil {
+			ready <- fmt.Errorf("daemon: start thread setup: %w", err)
+			return
+		}
+	}
+	if drop {
+		if err := dropThreadCapabilities(); err != nil {
+			ready <- err
+			return
+		}
 	}
 	ready <- nil
 	for {
@@ -58,7 +72,7 @@ func (st *starter) loop(ready chan<- error) {
 	}
 }
 
-// start starts cmd, from the capability-less thread when st is not nil.
+// start starts cmd, from the starter's thread when st is not nil.
 func (st *starter) start(cmd *exec.Cmd) error {
 	if st == nil {
 		return cmd.Start()

@@ -2,10 +2,14 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -15,7 +19,7 @@ import (
 // server process keeps its own.
 func TestDropCapabilities(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: an unprivileged process has no capabilities to drop")
+		skipUnlessRequired(t, "needs root: an unprivileged process has no capabilities to drop")
 	}
 	e := newEnv(t, true, func(o *Options) { o.DropCapabilities = true })
 	const probe = "grep -E '^(CapPrm|CapEff|CapBnd|CapInh|CapAmb|NoNewPrivs):' /proc/self/status"
@@ -56,4 +60,66 @@ func TestDropCapabilities(t *testing.T) {
 	if strings.Contains(string(own), "CapEff:\t0000000000000000") {
 		t.Error("the server process itself lost its capabilities")
 	}
+}
+
+// TestStartThreadSetup: the hook runs on the thread that starts every
+// command, so a UTS namespace it unshares (with its own hostname) is what
+// every command, session or one-shot, sees, while the rest of the process
+// keeps the host's. A failing hook fails New.
+func TestStartThreadSetup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		skipUnlessRequired(t, "needs root: unsharing a UTS namespace takes CAP_SYS_ADMIN")
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "agentbox-hook-test"
+	if host == name {
+		t.Fatalf("host name is already %q", name)
+	}
+	for _, drop := range []bool{false, true} {
+		e := newEnv(t, true, func(o *Options) {
+			o.DropCapabilities = drop
+			o.StartThreadSetup = func() error {
+				if err := unix.Unshare(unix.CLONE_NEWUTS); err != nil {
+					return err
+				}
+				return unix.Sethostname([]byte(name))
+			}
+		})
+		var one toolbox.ExecuteResponse
+		if err := json.Unmarshal(e.expect(http.StatusOK, "POST", "/process/execute", toolbox.ExecuteRequest{Command: "cat /proc/sys/kernel/hostname"}), &one); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(one.Result); got != name {
+			t.Errorf("drop=%v: one-shot command sees host name %q, want %q", drop, got, name)
+		}
+		sid := fmt.Sprintf("hook-%v", drop)
+		e.createSession(sid)
+		r := e.execSync(sid, "cat /proc/sys/kernel/hostname")
+		if r.Stdout == nil || strings.TrimSpace(*r.Stdout) != name {
+			t.Errorf("drop=%v: session command: %+v", drop, r)
+		}
+		if now, err := os.Hostname(); err != nil || now != host {
+			t.Errorf("drop=%v: the test process's host name changed: %q %v", drop, now, err)
+		}
+	}
+
+	boom := errors.New("boom")
+	_, err = New(Options{WorkDir: t.TempDir(), StartThreadSetup: func() error { return boom }})
+	if !errors.Is(err, boom) {
+		t.Errorf("New with a failing hook: %v", err)
+	}
+}
+
+// skipUnlessRequired skips t on a developer machine that lacks what it
+// needs, and fails it where everything must run (AGENTBOX_REQUIRE_ALL=1, as
+// in CI).
+func skipUnlessRequired(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+		t.Fatal(why + " (AGENTBOX_REQUIRE_ALL=1)")
+	}
+	t.Skip(why)
 }

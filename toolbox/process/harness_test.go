@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 	"github.com/agentbox-dev/agentbox/toolbox/daemon"
@@ -132,7 +135,20 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: srv}
+	// Every test checks the traffic against Daytona's spec files, on both
+	// sides: what the daemon answers and what the client sends and gets
+	// (in plain mode the client's side sees the exchange with the
+	// extension headers hidden). Benchmarks skip the costly checks.
+	_, bench := t.(*testing.B)
+	var spec *spectest.Validator
+	if !bench {
+		spec = spectest.Load(t)
+	}
+	var handler http.Handler = srv
+	if spec != nil {
+		handler = spec.Handler(t, srv)
+	}
+	hs := &http.Server{Handler: handler}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -145,7 +161,11 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 		},
 		MaxIdleConnsPerHost: 32,
 	}
-	rt := &countingTransport{next: tr, plain: ho.plain}
+	var wire http.RoundTripper = tr
+	if spec != nil {
+		wire = spec.Transport(t, tr)
+	}
+	rt := &countingTransport{next: wire, plain: ho.plain}
 	client, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://sandbox", HTTPClient: &http.Client{Transport: rt}})
 	if err != nil {
 		t.Fatal(err)
@@ -261,3 +281,53 @@ type failingWriter struct{}
 var errWriter = errors.New("writer broke")
 
 func (failingWriter) Write(p []byte) (int, error) { return 0, errWriter }
+
+// errorsTB records the failures the spec validator reports.
+type errorsTB struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *errorsTB) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *errorsTB) reported() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
+}
+
+// TestHarnessValidatesTraffic proves that the harness checks traffic
+// against the spec on the server and the client side, in both modes.
+func TestHarnessValidatesTraffic(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			rec := &errorsTB{TB: t}
+			h := newHarness(rec, harnessOptions{plain: plain})
+			h.exec(t, "true", nil, nil)
+			if got := rec.reported(); len(got) != 0 {
+				t.Fatalf("valid traffic reported: %q", got)
+			}
+			// A request no spec describes: the client transport and the
+			// server middleware each report it.
+			req, err := http.NewRequest("POST", "http://sandbox/process/execute", strings.NewReader(`{"cmd":"true"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := (&http.Client{Transport: h.rt}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			got := rec.reported()
+			if len(got) < 2 || !strings.Contains(got[0], "command") || !strings.Contains(got[1], "command") {
+				t.Fatalf("reported %q, want the missing command from both sides", got)
+			}
+		})
+	}
+}

@@ -123,13 +123,13 @@ func Run(ctx context.Context, cfg Config, args []string) int {
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
 	}
-	root := NewRootCommand(cfg)
+	root, a := newRootCommand(cfg)
 	root.SetArgs(args)
 	if args == nil {
 		root.SetArgs([]string{})
 	}
 	cmd, err := root.ExecuteContextC(ctx)
-	return report(ctx, cmd, cfg.Stderr, err)
+	return report(ctx, cmd, cfg.Stderr, explainStateDir(err, a.stateDir))
 }
 
 // report prints err and turns it into an exit code.
@@ -209,6 +209,13 @@ type app struct {
 // NewRootCommand returns the agentbox command tree bound to cfg. Its errors
 // are not printed; [Run] prints them and maps them to exit codes.
 func NewRootCommand(cfg Config) *cobra.Command {
+	root, _ := newRootCommand(cfg)
+	return root
+}
+
+// newRootCommand returns the command tree and the app its global flags
+// fill in.
+func newRootCommand(cfg Config) (*cobra.Command, *app) {
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
 	}
@@ -242,11 +249,11 @@ Every command works on the sandbox "default" unless given --id.
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.stateDir, "state-dir", "", "folder holding the sandboxes (default $"+StateDirEnv+" or "+cfg.Engine.DefaultStateDir()+")")
+	pf.StringVar(&a.stateDir, "state-dir", "", "the `DIR` holding the sandboxes (default $"+StateDirEnv+" or "+cfg.Engine.DefaultStateDir()+")")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text")
 
 	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand())
-	return root
+	return root, a
 }
 
 func orEmpty(r io.Reader) io.Reader {

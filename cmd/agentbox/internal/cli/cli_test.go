@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -154,8 +155,11 @@ func TestExecJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("stdout is not JSON: %v: %q", err, r.stdout)
 	}
-	if got.ExitCode != 4 || got.Stdout != "out\n" || got.Stderr != "err\n" || got.ID != DefaultID || got.Command != "sh -c 'echo out; echo err >&2; exit 4'" {
+	if got.ExitCode != 4 || got.Stdout != "out\n" || got.Stderr != "err\n" || got.Sandbox != DefaultID || got.Command != "sh -c 'echo out; echo err >&2; exit 4'" {
 		t.Errorf("got %+v", got)
+	}
+	if !strings.Contains(r.stdout, `"sandbox": "default"`) || !strings.Contains(r.stdout, `echo err >&2`) {
+		t.Errorf("--json names the sandbox under \"sandbox\" and keeps > unescaped: %s", r.stdout)
 	}
 	if r.stderr != "" {
 		t.Errorf("--json streamed stderr %q", r.stderr)
@@ -210,9 +214,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sandbox", "info", "a", "b"}, "needs a sandbox id"},
 		{[]string{"sandbox", "rm"}, "at least one sandbox id"},
 		{[]string{"sandbox", "ls", "x"}, "takes no arguments"},
-		{[]string{"kill"}, "the PID"},
-		{[]string{"kill", "abc"}, `PID must be a positive number`},
-		{[]string{"kill", "0"}, `PID must be a positive number`},
+		{[]string{"kill"}, "the ID of a process"},
+		{[]string{"kill", "abc"}, `process ID must be a positive number`},
+		{[]string{"kill", "0"}, `process ID must be a positive number`},
+		{[]string{"logs"}, "the ID of a process"},
+		{[]string{"logs", "agentbox-bg-x"}, `process ID must be a positive number`},
 		{[]string{"logs", "-3"}, `unknown shorthand flag`},
 		{[]string{"spawn"}, "spawn needs a command"},
 		{[]string{"--state-dir", "", "sandbox", "ls"}, "--state-dir is empty"},
@@ -242,6 +248,42 @@ func TestHelpExitsZero(t *testing.T) {
 	r := h.must("exec", "--help")
 	if !strings.Contains(r.stdout, "agentbox exec [flags] [--] COMMAND [ARG...]") || !strings.Contains(r.stdout, "--timeout") {
 		t.Errorf("help: %q", r.stdout)
+	}
+}
+
+// TestProcessHelpSaysID checks that the commands about background
+// processes call their number an ID and say it is not a PID.
+func TestProcessHelpSaysID(t *testing.T) {
+	h := newHarness(t)
+	for _, tt := range []struct{ cmd, usage string }{
+		{"spawn", "print its ID"},
+		{"ps", "agentbox ps [flags]"},
+		{"logs", "agentbox logs [flags] ID\n"},
+		{"kill", "agentbox kill [flags] ID...\n"},
+	} {
+		r := h.must(tt.cmd, "--help")
+		if !strings.Contains(r.stdout, tt.usage) || !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "not a PID") {
+			t.Errorf("%s --help lacks %q or \"not a PID\": %q", tt.cmd, tt.usage, r.stdout)
+		}
+	}
+	if r := h.must("exec", "--help"); !strings.Contains(r.stdout, "default: the sandbox's working directory") {
+		t.Errorf("exec --help does not say --cwd defaults to the sandbox's working directory: %q", r.stdout)
+	}
+}
+
+// checkJSON fails the test unless got and want are the same JSON value.
+func checkJSON(t *testing.T, what, got, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Errorf("%s: not JSON: %v: %q", what, err, got)
+		return
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s: %s\nwant: %s", what, got, want)
 	}
 }
 
@@ -341,41 +383,43 @@ func TestSandboxUnknownID(t *testing.T) {
 func TestBackgroundProcesses(t *testing.T) {
 	h := newHarness(t)
 	if r := h.must("spawn", "--", "sleep", "30"); r.stdout != "1\n" {
-		t.Fatalf("spawn printed %q, want PID 1", r.stdout)
+		t.Fatalf("spawn printed %q, want ID 1", r.stdout)
 	}
 	r := h.must("spawn", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 5")
-	var sr spawnResult
-	if err := json.Unmarshal([]byte(r.stdout), &sr); err != nil || sr.PID != "2" || sr.Session != BackgroundSessionPrefix+"2" {
+	var sr map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &sr); err != nil || sr["id"] != 2.0 || sr["sandbox"] != DefaultID ||
+		sr["session"] != BackgroundSessionPrefix+"2" || sr["pid"] != nil {
 		t.Fatalf("spawn --json: %v: %q", err, r.stdout)
 	}
+	session := sr["session"].(string)
 	waitFor(t, func() bool {
-		s, _ := (&fakeSessions{b: &fakeBox{e: h.e, opts: OpenOptions{StateDir: h.e.defaultDir, ID: DefaultID}}}).GetSession(context.Background(), sr.Session)
+		s, _ := (&fakeSessions{b: &fakeBox{e: h.e, opts: OpenOptions{StateDir: h.e.defaultDir, ID: DefaultID}}}).GetSession(context.Background(), session)
 		return s != nil && s.Commands[0].ExitCode != nil
 	})
 
 	r = h.must("ps")
-	want := "PID  STATUS      COMMAND\n" +
-		"1    running     sleep 30\n" +
-		"2    exited (5)  sh -c 'echo out; echo err >&2; exit 5'\n"
+	want := "ID  STATUS      COMMAND\n" +
+		"1   running     sleep 30\n" +
+		"2   exited (5)  sh -c 'echo out; echo err >&2; exit 5'\n"
 	if r.stdout != want {
 		t.Errorf("ps:\n%s\nwant:\n%s", r.stdout, want)
 	}
-	var procs []sandbox.ProcessInfo
 	r = h.must("ps", "--json")
-	if err := json.Unmarshal([]byte(r.stdout), &procs); err != nil || len(procs) != 2 ||
-		!procs[0].Running || procs[1].Running || procs[1].ExitCode == nil || *procs[1].ExitCode != 5 {
-		t.Errorf("ps --json: %v: %q", err, r.stdout)
-	}
+	wantJSON := `[{"id":1,"command":"sleep 30","running":true},` +
+		`{"id":2,"command":"sh -c 'echo out; echo err >&2; exit 5'","running":false,"exitCode":5}]`
+	checkJSON(t, "ps --json", r.stdout, wantJSON)
 
 	if r := h.must("logs", "2"); r.stdout != "out\n" || r.stderr != "err\n" {
 		t.Errorf("logs 2: %v", r)
 	}
+	r = h.must("logs", "--json", "2")
+	wantJSON = `{"id":2,"command":"sh -c 'echo out; echo err >&2; exit 5'","running":false,"exitCode":5,"stdout":"out\n","stderr":"err\n"}`
+	checkJSON(t, "logs --json 2", r.stdout, wantJSON)
 	if r := h.must("kill", "1"); r.stdout != "killed 1\n" {
 		t.Errorf("kill 1: %q", r.stdout)
 	}
-	if r := h.must("kill", "agentbox-bg-2"); r.stdout != "removed 2 (it had already exited: exited (5))\n" {
-		t.Errorf("kill 2: %q", r.stdout)
-	}
+	r = h.must("kill", "--json", "agentbox-bg-2")
+	checkJSON(t, "kill --json agentbox-bg-2", r.stdout, `[{"id":2,"killed":false,"exitCode":5}]`)
 	if r := h.must("ps", "--json"); strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("ps after kill: %q", r.stdout)
 	}
@@ -383,7 +427,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	if r.code != ExitError || !strings.Contains(r.stderr, "no process 1") || !strings.Contains(r.stderr, "agentbox ps") {
 		t.Errorf("kill of a killed process: %v", r)
 	}
-	// PIDs are reused from the highest live one.
+	// IDs are reused from the highest live one.
 	if r := h.must("spawn", "true"); r.stdout != "1\n" {
 		t.Errorf("spawn after kill printed %q, want 1", r.stdout)
 	}
@@ -394,7 +438,7 @@ func TestBackgroundOnStoppedSandbox(t *testing.T) {
 	h.must("spawn", "sleep", "30")
 	h.must("sandbox", "stop", DefaultID)
 	r := h.must("ps")
-	if r.stdout != "PID  STATUS  COMMAND\n" || !strings.Contains(r.stderr, "not running") {
+	if r.stdout != "ID  STATUS  COMMAND\n" || !strings.Contains(r.stderr, "not running") {
 		t.Errorf("ps of a stopped sandbox: %v", r)
 	}
 	if r := h.must("ps", "--json"); strings.TrimSpace(r.stdout) != "[]" {
@@ -408,11 +452,11 @@ func TestBackgroundOnStoppedSandbox(t *testing.T) {
 	}
 }
 
-func TestConcurrentSpawnsGetDistinctPIDs(t *testing.T) {
+func TestConcurrentSpawnsGetDistinctIDs(t *testing.T) {
 	h := newHarness(t)
 	h.must("exec", "true") // create the sandbox first
 	const n = 6
-	pids := make([]string, n)
+	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -421,14 +465,14 @@ func TestConcurrentSpawnsGetDistinctPIDs(t *testing.T) {
 			if code != 0 {
 				t.Errorf("spawn %d: exit %d", i, code)
 			}
-			pids[i] = strings.TrimSpace(out.String())
+			ids[i] = strings.TrimSpace(out.String())
 		})
 	}
 	wg.Wait()
 	seen := map[string]bool{}
-	for _, p := range pids {
+	for _, p := range ids {
 		if seen[p] {
-			t.Errorf("PID %q given twice: %q", p, pids)
+			t.Errorf("ID %q given twice: %q", p, ids)
 		}
 		seen[p] = true
 	}

@@ -17,7 +17,7 @@ import (
 const streamTail = 4 << 10
 
 func addIDFlag(fs *pflag.FlagSet, id *string) {
-	fs.StringVarP(id, "id", "i", DefaultID, "id of the sandbox")
+	fs.StringVarP(id, "id", "i", DefaultID, "`SANDBOX` id (see 'agentbox sandbox ls')")
 }
 
 func checkID(id string) error {
@@ -97,7 +97,7 @@ interrupted.`,
 	addIDFlag(fs, &id)
 	fs.Var(&timeout, "timeout", "kill the command after this long, e.g. 30s or 5m (0 = never; default: the sandbox's, 5m)")
 	fs.StringArrayVarP(&envFlags, "env", "e", nil, "set an environment variable, NAME=VALUE (repeatable)")
-	fs.StringVarP(&cwd, "cwd", "w", "", "working directory inside the sandbox (default: its home)")
+	fs.StringVarP(&cwd, "cwd", "w", "", "working directory inside the sandbox (default: the sandbox's working directory, its home unless the sandbox was created with another)")
 	fs.BoolVar(&blockNet, "block-network", false, "create the sandbox without network access (only when it is created)")
 	return c
 }
@@ -139,7 +139,7 @@ func (g *guardedWriter) Write(p []byte) (int, error) {
 
 // execResult is the --json form of a command's result.
 type execResult struct {
-	ID         string  `json:"id"`
+	Sandbox    string  `json:"sandbox"`
 	Command    string  `json:"command"`
 	ExitCode   int     `json:"exitCode"`
 	Stdout     string  `json:"stdout"`
@@ -165,7 +165,7 @@ func (a *app) exec(ctx context.Context, stdout, stderr io.Writer, oo OpenOptions
 	}
 	if a.json {
 		if err := writeJSON(stdout, execResult{
-			ID: oo.ID, Command: res.Command, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+			Sandbox: oo.ID, Command: res.Command, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 			DurationMs: float64(res.Duration.Microseconds()) / 1000, TimedOut: res.TimedOut, Killed: res.Killed,
 		}); err != nil {
 			return err

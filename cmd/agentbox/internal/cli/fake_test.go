@@ -30,6 +30,7 @@ type fakeEngine struct {
 	sandboxes map[string]*fakeState // by stateDir + "\x00" + id
 	opened    []OpenOptions
 	openErr   error // Open fails with it when set
+	listErr   error // List fails with it when set
 	open      int   // handles not yet closed
 }
 
@@ -91,6 +92,9 @@ func (e *fakeEngine) Open(_ context.Context, opts OpenOptions) (Box, error) {
 func (e *fakeEngine) List(_ context.Context, stateDir string) ([]sandbox.Info, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.listErr != nil {
+		return nil, e.listErr
+	}
 	var out []sandbox.Info
 	for k, st := range e.sandboxes {
 		if k[:len(stateDir)] == stateDir && k[len(stateDir)] == 0 {

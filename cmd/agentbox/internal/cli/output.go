@@ -13,6 +13,7 @@ import (
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // command lines keep their < > &
 	return enc.Encode(v)
 }
 
