@@ -21,7 +21,15 @@
 // Headers the documents do not declare (such as the X-Agentbox-* protocol
 // extension headers) are allowed; security requirements are ignored (the
 // caller's authentication is its own business); a response that switches
-// protocols (101, a WebSocket upgrade) is not validated further.
+// protocols (101, a WebSocket upgrade) is not validated further. A JSON
+// error answering an operation whose Swagger 2.0 "produces" lists only a
+// binary type (GET /files/download) is checked against the error schema
+// the document gives it, since Daytona's daemon sends errors as JSON.
+//
+// Tests that send malformed requests on purpose use ResponsesOnly, which
+// skips request checks and holds error statuses the documents do not
+// declare (413, 503, an unknown route's 404) to the ErrorResponse schema;
+// tests that move large bodies use SkipBodiesOver.
 package spectest
 
 import (

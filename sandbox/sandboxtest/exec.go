@@ -260,12 +260,12 @@ func (s *suite) testExec(t *testing.T) {
 
 	t.Run("Timeout", func(t *testing.T) {
 		ctx := s.context(t)
-		pidFile := dir + "/timeout.pid"
+		tree, pidFiles := treeScript(dir + "/timeout")
 		start := time.Now()
-		r := mustRun(ctx, t, sb, "sleep 30 & echo $! > "+sandbox.ShellQuote(pidFile)+"; echo started; wait", nil,
-			&sandbox.ExecOptions{Timeout: 500 * time.Millisecond})
+		r := mustRun(ctx, t, sb, tree+"echo started; wait", nil,
+			&sandbox.ExecOptions{Timeout: time.Second})
 		if el := time.Since(start); el > 15*time.Second {
-			t.Fatalf("a 500ms timeout returned after %v", el)
+			t.Fatalf("a 1s timeout returned after %v", el)
 		}
 		if r.ExitCode != sandbox.ExitTimedOut || !r.TimedOut || !r.Killed || r.Success() {
 			t.Fatalf("timed-out command: exit %d TimedOut %v Killed %v; want 124 true true", r.ExitCode, r.TimedOut, r.Killed)
@@ -273,7 +273,7 @@ func (s *suite) testExec(t *testing.T) {
 		if r.Stdout != "started\n" {
 			t.Fatalf("output before the timeout lost: stdout %q", r.Stdout)
 		}
-		assertGone(ctx, t, sb, pidFile)
+		assertAllGone(ctx, t, sb, pidFiles)
 
 		// A negative timeout means none.
 		r = mustRun(ctx, t, sb, "sleep 0.1; echo done", nil, &sandbox.ExecOptions{Timeout: -1})
@@ -283,21 +283,21 @@ func (s *suite) testExec(t *testing.T) {
 	})
 
 	t.Run("ContextCancel", func(t *testing.T) {
-		pidFile := dir + "/cancel.pid"
+		tree, pidFiles := treeScript(dir + "/cancel")
 		cctx, cancel := context.WithCancel(s.context(t))
 		go func() {
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(time.Second)
 			cancel()
 		}()
 		start := time.Now()
-		_, err := sb.ExecuteCommand(cctx, "sleep 30 & echo $! > "+sandbox.ShellQuote(pidFile)+"; wait", nil, nil)
+		_, err := sb.ExecuteCommand(cctx, tree+"wait", nil, nil)
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled command: err = %v, want context.Canceled", err)
 		}
 		if el := time.Since(start); el > 15*time.Second {
 			t.Fatalf("cancellation took %v", el)
 		}
-		assertGone(s.context(t), t, sb, pidFile)
+		assertAllGone(s.context(t), t, sb, pidFiles)
 	})
 
 	t.Run("Stdin", func(t *testing.T) {

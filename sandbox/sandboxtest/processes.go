@@ -122,9 +122,11 @@ func (s *suite) testProcesses(t *testing.T) {
 	t.Run("Kill", func(t *testing.T) {
 		ctx := s.context(t)
 		dir := s.scratch(t, sb)
-		pidFile := dir + "/kill.pid"
-		p := spawn(t, "sleep 30 & echo $! > "+sandbox.ShellQuote(pidFile)+"; wait", nil)
-		waitPIDFile(ctx, t, sb, pidFile)
+		tree, pidFiles := treeScript(dir + "/kill")
+		p := spawn(t, tree+"wait", nil)
+		for _, f := range pidFiles {
+			waitPIDFile(ctx, t, sb, f)
+		}
 		killed, err := p.Kill(ctx)
 		if err != nil || !killed {
 			t.Fatalf("Kill of a running process = %v, %v; want true, nil", killed, err)
@@ -150,19 +152,19 @@ func (s *suite) testProcesses(t *testing.T) {
 		if _, err := pm.Get(ctx, p.PID()); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Fatalf("second Get after Kill: err = %v, want ErrNotFound", err)
 		}
-		assertGone(ctx, t, sb, pidFile)
+		assertAllGone(ctx, t, sb, pidFiles)
 	})
 
 	t.Run("Timeout", func(t *testing.T) {
 		ctx := s.context(t)
 		dir := s.scratch(t, sb)
-		pidFile := dir + "/spawn-timeout.pid"
-		p := spawn(t, "sleep 30 & echo $! > "+sandbox.ShellQuote(pidFile)+"; wait", &sandbox.ExecOptions{Timeout: 500 * time.Millisecond})
+		tree, pidFiles := treeScript(dir + "/spawn-timeout")
+		p := spawn(t, tree+"wait", &sandbox.ExecOptions{Timeout: time.Second})
 		r := wait(t, p)
 		if r.ExitCode != sandbox.ExitTimedOut || !r.TimedOut || !r.Killed {
 			t.Fatalf("timed-out process: exit %d TimedOut %v Killed %v; want 124 true true", r.ExitCode, r.TimedOut, r.Killed)
 		}
-		assertGone(ctx, t, sb, pidFile)
+		assertAllGone(ctx, t, sb, pidFiles)
 	})
 
 	t.Run("SendStdin", func(t *testing.T) {

@@ -4,8 +4,11 @@
 // [sandbox.Sandbox] interface alone, the behaviour the contract promises:
 // argument quoting, exit codes, separate and streamed output, working
 // directory and environment precedence, timeouts and kills that take the
-// whole process tree, standard input, large and binary output, concurrency,
-// lifecycle transitions and process management.
+// whole process tree (background children in the command's process group,
+// children that left it with setsid, and nohup'd ones: each must be gone,
+// checked with kill -0 inside the sandbox), standard input, large and
+// binary output, concurrency, lifecycle transitions and process
+// management. The engine needs setsid and nohup in its PATH.
 //
 // A typical engine test:
 //
@@ -173,6 +176,33 @@ func waitPIDFile(ctx context.Context, t *testing.T, sb sandbox.Sandbox, pidFile 
 	}
 }
 
+// treeScript returns a shell script that starts three background children
+// that must all die when the command is killed, and the files their pids
+// go to (prefix.group.pid, prefix.setsid.pid, prefix.nohup.pid): one in the
+// command's process group (sleep 30 &), one that left it for a session of
+// its own (setsid), and one that ignores SIGHUP (nohup). The script returns
+// once all three pid files are written; killing only the command's process
+// group, or hanging up on it, leaves the last two running. Each child
+// writes its own pid ($$ before exec), so the pid is the sleeping
+// process's whether or not setsid forks.
+func treeScript(prefix string) (script string, pidFiles []string) {
+	group, sess, hup := prefix+".group.pid", prefix+".setsid.pid", prefix+".nohup.pid"
+	q := sandbox.ShellQuote
+	script = "sleep 30 & echo $! > " + q(group) + "\n" +
+		"setsid sh -c " + q("echo $$ > "+q(sess)+"; exec sleep 31") + " </dev/null >/dev/null 2>&1 &\n" +
+		"nohup sh -c " + q("echo $$ > "+q(hup)+"; exec sleep 32") + " </dev/null >/dev/null 2>&1 &\n" +
+		"while ! [ -s " + q(sess) + " ] || ! [ -s " + q(hup) + " ]; do sleep 0.01; done\n"
+	return script, []string{group, sess, hup}
+}
+
+// assertAllGone is assertGone for each pid file.
+func assertAllGone(ctx context.Context, t *testing.T, sb sandbox.Sandbox, pidFiles []string) {
+	t.Helper()
+	for _, f := range pidFiles {
+		assertGone(ctx, t, sb, f)
+	}
+}
+
 // assertGone fails unless the process whose pid is in pidFile ends within a
 // few seconds, checked inside the sandbox with kill -0.
 func assertGone(ctx context.Context, t *testing.T, sb sandbox.Sandbox, pidFile string) {
@@ -188,7 +218,7 @@ func assertGone(ctx context.Context, t *testing.T, sb sandbox.Sandbox, pidFile s
 		}
 		if time.Now().After(deadline) {
 			p := mustRun(ctx, t, sb, "cat", []string{pidFile}, nil)
-			t.Fatalf("background child (pid %s) still alive 5s after its command ended: the process tree was not killed", strings.TrimSpace(p.Stdout))
+			t.Fatalf("background child %s (pid %s) still alive 5s after its command ended: the process tree was not killed", pidFile, strings.TrimSpace(p.Stdout))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -66,11 +66,24 @@
 // # Paths
 //
 // File endpoints resolve a relative path against Options.WorkDir. Absolute
-// paths are allowed (the daemon runs inside the sandbox and has no more
-// rights than its user), but every path is cleaned, a relative path whose
-// cleaned form climbs out of the work dir ("../x", "a/../../x") is rejected
-// with 400 BAD_REQUEST, and a path containing a NUL byte is rejected with
-// 400 as well. Symbolic links are followed as the operating system does.
+// paths are allowed and reach anywhere the server's user can, as with
+// Daytona's daemon: the work dir is a default, not a boundary. Isolation
+// comes from the engine that runs the server (the sandbox's namespaces,
+// mounts and user), never from this package; a server run outside a
+// sandbox exposes its user's whole file system to its clients. Every path
+// is cleaned, a relative path whose cleaned form climbs out of the work dir
+// ("../x", "a/../../x") is rejected with 400 BAD_REQUEST, and a path
+// containing a NUL byte is rejected with 400 as well. Symbolic links are
+// followed as the operating system does.
+//
+// DELETE /files refuses, with 400 BAD_REQUEST, to delete / and the work
+// dir itself (under any name, "." included) or a directory holding it,
+// recursive or not: delete the entries inside instead.
+//
+// POST /process/execute refuses, with 400 BAD_REQUEST, environment
+// variable names that a shell cannot export (anything but
+// [A-Za-z_][A-Za-z0-9_]*, see sandbox.ValidEnvName) and values holding a
+// NUL byte; the message names the variable.
 //
 // The Server is an http.Handler; listening (on a unix socket or TCP) is the
 // caller's job.

@@ -5,14 +5,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -59,9 +62,16 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		cwd = p
 	}
 	env := withoutKeys(s.baseEnv, markerKey)
-	for k, v := range req.Envs {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			s.writeError(w, r, badRequest("invalid environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k))
+	// Check in sorted order, so that the error names the same variable
+	// every time.
+	for _, k := range slices.Sorted(maps.Keys(req.Envs)) {
+		v := req.Envs[k]
+		if !sandbox.ValidEnvName(k) {
+			s.writeError(w, r, badRequest("invalid environment variable name %q: names must match [A-Za-z_][A-Za-z0-9_]* (a name a shell can export)", k))
+			return
+		}
+		if strings.ContainsRune(v, 0) {
+			s.writeError(w, r, badRequest("invalid value of environment variable %q: values must not contain NUL", k))
 			return
 		}
 		env = append(withoutKeys(env, k), k+"="+v)

@@ -486,12 +486,23 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p == "/" {
-		s.writeError(w, r, badRequest("refusing to delete /"))
+		s.writeError(w, r, badRequest("refusing to delete / (path %q)", r.URL.Query().Get("path")))
+		return
+	}
+	if p == s.workDir || strings.HasPrefix(s.workDir, p+"/") {
+		s.writeError(w, r, badRequest("refusing to delete %s (path %q): it is or holds the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir))
 		return
 	}
 	fi, err := os.Lstat(p)
 	if err != nil {
 		s.writeError(w, r, fsError(p, err))
+		return
+	}
+	// The same directory under another name (a bind mount, a path through
+	// a symbolic link to one of its parents). A symbolic link itself is
+	// only unlinked, which is harmless.
+	if wd, err := os.Stat(s.workDir); err == nil && fi.IsDir() && os.SameFile(fi, wd) {
+		s.writeError(w, r, badRequest("refusing to delete %s (path %q): it is the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir))
 		return
 	}
 	recursive := r.URL.Query().Get("recursive") == "true"

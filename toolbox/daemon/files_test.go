@@ -227,3 +227,36 @@ func TestBulkUploadStreams(t *testing.T) {
 		t.Errorf("stat %v %v", st, err)
 	}
 }
+
+// DELETE refuses the work dir itself (under any name), its parents and /,
+// recursive or not; entries inside stay deletable.
+func TestDeleteRefusesWorkDir(t *testing.T) {
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	os.Mkdir(work, 0o755)
+	os.Symlink(root, filepath.Join(root, "alias"))
+	e := newErrEnv(t, func(o *Options) { o.WorkDir = work })
+	os.WriteFile(filepath.Join(work, "keep"), []byte("x"), 0o644)
+	for _, p := range []string{".", "./", "a/..", work, work + "/", root, "/",
+		filepath.Join(root, "alias", "work")} {
+		for _, rec := range []string{"true", "false"} {
+			er := e.expectError(400, codeBadRequest, "DELETE", "/files?recursive="+rec+"&path="+urlQuery(p), nil)
+			if !strings.Contains(er.Message, "refusing to delete") || !strings.Contains(er.Message, fmt.Sprintf("%q", p)) {
+				t.Errorf("path %q: message %q", p, er.Message)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "keep")); err != nil || string(b) != "x" {
+		t.Fatalf("work dir content gone: %q %v", b, err)
+	}
+	os.Mkdir(filepath.Join(work, "sub"), 0o755)
+	e.expect(204, "DELETE", "/files?recursive=true&path=sub", nil)
+	e.expect(204, "DELETE", "/files?path=keep", nil)
+	// A symbolic link to the work dir is only unlinked.
+	link := filepath.Join(root, "link")
+	os.Symlink(work, link)
+	e.expect(204, "DELETE", "/files?recursive=true&path="+urlQuery(link), nil)
+	if _, err := os.Stat(work); err != nil {
+		t.Fatalf("work dir: %v", err)
+	}
+}

@@ -72,6 +72,30 @@ func TestUnknownRouteAndBadInput(t *testing.T) {
 	e.expectError(400, codeInvalidRequestBody, "POST", "/process/session/s/exec", []byte(`{`))
 }
 
+// Environment variable names that no shell can export are refused, naming
+// the variable and the rule; valid names reach the command.
+func TestExecuteEnvNames(t *testing.T) {
+	e := newErrEnv(t)
+	for _, name := range []string{"A-B", "1X", "$(id)", "", "A=B", "A B", "A\x00", "É"} {
+		er := e.expectError(400, codeBadRequest, "POST", "/process/execute",
+			toolbox.ExecuteRequest{Command: "echo ran", Envs: map[string]string{"OK": "1", name: "v"}})
+		if !strings.Contains(er.Message, fmt.Sprintf("%q", name)) || !strings.Contains(er.Message, "[A-Za-z_][A-Za-z0-9_]*") {
+			t.Errorf("name %q: message %q does not name the variable and the rule", name, er.Message)
+		}
+	}
+	er := e.expectError(400, codeBadRequest, "POST", "/process/execute",
+		toolbox.ExecuteRequest{Command: "true", Envs: map[string]string{"V": "a\x00b"}})
+	if !strings.Contains(er.Message, `"V"`) || !strings.Contains(er.Message, "NUL") {
+		t.Errorf("NUL value: message %q", er.Message)
+	}
+	var r toolbox.ExecuteResponse
+	json.Unmarshal(e.expect(200, "POST", "/process/execute", toolbox.ExecuteRequest{
+		Command: `printf '%s %s %s' "$_A1" "$a_" "$Z9"`, Envs: map[string]string{"_A1": "x", "a_": "y", "Z9": "z"}}), &r)
+	if r.ExitCode != 0 || r.Result != "x y z" {
+		t.Errorf("valid names: %+v", r)
+	}
+}
+
 func TestRecoverMiddleware(t *testing.T) {
 	e := newErrEnv(t)
 	e.srv.mux.HandleFunc("GET /panic", func(http.ResponseWriter, *http.Request) { panic("boom") })
