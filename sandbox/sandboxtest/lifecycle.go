@@ -44,8 +44,8 @@ func (s *suite) testLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start: %v", err)
 		}
-		if out != sandbox.OutcomeCreated && out != sandbox.OutcomeConnected {
-			t.Fatalf("Start outcome %q", out)
+		if out != sandbox.OutcomeCreated {
+			t.Fatalf("first Start of a new sandbox: outcome %q, want %q", out, sandbox.OutcomeCreated)
 		}
 		want(sandbox.StatusRunning)
 		id := sb.ID()
@@ -71,8 +71,10 @@ func (s *suite) testLifecycle(t *testing.T) {
 			t.Fatalf("second Stop: %v", err)
 		}
 		want(sandbox.StatusStopped)
-		if _, err := sb.Start(ctx); err != nil {
-			t.Fatalf("Start after Stop: %v", err)
+		// A stopped sandbox is found again, not made anew (Mastra's
+		// "created then connected").
+		if out, err := sb.Start(ctx); err != nil || out != sandbox.OutcomeConnected {
+			t.Fatalf("Start after Stop = %q, %v; want %q", out, err, sandbox.OutcomeConnected)
 		}
 		want(sandbox.StatusRunning)
 		if sb.ID() != id {
