@@ -80,10 +80,18 @@ func helperMain() (int, bool) {
 			fmt.Println("error: command:", err, r)
 			return 1, true
 		}
-		p, err := sb.Processes().Spawn(ctx, "sleep 3031", nil)
+		p, err := sb.Processes().Spawn(ctx, "echo started && exec sleep 3031", nil)
 		if err != nil {
 			fmt.Println("error: spawn:", err)
 			return 1, true
+		}
+		// Report ready only once the process really runs: Spawn returns
+		// when the command is accepted, before its shell has started it.
+		for deadline := time.Now().Add(10 * time.Second); p.Stdout() != "started\n"; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				fmt.Println("error: spawned process did not start:", p.Stdout())
+				return 1, true
+			}
 		}
 		fmt.Println("ready", outcome, p.PID())
 		select {} // until killed
