@@ -68,14 +68,7 @@ func TestValidateRequest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := v.ValidateRequest(tt.req)
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("valid request rejected: %v", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("invalid request accepted")
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Fatalf("error %q does not mention %q", err, tt.wantErr)
-			}
+			checkValidation(t, "request", err, tt.wantErr)
 		})
 	}
 }
@@ -145,14 +138,7 @@ func TestValidateResponse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := v.ValidateResponse(tt.req, tt.resp)
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("valid response rejected: %v", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("invalid response accepted")
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Fatalf("error %q does not mention %q", err, tt.wantErr)
-			}
+			checkValidation(t, "response", err, tt.wantErr)
 			if tt.resp.Body != nil && tt.resp.StatusCode != 101 {
 				if _, err := io.ReadAll(tt.resp.Body); err != nil {
 					t.Fatalf("body not restored: %v", err)
@@ -500,14 +486,7 @@ func TestResponsesOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := v.ValidateResponse(tt.req, tt.resp)
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("valid response rejected: %v", err)
-			case tt.wantErr != "" && err == nil:
-				t.Fatalf("invalid response accepted")
-			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
-				t.Fatalf("error %q does not mention %q", err, tt.wantErr)
-			}
+			checkValidation(t, "response", err, tt.wantErr)
 		})
 	}
 	// The full Validator still rejects an undeclared status.
@@ -610,5 +589,19 @@ func TestJSONErrorOfBinaryOperation(t *testing.T) {
 	}
 	if err := v.ValidateResponse(req, jsonResponse(404, `not json`)); err == nil {
 		t.Fatal("error body that is not JSON accepted")
+	}
+}
+
+// checkValidation fails t unless err fits wantErr: nil for "", else an
+// error mentioning wantErr. what names the validated thing in messages.
+func checkValidation(t *testing.T, what string, err error, wantErr string) {
+	t.Helper()
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("valid %s rejected: %v", what, err)
+	case wantErr != "" && err == nil:
+		t.Fatalf("invalid %s accepted", what)
+	case wantErr != "" && !strings.Contains(err.Error(), wantErr):
+		t.Fatalf("error %q does not mention %q", err, wantErr)
 	}
 }
