@@ -225,12 +225,42 @@ type failingDriver struct {
 	fakeDriver
 	releaseErr, teardownErr error
 	releaseDelay            time.Duration
+	// With gate set, Release closes releasing (once) and blocks until gate
+	// is closed: the test holds the sandbox in StatusStopping.
+	gate, releasing chan struct{}
+}
+
+// gated returns a failingDriver whose Release blocks until gate is closed.
+func gated(releaseErr error) *failingDriver {
+	return &failingDriver{releaseErr: releaseErr, gate: make(chan struct{}), releasing: make(chan struct{})}
 }
 
 func (d *failingDriver) Release(ctx context.Context) error {
-	d.releases.Add(1)
+	if d.releases.Add(1) == 1 && d.releasing != nil {
+		close(d.releasing)
+	}
+	if d.gate != nil {
+		<-d.gate
+	}
 	time.Sleep(d.releaseDelay)
 	return d.releaseErr
+}
+
+// waitSpy is a context that reports when someone first waits on it (calls
+// Done): a Start that blocks on an in-flight Stop does so.
+type waitSpy struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func newWaitSpy(ctx context.Context) *waitSpy {
+	return &waitSpy{Context: ctx, waiting: make(chan struct{})}
+}
+
+func (c *waitSpy) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
 }
 
 func (d *failingDriver) Teardown(ctx context.Context) error {
@@ -273,17 +303,24 @@ func TestLifecycleStopAndDestroyFailuresLeaveError(t *testing.T) {
 func TestLifecycleStartWaitsForFailingStop(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("stop failed")
-	d := &failingDriver{releaseErr: boom, releaseDelay: 50 * time.Millisecond}
+	d := gated(boom)
 	l, _ := NewLifecycle("w", d, Hooks{}, nil)
 	if _, err := l.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stopDone := make(chan error, 1)
 	go func() { stopDone <- l.Stop(ctx) }()
-	for l.Status() != StatusStopping {
-		time.Sleep(time.Millisecond)
+	<-d.releasing
+	if st := l.Status(); st != StatusStopping {
+		t.Fatalf("status during Release = %s, want %s", st, StatusStopping)
 	}
-	if _, err := l.Start(ctx); !errors.Is(err, boom) {
+	// Let the Stop fail only once the Start waits for it.
+	spy := newWaitSpy(ctx)
+	go func() {
+		<-spy.waiting
+		close(d.gate)
+	}()
+	if _, err := l.Start(spy); !errors.Is(err, boom) {
 		t.Fatalf("Start during a failing Stop = %v, want the Stop's error", err)
 	}
 	if err := <-stopDone; !errors.Is(err, boom) {
@@ -314,20 +351,19 @@ func TestLifecycleConcurrentStopsShareOneAttempt(t *testing.T) {
 
 func TestLifecycleEnsureRunningDuringTeardown(t *testing.T) {
 	ctx := context.Background()
-	d := &failingDriver{releaseDelay: 50 * time.Millisecond}
+	d := gated(nil)
 	l, _ := NewLifecycle("t", d, Hooks{}, nil)
 	if _, err := l.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- l.Stop(ctx) }()
-	for l.Status() != StatusStopping {
-		time.Sleep(time.Millisecond)
-	}
+	<-d.releasing
 	// Teardown may still run commands: EnsureRunning must not restart or fail.
 	if err := l.EnsureRunning(ctx); err != nil {
 		t.Fatalf("EnsureRunning while stopping: %v", err)
 	}
+	close(d.gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

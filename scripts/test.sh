@@ -75,23 +75,20 @@ staticcheck ./...
 echo ok
 
 step "go test -race (AGENTBOX_REQUIRE_ALL=1)"
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+# The JSON event stream goes through internal/cmd/testsummary, which prints
+# what a plain go test would (each package's result, the output of failing
+# tests) and then lists every skipped test with its reason.
+summary_bin="$(mktemp -d)"
+trap 'rm -rf "$summary_bin"' EXIT
+go build -o "$summary_bin/testsummary" ./internal/cmd/testsummary
 start=$SECONDS
 set +e
-AGENTBOX_REQUIRE_ALL=1 go test -race -count=1 -timeout 20m ./... 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+AGENTBOX_REQUIRE_ALL=1 go test -race -count=1 -timeout 20m -json ./... 2>&1 | "$summary_bin/testsummary"
+status=("${PIPESTATUS[@]}")
 set -e
-
-step "summary"
-passed=$(grep -cE '^ok[[:space:]]' "$log" || true)
-failed=$(grep -cE '^FAIL[[:space:]]' "$log" || true)
-notests=$(grep -cE '^\?[[:space:]]' "$log" || true)
-echo "$notests packages without tests; $((SECONDS - start))s"
-echo "packages: $passed passed, $failed failed"
-grep -E '^(FAIL|--- FAIL|panic:)' "$log" || true
-if ((status != 0)); then
-	echo "go test failed (exit $status)" >&2
-	exit "$status"
+echo "go test: $((SECONDS - start))s"
+if ((status[0] != 0 || status[1] != 0)); then
+	echo "go test failed (exit ${status[0]}, summary ${status[1]})" >&2
+	exit 1
 fi
 echo "all checks passed"

@@ -30,6 +30,14 @@
 // skips request checks and holds error statuses the documents do not
 // declare (413, 503, an unknown route's 404) to the ErrorResponse schema;
 // tests that move large bodies use SkipBodiesOver.
+//
+// A test validates every exchange of a server it starts, on both sides:
+//
+//	v := spectest.Load(t)
+//	srv := httptest.NewServer(v.Handler(t, daemon)) // server side
+//	defer srv.Close()
+//	client := &http.Client{Transport: v.Transport(t, srv.Client().Transport)} // client side
+//	resp, err := client.Get(srv.URL + "/version")
 package spectest
 
 import (

@@ -49,367 +49,441 @@ func (w *streamWriter) String() string {
 	return w.buf.String()
 }
 
+// execEnv is what the Exec checks share: one running sandbox and a scratch
+// folder in it.
+type execEnv struct {
+	sb  sandbox.Sandbox
+	dir string
+}
+
+// execCheck is one property of ExecuteCommand, checked by its own function
+// as testing/fstest does; the suite runs each as a subtest and reports them
+// together.
+type execCheck struct {
+	name  string
+	check func(s *suite, t *testing.T, e *execEnv)
+}
+
+// execChecks lists the Exec checks in the order they run.
+func execChecks() []execCheck {
+	return []execCheck{
+		{"Echo", (*suite).execEcho},
+		{"Quoting", (*suite).execQuoting},
+		{"ExitCodes", (*suite).execExitCodes},
+		{"Stderr", (*suite).execStderr},
+		{"Streaming", (*suite).execStreaming},
+		{"CwdAndEnv", (*suite).execCwdAndEnv},
+		{"EnvOverlay", (*suite).execEnvOverlay},
+		{"Timeout", (*suite).execTimeout},
+		{"ContextCancel", (*suite).execContextCancel},
+		{"Stdin", (*suite).execStdin},
+		{"LargeOutput", (*suite).execLargeOutput},
+		{"BinaryOutput", (*suite).execBinaryOutput},
+		{"MaxRetainedBytes", (*suite).execMaxRetainedBytes},
+		{"Concurrent", (*suite).execConcurrent},
+	}
+}
+
+// testExec runs every Exec check against one running sandbox.
 func (s *suite) testExec(t *testing.T) {
 	sb := s.newSandbox(t)
 	ctx := s.context(t)
 	if _, err := sb.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	dir := s.scratch(t, sb)
+	e := &execEnv{sb: sb, dir: s.scratch(t, sb)}
+	for _, c := range execChecks() {
+		t.Run(c.name, func(t *testing.T) { c.check(s, t, e) })
+	}
+}
 
-	t.Run("Echo", func(t *testing.T) {
-		ctx := s.context(t)
-		r := mustRun(ctx, t, sb, "echo", []string{"hello", "world"}, nil)
-		if r.Stdout != "hello world\n" || r.Stderr != "" || r.ExitCode != 0 || !r.Success() {
-			t.Fatalf("echo hello world = %+v", r)
-		}
-		if r.Command != "echo hello world" {
-			t.Fatalf("Command = %q, want %q", r.Command, "echo hello world")
-		}
-		if r.Duration <= 0 {
-			t.Fatalf("Duration = %v, want > 0", r.Duration)
-		}
-		if r.TimedOut || r.Killed {
-			t.Fatalf("natural exit flagged TimedOut %v Killed %v", r.TimedOut, r.Killed)
-		}
-	})
+// execEcho checks a plain command: output, exit code, Command, Duration and no kill flags.
+func (s *suite) execEcho(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	r := mustRun(ctx, t, sb, "echo", []string{"hello", "world"}, nil)
+	if r.Stdout != "hello world\n" || r.Stderr != "" || r.ExitCode != 0 || !r.Success() {
+		t.Fatalf("echo hello world = %+v", r)
+	}
+	if r.Command != "echo hello world" {
+		t.Fatalf("Command = %q, want %q", r.Command, "echo hello world")
+	}
+	if r.Duration <= 0 {
+		t.Fatalf("Duration = %v, want > 0", r.Duration)
+	}
+	if r.TimedOut || r.Killed {
+		t.Fatalf("natural exit flagged TimedOut %v Killed %v", r.TimedOut, r.Killed)
+	}
+}
 
-	t.Run("Quoting", func(t *testing.T) {
-		ctx := s.context(t)
-		r := mustRun(ctx, t, sb, `printf '%s\n'`, quotingArgs, nil)
-		want := strings.Join(quotingArgs, "\n") + "\n"
-		if r.ExitCode != 0 || r.Stdout != want {
-			t.Fatalf("printf of awkward args: exit %d, stderr %q\n got %q\nwant %q", r.ExitCode, r.Stderr, r.Stdout, want)
-		}
-		if wantCmd := sandbox.CommandLine(`printf '%s\n'`, quotingArgs); r.Command != wantCmd {
-			t.Fatalf("Command = %q, want %q", r.Command, wantCmd)
-		}
-		// The command itself is not quoted: pipes and redirections work.
-		r = mustRun(ctx, t, sb, "echo piped | tr a-z A-Z", nil, nil)
-		if r.Stdout != "PIPED\n" {
-			t.Fatalf("pipe in command: %q", r.Stdout)
-		}
-	})
+// execQuoting checks that awkward arguments reach the command unchanged while the command itself is a shell line.
+func (s *suite) execQuoting(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	r := mustRun(ctx, t, sb, `printf '%s\n'`, quotingArgs, nil)
+	want := strings.Join(quotingArgs, "\n") + "\n"
+	if r.ExitCode != 0 || r.Stdout != want {
+		t.Fatalf("printf of awkward args: exit %d, stderr %q\n got %q\nwant %q", r.ExitCode, r.Stderr, r.Stdout, want)
+	}
+	if wantCmd := sandbox.CommandLine(`printf '%s\n'`, quotingArgs); r.Command != wantCmd {
+		t.Fatalf("Command = %q, want %q", r.Command, wantCmd)
+	}
+	// The command itself is not quoted: pipes and redirections work.
+	r = mustRun(ctx, t, sb, "echo piped | tr a-z A-Z", nil, nil)
+	if r.Stdout != "PIPED\n" {
+		t.Fatalf("pipe in command: %q", r.Stdout)
+	}
+}
 
-	t.Run("ExitCodes", func(t *testing.T) {
-		ctx := s.context(t)
-		for _, c := range []struct {
-			cmd  string
-			args []string
-			code int
-		}{
-			{"true", nil, 0},
-			{"false", nil, 1},
-			{"sh -c", []string{"exit 42"}, 42},
-			{"exit 3", nil, 3},
-			{"exit 0", nil, 0},
-			{"no-such-command-sandboxtest", nil, 127},
-		} {
-			r := mustRun(ctx, t, sb, c.cmd, c.args, nil)
-			if r.ExitCode != c.code || r.Success() != (c.code == 0) {
-				t.Errorf("%s: exit %d (success %v), want %d", r.Command, r.ExitCode, r.Success(), c.code)
-			}
+// execExitCodes checks exit codes, including exit in the command, which must not end the sandbox's next command.
+func (s *suite) execExitCodes(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	for _, c := range []struct {
+		cmd  string
+		args []string
+		code int
+	}{
+		{"true", nil, 0},
+		{"false", nil, 1},
+		{"sh -c", []string{"exit 42"}, 42},
+		{"exit 3", nil, 3},
+		{"exit 0", nil, 0},
+		{"no-such-command-sandboxtest", nil, 127},
+	} {
+		r := mustRun(ctx, t, sb, c.cmd, c.args, nil)
+		if r.ExitCode != c.code || r.Success() != (c.code == 0) {
+			t.Errorf("%s: exit %d (success %v), want %d", r.Command, r.ExitCode, r.Success(), c.code)
 		}
-		// exit in one command does not end the next.
-		if got := mustSucceed(ctx, t, sb, "echo", "still here"); got != "still here\n" {
-			t.Fatalf("after exit: %q", got)
-		}
-	})
+	}
+	// exit in one command does not end the next.
+	if got := mustSucceed(ctx, t, sb, "echo", "still here"); got != "still here\n" {
+		t.Fatalf("after exit: %q", got)
+	}
+}
 
-	t.Run("Stderr", func(t *testing.T) {
-		ctx := s.context(t)
-		r := mustRun(ctx, t, sb, "echo out; echo err >&2; echo out2; sh -c 'echo err2 >&2; exit 5'", nil, nil)
-		if r.Stdout != "out\nout2\n" || r.Stderr != "err\nerr2\n" || r.ExitCode != 5 {
-			t.Fatalf("stdout %q stderr %q exit %d; want %q %q 5", r.Stdout, r.Stderr, r.ExitCode, "out\nout2\n", "err\nerr2\n")
-		}
-	})
+// execStderr checks that stdout and stderr are kept apart.
+func (s *suite) execStderr(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	r := mustRun(ctx, t, sb, "echo out; echo err >&2; echo out2; sh -c 'echo err2 >&2; exit 5'", nil, nil)
+	if r.Stdout != "out\nout2\n" || r.Stderr != "err\nerr2\n" || r.ExitCode != 5 {
+		t.Fatalf("stdout %q stderr %q exit %d; want %q %q 5", r.Stdout, r.Stderr, r.ExitCode, "out\nout2\n", "err\nerr2\n")
+	}
+}
 
-	t.Run("Streaming", func(t *testing.T) {
-		ctx := s.context(t)
-		gate := dir + "/stream.go"
-		stdout, stderr := newStreamWriter(), newStreamWriter()
-		done := make(chan *sandbox.CommandResult, 1)
-		errc := make(chan error, 1)
-		cmd := "echo early; echo early-err >&2; while [ ! -e " + sandbox.ShellQuote(gate) + " ]; do sleep 0.02; done; echo late; echo late-err >&2"
-		go func() {
-			r, err := sb.ExecuteCommand(ctx, cmd, nil, &sandbox.ExecOptions{Stdout: stdout, Stderr: stderr})
-			if err != nil {
-				errc <- err
-				return
-			}
-			done <- r
-		}()
-		for name, w := range map[string]*streamWriter{"stdout": stdout, "stderr": stderr} {
-			select {
-			case <-w.first:
-			case err := <-errc:
-				t.Fatalf("ExecuteCommand: %v", err)
-			case r := <-done:
-				t.Fatalf("command ended (%+v) before anything was streamed to %s", r, name)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("nothing streamed to %s within 10s while the command runs", name)
-			}
+// execStreaming checks that output reaches the writers while the command runs, in order and without concurrent writes.
+func (s *suite) execStreaming(t *testing.T, e *execEnv) {
+	sb, dir := e.sb, e.dir
+	ctx := s.context(t)
+	gate := dir + "/stream.go"
+	stdout, stderr := newStreamWriter(), newStreamWriter()
+	done := make(chan *sandbox.CommandResult, 1)
+	errc := make(chan error, 1)
+	cmd := "echo early; echo early-err >&2; while [ ! -e " + sandbox.ShellQuote(gate) + " ]; do sleep 0.02; done; echo late; echo late-err >&2"
+	go func() {
+		r, err := sb.ExecuteCommand(ctx, cmd, nil, &sandbox.ExecOptions{Stdout: stdout, Stderr: stderr})
+		if err != nil {
+			errc <- err
+			return
 		}
+		done <- r
+	}()
+	for name, w := range map[string]*streamWriter{"stdout": stdout, "stderr": stderr} {
 		select {
-		case r := <-done:
-			t.Fatalf("command ended before the gate opened: %+v", r)
-		default:
-		}
-		if got := stdout.String(); got != "early\n" {
-			t.Fatalf("streamed stdout before the gate = %q, want %q", got, "early\n")
-		}
-		mustSucceed(ctx, t, sb, "touch", gate)
-		var r *sandbox.CommandResult
-		select {
-		case r = <-done:
+		case <-w.first:
 		case err := <-errc:
 			t.Fatalf("ExecuteCommand: %v", err)
-		case <-time.After(20 * time.Second):
-			t.Fatal("command did not end after the gate opened")
+		case r := <-done:
+			t.Fatalf("command ended (%+v) before anything was streamed to %s", r, name)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("nothing streamed to %s within 10s while the command runs", name)
 		}
-		if r.Stdout != "early\nlate\n" || r.Stderr != "early-err\nlate-err\n" {
-			t.Fatalf("result stdout %q stderr %q", r.Stdout, r.Stderr)
-		}
-		if stdout.String() != r.Stdout || stderr.String() != r.Stderr {
-			t.Fatalf("streamed %q / %q differ from the result %q / %q", stdout.String(), stderr.String(), r.Stdout, r.Stderr)
-		}
-		if stdout.concurrent.Load() || stderr.concurrent.Load() {
-			t.Fatal("concurrent writes to one writer")
-		}
-	})
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("command ended before the gate opened: %+v", r)
+	default:
+	}
+	if got := stdout.String(); got != "early\n" {
+		t.Fatalf("streamed stdout before the gate = %q, want %q", got, "early\n")
+	}
+	mustSucceed(ctx, t, sb, "touch", gate)
+	var r *sandbox.CommandResult
+	select {
+	case r = <-done:
+	case err := <-errc:
+		t.Fatalf("ExecuteCommand: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("command did not end after the gate opened")
+	}
+	if r.Stdout != "early\nlate\n" || r.Stderr != "early-err\nlate-err\n" {
+		t.Fatalf("result stdout %q stderr %q", r.Stdout, r.Stderr)
+	}
+	if stdout.String() != r.Stdout || stderr.String() != r.Stderr {
+		t.Fatalf("streamed %q / %q differ from the result %q / %q", stdout.String(), stderr.String(), r.Stdout, r.Stderr)
+	}
+	if stdout.concurrent.Load() || stderr.concurrent.Load() {
+		t.Fatal("concurrent writes to one writer")
+	}
+}
 
-	t.Run("CwdAndEnv", func(t *testing.T) {
-		ctx := s.context(t)
-		sub := dir + "/dir with space"
-		mustSucceed(ctx, t, sb, "mkdir -p", sub)
-		r := mustRun(ctx, t, sb, "pwd", nil, &sandbox.ExecOptions{Cwd: sub})
-		if strings.TrimSpace(r.Stdout) != sub {
-			t.Fatalf("pwd with Cwd %q = %q", sub, r.Stdout)
-		}
-		if got := strings.TrimSpace(mustSucceed(ctx, t, sb, "pwd")); !strings.HasPrefix(got, "/") {
-			t.Fatalf("default pwd = %q, want an absolute path", got)
-		}
-		awkward := "spaces and 'quotes' \"dq\" $HOME `x` \\ \n second line ✓"
-		r = mustRun(ctx, t, sb, `printf '%s|%s' "$SBT_ONE" "$SBT_AWKWARD"`, nil, &sandbox.ExecOptions{
-			Env: map[string]string{"SBT_ONE": "1", "SBT_AWKWARD": awkward},
-		})
-		if want := "1|" + awkward; r.Stdout != want {
-			t.Fatalf("env values: %q, want %q", r.Stdout, want)
-		}
-		// Per-call env does not leak into the next command.
-		if got := mustSucceed(ctx, t, sb, `printf '%s' "${SBT_ONE-unset}"`); got != "unset" {
-			t.Fatalf("per-call env leaked into the next command: SBT_ONE=%q", got)
-		}
-		_, err := sb.ExecuteCommand(ctx, "echo", []string{"never"}, &sandbox.ExecOptions{Env: map[string]string{"BAD-NAME": "x"}})
-		if !errors.Is(err, sandbox.ErrInvalidEnv) {
-			t.Fatalf("invalid env name: err = %v, want ErrInvalidEnv", err)
-		}
-		if !strings.Contains(errText(err), "BAD-NAME") {
-			t.Fatalf("invalid env error %q does not name the variable", err)
-		}
+// execCwdAndEnv checks Cwd and per-call Env, which must not leak into the next command, and the error for a bad name.
+func (s *suite) execCwdAndEnv(t *testing.T, e *execEnv) {
+	sb, dir := e.sb, e.dir
+	ctx := s.context(t)
+	sub := dir + "/dir with space"
+	mustSucceed(ctx, t, sb, "mkdir -p", sub)
+	r := mustRun(ctx, t, sb, "pwd", nil, &sandbox.ExecOptions{Cwd: sub})
+	if strings.TrimSpace(r.Stdout) != sub {
+		t.Fatalf("pwd with Cwd %q = %q", sub, r.Stdout)
+	}
+	if got := strings.TrimSpace(mustSucceed(ctx, t, sb, "pwd")); !strings.HasPrefix(got, "/") {
+		t.Fatalf("default pwd = %q, want an absolute path", got)
+	}
+	awkward := "spaces and 'quotes' \"dq\" $HOME `x` \\ \n second line ✓"
+	r = mustRun(ctx, t, sb, `printf '%s|%s' "$SBT_ONE" "$SBT_AWKWARD"`, nil, &sandbox.ExecOptions{
+		Env: map[string]string{"SBT_ONE": "1", "SBT_AWKWARD": awkward},
 	})
+	if want := "1|" + awkward; r.Stdout != want {
+		t.Fatalf("env values: %q, want %q", r.Stdout, want)
+	}
+	// Per-call env does not leak into the next command.
+	if got := mustSucceed(ctx, t, sb, `printf '%s' "${SBT_ONE-unset}"`); got != "unset" {
+		t.Fatalf("per-call env leaked into the next command: SBT_ONE=%q", got)
+	}
+	_, err := sb.ExecuteCommand(ctx, "echo", []string{"never"}, &sandbox.ExecOptions{Env: map[string]string{"BAD-NAME": "x"}})
+	if !errors.Is(err, sandbox.ErrInvalidEnv) {
+		t.Fatalf("invalid env name: err = %v, want ErrInvalidEnv", err)
+	}
+	if !strings.Contains(errText(err), "BAD-NAME") {
+		t.Fatalf("invalid env error %q does not name the variable", err)
+	}
+}
 
-	t.Run("EnvOverlay", func(t *testing.T) {
-		setter, ok := sb.(envSetter)
-		if !ok {
-			t.Skipf("%T has no SetEnv (engines embedding *sandbox.Lifecycle have it)", sb)
+// execEnvOverlay checks the sandbox's environment overlay against per-call Env (per-call wins), for commands and processes.
+func (s *suite) execEnvOverlay(t *testing.T, e *execEnv) {
+	sb := e.sb
+	setter, ok := sb.(envSetter)
+	if !ok {
+		t.Skipf("%T has no SetEnv (engines embedding *sandbox.Lifecycle have it)", sb)
+	}
+	ctx := s.context(t)
+	if err := setter.SetEnv(func(env map[string]string) map[string]string {
+		if env == nil {
+			env = map[string]string{}
 		}
-		ctx := s.context(t)
-		if err := setter.SetEnv(func(env map[string]string) map[string]string {
-			if env == nil {
-				env = map[string]string{}
-			}
-			env["SBT_OVERLAY"] = "overlay"
-			env["SBT_BOTH"] = "overlay"
+		env["SBT_OVERLAY"] = "overlay"
+		env["SBT_BOTH"] = "overlay"
+		return env
+	}); err != nil {
+		t.Fatalf("SetEnv: %v", err)
+	}
+	t.Cleanup(func() {
+		setter.SetEnv(func(env map[string]string) map[string]string {
+			delete(env, "SBT_OVERLAY")
+			delete(env, "SBT_BOTH")
 			return env
-		}); err != nil {
-			t.Fatalf("SetEnv: %v", err)
-		}
-		t.Cleanup(func() {
-			setter.SetEnv(func(env map[string]string) map[string]string {
-				delete(env, "SBT_OVERLAY")
-				delete(env, "SBT_BOTH")
-				return env
-			})
 		})
-		r := mustRun(ctx, t, sb, `printf '%s|%s|%s' "$SBT_OVERLAY" "$SBT_BOTH" "$SBT_CALL"`, nil, &sandbox.ExecOptions{
-			Env: map[string]string{"SBT_BOTH": "call", "SBT_CALL": "call"},
-		})
-		if r.Stdout != "overlay|call|call" {
-			t.Fatalf("overlay vs per-call env: %q, want %q (per-call wins)", r.Stdout, "overlay|call|call")
-		}
-		p, err := sb.Processes().Spawn(ctx, `printf '%s|%s' "$SBT_OVERLAY" "$SBT_BOTH"`, &sandbox.ExecOptions{Env: map[string]string{"SBT_BOTH": "spawn"}})
-		if err != nil {
-			t.Fatalf("Spawn: %v", err)
-		}
-		res, err := p.Wait(ctx)
-		if err != nil {
-			t.Fatalf("Wait: %v", err)
-		}
-		if res.Stdout != "overlay|spawn" {
-			t.Fatalf("spawned process env: %q, want %q", res.Stdout, "overlay|spawn")
-		}
-		err = setter.SetEnv(func(env map[string]string) map[string]string {
-			env["not valid"] = "x"
-			return env
-		})
-		if !errors.Is(err, sandbox.ErrInvalidEnv) {
-			t.Fatalf("SetEnv with an invalid name: err = %v, want ErrInvalidEnv", err)
-		}
 	})
-
-	t.Run("Timeout", func(t *testing.T) {
-		ctx := s.context(t)
-		tree, pidFiles := treeScript(dir + "/timeout")
-		start := time.Now()
-		r := mustRun(ctx, t, sb, tree+"echo started; wait", nil,
-			&sandbox.ExecOptions{Timeout: time.Second})
-		if el := time.Since(start); el > 15*time.Second {
-			t.Fatalf("a 1s timeout returned after %v", el)
-		}
-		if r.ExitCode != sandbox.ExitTimedOut || !r.TimedOut || !r.Killed || r.Success() {
-			t.Fatalf("timed-out command: exit %d TimedOut %v Killed %v; want 124 true true", r.ExitCode, r.TimedOut, r.Killed)
-		}
-		if r.Stdout != "started\n" {
-			t.Fatalf("output before the timeout lost: stdout %q", r.Stdout)
-		}
-		assertAllGone(ctx, t, sb, pidFiles)
-
-		// A negative timeout means none.
-		r = mustRun(ctx, t, sb, "sleep 0.1; echo done", nil, &sandbox.ExecOptions{Timeout: -1})
-		if r.ExitCode != 0 || r.TimedOut || r.Stdout != "done\n" {
-			t.Fatalf("command without timeout: %+v", r)
-		}
+	r := mustRun(ctx, t, sb, `printf '%s|%s|%s' "$SBT_OVERLAY" "$SBT_BOTH" "$SBT_CALL"`, nil, &sandbox.ExecOptions{
+		Env: map[string]string{"SBT_BOTH": "call", "SBT_CALL": "call"},
 	})
+	if r.Stdout != "overlay|call|call" {
+		t.Fatalf("overlay vs per-call env: %q, want %q (per-call wins)", r.Stdout, "overlay|call|call")
+	}
+	p, err := sb.Processes().Spawn(ctx, `printf '%s|%s' "$SBT_OVERLAY" "$SBT_BOTH"`, &sandbox.ExecOptions{Env: map[string]string{"SBT_BOTH": "spawn"}})
+	if err != nil {
+		t.Fatalf("Spawn: %v", err)
+	}
+	res, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if res.Stdout != "overlay|spawn" {
+		t.Fatalf("spawned process env: %q, want %q", res.Stdout, "overlay|spawn")
+	}
+	err = setter.SetEnv(func(env map[string]string) map[string]string {
+		env["not valid"] = "x"
+		return env
+	})
+	if !errors.Is(err, sandbox.ErrInvalidEnv) {
+		t.Fatalf("SetEnv with an invalid name: err = %v, want ErrInvalidEnv", err)
+	}
+}
 
-	t.Run("ContextCancel", func(t *testing.T) {
-		tree, pidFiles := treeScript(dir + "/cancel")
-		cctx, cancel := context.WithCancel(s.context(t))
-		go func() {
-			time.Sleep(time.Second)
+// execTimeout checks that a timeout kills the whole process tree and reports 124, and that a negative timeout means none.
+func (s *suite) execTimeout(t *testing.T, e *execEnv) {
+	sb, dir := e.sb, e.dir
+	ctx := s.context(t)
+	tree, pidFiles := treeScript(dir + "/timeout")
+	start := time.Now()
+	r := mustRun(ctx, t, sb, tree+"echo started; wait", nil,
+		&sandbox.ExecOptions{Timeout: time.Second})
+	if el := time.Since(start); el > 15*time.Second {
+		t.Fatalf("a 1s timeout returned after %v", el)
+	}
+	if r.ExitCode != sandbox.ExitTimedOut || !r.TimedOut || !r.Killed || r.Success() {
+		t.Fatalf("timed-out command: exit %d TimedOut %v Killed %v; want 124 true true", r.ExitCode, r.TimedOut, r.Killed)
+	}
+	if r.Stdout != "started\n" {
+		t.Fatalf("output before the timeout lost: stdout %q", r.Stdout)
+	}
+	assertAllGone(ctx, t, sb, pidFiles)
+
+	// A negative timeout means none.
+	r = mustRun(ctx, t, sb, "sleep 0.1; echo done", nil, &sandbox.ExecOptions{Timeout: -1})
+	if r.ExitCode != 0 || r.TimedOut || r.Stdout != "done\n" {
+		t.Fatalf("command without timeout: %+v", r)
+	}
+}
+
+// execContextCancel checks that cancelling the context kills the whole process tree.
+func (s *suite) execContextCancel(t *testing.T, e *execEnv) {
+	sb, dir := e.sb, e.dir
+	tree, pidFiles := treeScript(dir + "/cancel")
+	cctx, cancel := context.WithCancel(s.context(t))
+	defer cancel()
+	// Cancel once the whole tree runs (the script prints after its
+	// children wrote their pid files).
+	started := newStreamWriter()
+	go func() {
+		select {
+		case <-started.first:
 			cancel()
-		}()
-		start := time.Now()
-		_, err := sb.ExecuteCommand(cctx, tree+"wait", nil, nil)
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled command: err = %v, want context.Canceled", err)
+		case <-cctx.Done():
 		}
-		if el := time.Since(start); el > 15*time.Second {
-			t.Fatalf("cancellation took %v", el)
-		}
-		assertAllGone(s.context(t), t, sb, pidFiles)
-	})
+	}()
+	start := time.Now()
+	_, err := sb.ExecuteCommand(cctx, tree+"echo started; wait", nil, &sandbox.ExecOptions{Stdout: started})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled command: err = %v, want context.Canceled", err)
+	}
+	if el := time.Since(start); el > 15*time.Second {
+		t.Fatalf("cancellation took %v", el)
+	}
+	assertAllGone(s.context(t), t, sb, pidFiles)
+}
 
-	t.Run("Stdin", func(t *testing.T) {
-		ctx := s.context(t)
-		in := "line 1\nline 2 ✓\n\x00 no newline at end"
-		r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(in)})
-		if r.Stdout != in {
-			t.Fatalf("cat of Stdin: %q, want %q", r.Stdout, in)
+// execStdin checks that Stdin reaches the command and that no Stdin means an empty input.
+func (s *suite) execStdin(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	in := "line 1\nline 2 ✓\n\x00 no newline at end"
+	r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(in)})
+	if r.Stdout != in {
+		t.Fatalf("cat of Stdin: %q, want %q", r.Stdout, in)
+	}
+	if s.opts.BinaryStdin {
+		bin := string(allBytes())
+		r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(bin)})
+		if r.Stdout != bin {
+			t.Fatalf("cat of binary Stdin: %q", r.Stdout)
 		}
-		if s.opts.BinaryStdin {
-			bin := string(allBytes())
-			r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(bin)})
-			if r.Stdout != bin {
-				t.Fatalf("cat of binary Stdin: %q", r.Stdout)
-			}
-		}
-		// Without Stdin, the command reads an empty input and does not hang.
-		r = mustRun(ctx, t, sb, "cat; echo eof", nil, &sandbox.ExecOptions{Timeout: 10 * time.Second})
-		if r.TimedOut || r.Stdout != "eof\n" {
-			t.Fatalf("cat without Stdin: %+v; want an immediate EOF", r)
-		}
-	})
+	}
+	// Without Stdin, the command reads an empty input and does not hang.
+	r = mustRun(ctx, t, sb, "cat; echo eof", nil, &sandbox.ExecOptions{Timeout: 10 * time.Second})
+	if r.TimedOut || r.Stdout != "eof\n" {
+		t.Fatalf("cat without Stdin: %+v; want an immediate EOF", r)
+	}
+}
 
-	t.Run("LargeOutput", func(t *testing.T) {
-		ctx := s.context(t)
-		const lines = 1 << 20 // 8 bytes each: 8 MiB
-		stream := newStreamWriter()
-		r := mustRun(ctx, t, sb, `awk 'BEGIN { for (i = 0; i < 1048576; i++) printf "%07d\n", i; print "to stderr" > "/dev/stderr" }'`, nil,
-			&sandbox.ExecOptions{Stdout: stream})
-		if r.ExitCode != 0 {
-			t.Fatalf("awk: exit %d, stderr %q", r.ExitCode, r.Stderr)
-		}
-		var want strings.Builder
-		want.Grow(8 * lines)
-		for i := range lines {
-			fmt.Fprintf(&want, "%07d\n", i)
-		}
-		if r.Stdout != want.String() {
-			t.Fatalf("8 MiB stdout corrupted: got %d bytes, want %d; first difference at byte %d", len(r.Stdout), want.Len(), firstDiff(r.Stdout, want.String()))
-		}
-		if stream.String() != r.Stdout {
-			t.Fatalf("streamed 8 MiB differ from the result at byte %d", firstDiff(stream.String(), r.Stdout))
-		}
-		if r.Stderr != "to stderr\n" {
-			t.Fatalf("stderr beside large stdout: %q", r.Stderr)
-		}
-	})
+// execLargeOutput checks 8 MiB of output, both retained and streamed, byte for byte.
+func (s *suite) execLargeOutput(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	const lines = 1 << 20 // 8 bytes each: 8 MiB
+	stream := newStreamWriter()
+	r := mustRun(ctx, t, sb, `awk 'BEGIN { for (i = 0; i < 1048576; i++) printf "%07d\n", i; print "to stderr" > "/dev/stderr" }'`, nil,
+		&sandbox.ExecOptions{Stdout: stream})
+	if r.ExitCode != 0 {
+		t.Fatalf("awk: exit %d, stderr %q", r.ExitCode, r.Stderr)
+	}
+	var want strings.Builder
+	want.Grow(8 * lines)
+	for i := range lines {
+		fmt.Fprintf(&want, "%07d\n", i)
+	}
+	if r.Stdout != want.String() {
+		t.Fatalf("8 MiB stdout corrupted: got %d bytes, want %d; first difference at byte %d", len(r.Stdout), want.Len(), firstDiff(r.Stdout, want.String()))
+	}
+	if stream.String() != r.Stdout {
+		t.Fatalf("streamed 8 MiB differ from the result at byte %d", firstDiff(stream.String(), r.Stdout))
+	}
+	if r.Stderr != "to stderr\n" {
+		t.Fatalf("stderr beside large stdout: %q", r.Stderr)
+	}
+}
 
-	t.Run("BinaryOutput", func(t *testing.T) {
-		ctx := s.context(t)
-		var format strings.Builder
-		all := allBytes()
-		for i := range 256 {
-			fmt.Fprintf(&format, `\%03o`, i)
-		}
-		q := sandbox.ShellQuote(format.String())
-		stdout, stderr := newStreamWriter(), newStreamWriter()
-		r := mustRun(ctx, t, sb, "printf "+q+"; printf "+q+" >&2", nil, &sandbox.ExecOptions{Stdout: stdout, Stderr: stderr})
-		if r.Stdout != string(all) {
-			t.Fatalf("binary stdout: %q", r.Stdout)
-		}
-		if r.Stderr != string(all) {
-			t.Fatalf("binary stderr: %q", r.Stderr)
-		}
-		if stdout.String() != string(all) || stderr.String() != string(all) {
-			t.Fatalf("streamed binary output differs: %q / %q", stdout.String(), stderr.String())
-		}
-	})
+// execBinaryOutput checks that every byte value survives on both streams.
+func (s *suite) execBinaryOutput(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	var format strings.Builder
+	all := allBytes()
+	for i := range 256 {
+		fmt.Fprintf(&format, `\%03o`, i)
+	}
+	q := sandbox.ShellQuote(format.String())
+	stdout, stderr := newStreamWriter(), newStreamWriter()
+	r := mustRun(ctx, t, sb, "printf "+q+"; printf "+q+" >&2", nil, &sandbox.ExecOptions{Stdout: stdout, Stderr: stderr})
+	if r.Stdout != string(all) {
+		t.Fatalf("binary stdout: %q", r.Stdout)
+	}
+	if r.Stderr != string(all) {
+		t.Fatalf("binary stderr: %q", r.Stderr)
+	}
+	if stdout.String() != string(all) || stderr.String() != string(all) {
+		t.Fatalf("streamed binary output differs: %q / %q", stdout.String(), stderr.String())
+	}
+}
 
-	t.Run("MaxRetainedBytes", func(t *testing.T) {
-		ctx := s.context(t)
-		r := mustRun(ctx, t, sb, `i=0; while [ $i -lt 100 ]; do printf '%04d\n' $i; i=$((i+1)); done`, nil,
-			&sandbox.ExecOptions{MaxRetainedBytes: 50})
-		if r.Stdout != "0090\n0091\n0092\n0093\n0094\n0095\n0096\n0097\n0098\n0099\n" {
-			t.Fatalf("retained stdout %q, want the last 50 bytes", r.Stdout)
-		}
-		if r.StdoutDroppedBytes != 450 || !r.StdoutTruncated() || r.StderrTruncated() {
-			t.Fatalf("dropped %d (truncated %v), want 450", r.StdoutDroppedBytes, r.StdoutTruncated())
-		}
-		_, err := sb.ExecuteCommand(ctx, "echo", []string{"never"}, &sandbox.ExecOptions{MaxRetainedBytes: -5})
-		if !errors.Is(err, sandbox.ErrInvalidArgument) {
-			t.Fatalf("MaxRetainedBytes -5: err = %v, want ErrInvalidArgument", err)
-		}
-	})
+// execMaxRetainedBytes checks that retention keeps the newest bytes, counts the dropped ones and rejects bad values.
+func (s *suite) execMaxRetainedBytes(t *testing.T, e *execEnv) {
+	sb := e.sb
+	ctx := s.context(t)
+	r := mustRun(ctx, t, sb, `i=0; while [ $i -lt 100 ]; do printf '%04d\n' $i; i=$((i+1)); done`, nil,
+		&sandbox.ExecOptions{MaxRetainedBytes: 50})
+	if r.Stdout != "0090\n0091\n0092\n0093\n0094\n0095\n0096\n0097\n0098\n0099\n" {
+		t.Fatalf("retained stdout %q, want the last 50 bytes", r.Stdout)
+	}
+	if r.StdoutDroppedBytes != 450 || !r.StdoutTruncated() || r.StderrTruncated() {
+		t.Fatalf("dropped %d (truncated %v), want 450", r.StdoutDroppedBytes, r.StdoutTruncated())
+	}
+	_, err := sb.ExecuteCommand(ctx, "echo", []string{"never"}, &sandbox.ExecOptions{MaxRetainedBytes: -5})
+	if !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("MaxRetainedBytes -5: err = %v, want ErrInvalidArgument", err)
+	}
+}
 
-	t.Run("Concurrent", func(t *testing.T) {
-		ctx := s.context(t)
-		const n, rounds = 8, 3
-		for round := range rounds {
-			var wg sync.WaitGroup
-			got := make([]string, n)
-			for i := range n {
-				wg.Go(func() {
-					v := fmt.Sprintf("value-%d", i)
-					r, err := sb.ExecuteCommand(ctx, `printf '%s ' "$SBT_V"; sleep 0.1; printf '%s' "$SBT_V"; pwd >&2`, nil,
-						&sandbox.ExecOptions{Env: map[string]string{"SBT_V": v}, Cwd: dir})
-					if err != nil {
-						got[i] = "error: " + err.Error()
-						return
-					}
-					got[i] = r.Stdout + "|" + strings.TrimSpace(r.Stderr)
-				})
-			}
-			wg.Wait()
-			for i := range n {
+// execConcurrent checks concurrent commands: no output or environment crosses between them.
+func (s *suite) execConcurrent(t *testing.T, e *execEnv) {
+	sb, dir := e.sb, e.dir
+	ctx := s.context(t)
+	const n, rounds = 8, 3
+	for round := range rounds {
+		var wg sync.WaitGroup
+		got := make([]string, n)
+		for i := range n {
+			wg.Go(func() {
 				v := fmt.Sprintf("value-%d", i)
-				if want := v + " " + v + "|" + dir; got[i] != want {
-					t.Errorf("round %d, command %d: %q, want %q (output or env crossed, or the end of the output was lost)", round, i, got[i], want)
+				r, err := sb.ExecuteCommand(ctx, `printf '%s ' "$SBT_V"; sleep 0.1; printf '%s' "$SBT_V"; pwd >&2`, nil,
+					&sandbox.ExecOptions{Env: map[string]string{"SBT_V": v}, Cwd: dir})
+				if err != nil {
+					got[i] = "error: " + err.Error()
+					return
 				}
+				got[i] = r.Stdout + "|" + strings.TrimSpace(r.Stderr)
+			})
+		}
+		wg.Wait()
+		for i := range n {
+			v := fmt.Sprintf("value-%d", i)
+			if want := v + " " + v + "|" + dir; got[i] != want {
+				t.Errorf("round %d, command %d: %q, want %q (output or env crossed, or the end of the output was lost)", round, i, got[i], want)
 			}
 		}
-	})
+	}
 }
 
 func firstDiff(a, b string) int {
