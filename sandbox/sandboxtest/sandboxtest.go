@@ -156,9 +156,16 @@ func mustSucceed(ctx context.Context, t *testing.T, sb sandbox.Sandbox, command 
 	return r.Stdout
 }
 
-// aliveScript prints "alive" if the process $1 exists and is not a zombie,
-// "dead" otherwise.
-const aliveScript = `p=$(cat "$0" 2>/dev/null); if [ -z "$p" ]; then echo nopid; elif kill -0 "$p" 2>/dev/null; then s=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' /proc/"$p"/status 2>/dev/null); if [ "$s" = Z ]; then echo dead; else echo alive; fi; else echo dead; fi`
+// aliveScript prints "alive" if the process whose pid is in the file $0
+// exists, is not a zombie and still runs sleep (every process the suite
+// tracks by pid file is a sleep: after a restart the pid may belong to
+// another process of the new sandbox), "dead" otherwise, and "nopid" when
+// the file holds no pid.
+const aliveScript = `p=$(cat "$0" 2>/dev/null); if [ -z "$p" ]; then echo nopid; exit; fi
+if ! kill -0 "$p" 2>/dev/null; then echo dead; exit; fi
+s=$(sed -n 's/^State:[[:space:]]*\(.\).*/\1/p' /proc/"$p"/status 2>/dev/null)
+c=$(tr '\000' ' ' < /proc/"$p"/cmdline 2>/dev/null)
+case "$s:$c" in Z:*|*:) echo dead ;; *:"sleep "*) echo alive ;; *) echo dead ;; esac`
 
 // waitPIDFile waits until the pid file exists and is non-empty.
 func waitPIDFile(ctx context.Context, t *testing.T, sb sandbox.Sandbox, pidFile string) {
