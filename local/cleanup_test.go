@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -104,7 +106,7 @@ func TestKillLeavesNoProcess(t *testing.T) {
 
 func TestDestroyLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	sb := newSandbox(t, local.Options{Volumes: []local.Volume{{Name: "vol", MountPath: "/data"}}})
+	sb := newSandbox(t, local.Options{Config: local.Config{Volumes: []local.Volume{{Name: "vol", MountPath: "/data"}}}})
 	stateDir := sb.StateDir()
 	mustRun(t, sb, "echo kept > /data/v.txt; "+tree("33")+" & sleep 0.2")
 	pid := local.InitPID(sb)

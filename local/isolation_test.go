@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -200,7 +202,7 @@ func TestNetworkBlockAll(t *testing.T) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	probe := "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + port + " && head -1 <&3'"
 
-	blocked := newSandbox(t, local.Options{NetworkBlockAll: true})
+	blocked := newSandbox(t, local.Options{Config: local.Config{NetworkBlockAll: true}})
 	r := run(t, blocked, probe)
 	if r.ExitCode == 0 || strings.Contains(r.Stdout, "hello") {
 		t.Errorf("blocked sandbox reached the host's loopback server: %q", r.Stdout)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -42,13 +44,13 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("StopByID(unknown): %v, want ErrNotFound", err)
 	}
 	for _, o := range []local.Options{
-		{WorkingDirectory: "relative"},
-		{WorkingDirectory: "/usr/x"},
-		{User: "Bad User"},
+		{Config: local.Config{WorkingDirectory: "relative"}},
+		{Config: local.Config{WorkingDirectory: "/usr/x"}},
+		{Config: local.Config{User: "Bad User"}},
 		{Env: map[string]string{"1X": "y"}},
-		{Volumes: []local.Volume{{Name: "../v", MountPath: "/data"}}},
-		{Volumes: []local.Volume{{Name: "v", MountPath: "/etc/v"}}},
-		{Volumes: []local.Volume{{Name: "v", MountPath: "data"}}},
+		{Config: local.Config{Volumes: []local.Volume{{Name: "../v", MountPath: "/data"}}}},
+		{Config: local.Config{Volumes: []local.Volume{{Name: "v", MountPath: "/etc/v"}}}},
+		{Config: local.Config{Volumes: []local.Volume{{Name: "v", MountPath: "data"}}}},
 		{Timeout: -time.Second},
 	} {
 		o.StateDir = stateDir
@@ -152,7 +154,7 @@ func TestConcurrentStartFromTwoProcesses(t *testing.T) {
 
 func TestAutoStopAndEphemeral(t *testing.T) {
 	ctx := context.Background()
-	sb := openSandbox(t, local.Options{AutoStopInterval: 300 * time.Millisecond, Ephemeral: true})
+	sb := openSandbox(t, local.Options{Config: local.Config{AutoStopInterval: 300 * time.Millisecond, Ephemeral: true}})
 	stateDir := sb.StateDir()
 	mustRun(t, sb, "echo x > ~/f")
 	waitAutoStop(t, sb)
@@ -167,7 +169,7 @@ func TestAutoStopAndEphemeral(t *testing.T) {
 
 func TestEphemeralStopDestroys(t *testing.T) {
 	ctx := context.Background()
-	sb := newSandbox(t, local.Options{Ephemeral: true})
+	sb := newSandbox(t, local.Options{Config: local.Config{Ephemeral: true}})
 	mustRun(t, sb, "true")
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -179,11 +181,11 @@ func TestEphemeralStopDestroys(t *testing.T) {
 
 func TestInfoAndInstructions(t *testing.T) {
 	ctx := context.Background()
-	sb := openSandbox(t, local.Options{
+	sb := openSandbox(t, local.Options{Timeout: 90 * time.Second, Config: local.Config{
 		Name: "my box", Labels: map[string]string{"team": "a"}, Language: "python",
-		User: "dev", Timeout: 90 * time.Second, Volumes: []local.Volume{{Name: "cache", MountPath: "/cache", ReadOnly: true}},
+		User: "dev", Volumes: []local.Volume{{Name: "cache", MountPath: "/cache", ReadOnly: true}},
 		WorkingDirectory: "/workspace",
-	})
+	}})
 	want := "Local sandbox with isolated execution (python runtime)"
 	ins := sb.Instructions()
 	for _, w := range []string{want, "Default working directory: /workspace.", "Command timeout: 90s.",
@@ -198,7 +200,7 @@ func TestInfoAndInstructions(t *testing.T) {
 		t.Errorf("instructions: %s", ins)
 	}
 	// An ephemeral sandbox does not keep its files.
-	eph, err := local.New(local.Options{StateDir: t.TempDir(), Ephemeral: true})
+	eph, err := local.New(local.Options{StateDir: t.TempDir(), Config: local.Config{Ephemeral: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestInfoAndInstructions(t *testing.T) {
 }
 
 func TestAutoStopThenCommandRestarts(t *testing.T) {
-	sb := newSandbox(t, local.Options{AutoStopInterval: 200 * time.Millisecond})
+	sb := newSandbox(t, local.Options{Config: local.Config{AutoStopInterval: 200 * time.Millisecond}})
 	mustRun(t, sb, "echo kept > ~/f")
 	waitAutoStop(t, sb)
 	info, err := local.Lookup(context.Background(), sb.StateDir(), sb.ID())
@@ -252,7 +254,7 @@ func TestAutoStopThenCommandRestarts(t *testing.T) {
 
 func TestAutoDelete(t *testing.T) {
 	ctx := context.Background()
-	sb := openSandbox(t, local.Options{AutoDeleteInterval: 100 * time.Millisecond})
+	sb := openSandbox(t, local.Options{Config: local.Config{AutoDeleteInterval: 100 * time.Millisecond}})
 	stateDir := sb.StateDir()
 	mustRun(t, sb, "true")
 	if err := sb.Stop(ctx); err != nil {
@@ -272,7 +274,7 @@ func TestAutoDelete(t *testing.T) {
 
 func TestReconnectKeepsShape(t *testing.T) {
 	stateDir := newStateDir(t)
-	first := newSandbox(t, local.Options{ID: "shape", StateDir: stateDir, User: "alice", WorkingDirectory: "/work"})
+	first := newSandbox(t, local.Options{ID: "shape", StateDir: stateDir, Config: local.Config{User: "alice", WorkingDirectory: "/work"}})
 	mustRun(t, first, "echo hi > note")
 	// A second object with default options connects to the same sandbox
 	// and reports what it really is.
@@ -298,8 +300,8 @@ func TestLongStateDirAndSharedVolume(t *testing.T) {
 	// address (about 107 bytes).
 	stateDir := filepath.Join(newStateDir(t), strings.Repeat("d", 60), strings.Repeat("e", 60))
 	vol := []local.Volume{{Name: "shared", MountPath: "/shared"}}
-	a := newSandbox(t, local.Options{StateDir: stateDir, Volumes: vol, WorkingDirectory: "/shared/proj"})
-	b := newSandbox(t, local.Options{StateDir: stateDir, Volumes: vol})
+	a := newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{Volumes: vol, WorkingDirectory: "/shared/proj"}})
+	b := newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{Volumes: vol}})
 	if got := mustRun(t, a, "pwd && echo from-a > note"); got != "/shared/proj\n" {
 		t.Errorf("pwd in a: %q", got)
 	}
@@ -363,7 +365,7 @@ func TestHooks(t *testing.T) {
 // sandbox was last used and, with auto-stop on, when it will stop.
 func TestLastUsedAndTimeoutAt(t *testing.T) {
 	ctx := context.Background()
-	sb := newSandbox(t, local.Options{AutoStopInterval: time.Hour})
+	sb := newSandbox(t, local.Options{Config: local.Config{AutoStopInterval: time.Hour}})
 	lookup := func() *sandbox.Info {
 		t.Helper()
 		info, err := local.Lookup(ctx, sb.StateDir(), sb.ID())
@@ -412,7 +414,7 @@ func TestLastUsedAndTimeoutAt(t *testing.T) {
 	}
 
 	// Without auto-stop there is no stop time.
-	never := newSandbox(t, local.Options{AutoStopInterval: -1})
+	never := newSandbox(t, local.Options{Config: local.Config{AutoStopInterval: -1}})
 	mustRun(t, never, "true")
 	if info, err := never.Info(ctx); err != nil || info.LastUsedAt.IsZero() || !info.TimeoutAt.IsZero() {
 		t.Errorf("Info without auto-stop: %+v %v, want LastUsedAt and no TimeoutAt", info, err)
