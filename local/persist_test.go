@@ -27,10 +27,7 @@ func TestStopStartKeepsFiles(t *testing.T) {
 	if _, err := sb.Processes().Spawn(ctx, "sleep 4053", nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for len(leftovers(ns, "sleep 405")) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitRunning(ns, "sleep 405", 3)
 	if l := leftovers(ns, "sleep 405"); len(l) != 3 {
 		t.Fatalf("before Stop, running: %q; want the 3 sleeps", l)
 	}
