@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -29,18 +31,16 @@ func leftovers(ns, needle string) []string {
 // asynchronous for a moment at most).
 func waitNoLeftovers(t *testing.T, ns, needle string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		l := leftovers(ns, needle)
-		if len(l) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("processes left behind: %q", l)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll(3*time.Second, func() bool { return len(leftovers(ns, needle)) == 0 }) {
+		t.Errorf("processes left behind: %q", leftovers(ns, needle))
 	}
+}
+
+// waitRunning polls, for 3s at most, until n processes of the sandbox run
+// needle, and returns how many run.
+func waitRunning(ns, needle string, n int) int {
+	poll(3*time.Second, func() bool { return len(leftovers(ns, needle)) >= n })
+	return len(leftovers(ns, needle))
 }
 
 // tree starts a background child, a grandchild and a daemonised (setsid)
@@ -63,11 +63,7 @@ func TestTimeoutLeavesNoProcess(t *testing.T) {
 		r, err := sb.ExecuteCommand(context.Background(), tree("11"), nil, &sandbox.ExecOptions{Timeout: 1500 * time.Millisecond})
 		done <- result{r, err}
 	}()
-	deadline := time.Now().Add(3 * time.Second)
-	for len(leftovers(ns, "sleep 4011")) < 4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	n := len(leftovers(ns, "sleep 4011"))
+	n := waitRunning(ns, "sleep 4011", 4)
 	res := <-done
 	if n != 4 {
 		t.Fatalf("%d of 4 sleeps started before the timeout", n)
@@ -89,11 +85,7 @@ func TestKillLeavesNoProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for len(leftovers(ns, "sleep 4022")) < 4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := len(leftovers(ns, "sleep 4022")); n != 4 {
+	if n := waitRunning(ns, "sleep 4022", 4); n != 4 {
 		t.Fatalf("%d of 4 sleeps started", n)
 	}
 	if ok, err := p.Kill(ctx); err != nil || !ok {
@@ -104,11 +96,12 @@ func TestKillLeavesNoProcess(t *testing.T) {
 
 func TestDestroyLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	sb := newSandbox(t, local.Options{Volumes: []local.Volume{{Name: "vol", MountPath: "/data"}}})
+	sb := newSandbox(t, local.Options{Config: local.Config{Volumes: []local.Volume{{Name: "vol", MountPath: "/data"}}}})
 	stateDir := sb.StateDir()
-	mustRun(t, sb, "echo kept > /data/v.txt; "+tree("33")+" & sleep 0.2")
+	mustRun(t, sb, "echo kept > /data/v.txt; "+tree("33")+" &")
 	pid := local.InitPID(sb)
 	ns := pidNS(pid)
+	waitRunning(ns, "sleep 4033", 4)
 	mntNS, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@
 // namespaces: the embedded default engine of agentbox.
 //
 // A sandbox is a set of namespaces (user, mount, pid, ipc, uts, cgroup,
-// and net when [Options.NetworkBlockAll] is set) whose PID 1 is this very
+// and net when [Config.NetworkBlockAll] is set) whose PID 1 is this very
 // program, re-executed: call [Init] first thing in main (and in TestMain),
 // so that the re-executed copy becomes the sandbox's init instead of
 // running your program again. The package's own init function calls Init
@@ -12,7 +12,7 @@
 // never runs them or its main as a sandbox init. The explicit call remains
 // the documented entry point. The init serves the Daytona toolbox API
 // (package toolbox/daemon) on a unix socket in the sandbox's state folder,
-// reaps orphans, stops itself after [Options.AutoStopInterval] without a
+// reaps orphans, stops itself after [Config.AutoStopInterval] without a
 // request, and outlives the process that started it: another process
 // reconnects by id, as with a Daytona sandbox. The init stamps each use of
 // the API (to within a second) where every process sees it:
@@ -22,7 +22,7 @@
 // are read-only; /proc, /dev and the root are the sandbox's own; the home
 // (/home/<user>, the default working directory), /tmp and the working
 // directory are folders of the state dir, so everything written there
-// persists across Stop and Start (an [Options.Ephemeral] sandbox is deleted,
+// persists across Stop and Start (an [Config.Ephemeral] sandbox is deleted,
 // files and all, when it stops). Commands run as uid 0 of the user
 // namespace, which is host uid 100000 when the engine runs as root (a
 // shifted range of 65536 ids) and the caller's own uid otherwise, and with
@@ -34,14 +34,22 @@
 // memory and to make sure Stop and Destroy leave no process; commands see
 // them as the root of a cgroup namespace (/proc/self/cgroup shows "/").
 //
+// [Options] says which sandbox a handle is for (ID, StateDir) and holds the
+// handle's own settings (Env, Timeout, Hooks); its embedded [Config] shapes
+// the sandbox when it is created, is stored with it, and is what every
+// later handle of that sandbox gets, whatever Config it passed.
+//
+// Local sandboxes need Linux: elsewhere the package builds, and [New]
+// fails with an error matching [sandbox.ErrIsolationUnavailable].
+//
 // Start reports [sandbox.OutcomeCreated] only for a sandbox new to the
 // state dir; finding one by id, running or stopped (and then restarted
 // with its files), is [sandbox.OutcomeConnected], as Mastra reports for a
 // Daytona sandbox it finds.
 //
-// Some options differ from Daytona's wire values: [Options.AutoStopInterval]
+// Some options differ from Daytona's wire values: [Config.AutoStopInterval]
 // 0 means the default of 15 minutes and a negative value never (Daytona: 0
-// is never); [Options.AutoDeleteInterval] 0 (or negative) means never
+// is never); [Config.AutoDeleteInterval] 0 (or negative) means never
 // (Daytona: -1 is never and 0 deletes at once). No process watches a
 // stopped sandbox: one past its AutoDeleteInterval, or a stopped
 // ephemeral one, is deleted when a host process next looks at the state
@@ -55,3 +63,28 @@
 // [List], [Lookup], [StopByID] and [Remove] work on a state dir by id, from
 // any process.
 package local
+
+// Where things live (files ending in _linux.go build on Linux only):
+//
+//	options.go          Options (per handle) and Config (create-time, persisted), validation
+//	sandbox.go          the Sandbox handle: New, start/stop/destroy (driver), Info, Instructions
+//	client.go           the toolbox client of a sandbox's socket
+//	layout.go           names of the state dir's files and folders
+//	meta.go             meta.json: the persisted metadata (and its previous format)
+//	state.go            locking a sandbox's folder; List, Lookup, StopByID, Remove
+//	platform.go         the Linux check; other.go: stubs for other systems
+//	reexec.go           Init, the re-execution entry point
+//	launch_linux.go     host side of a start: fork the init in new namespaces, wait until it serves
+//	prepare_linux.go    host side: the sandbox's folders, toolbox socket and bind sources
+//	control_linux.go    the host↔init control socket: initConfig, its sending and receiving
+//	userns_linux.go     user namespace: uid mapping, availability checks
+//	init_linux.go       the init: its named setup steps, then PID 1 (toolbox server, signals, idle stop)
+//	rootfs_linux.go     the init's root file system steps (tmpfs root, binds, /proc, /dev, pivot_root)
+//	network_linux.go    the sandbox's network namespace (host side) and interfaces (init side)
+//	activity_linux.go   activity stamps (LastUsedAt) and idleness
+//	reaper_linux.go     the init's orphan reaper
+//	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd
+//	mountinfo_linux.go  /proc/self/mountinfo
+//	sockpath_linux.go   unix socket paths longer than an address holds
+//	cgroup.go           cgroupSet (recorded in meta.json); cgroup_linux.go: creation, removal,
+//	                    cgroup_v1_linux.go and cgroup_v2_linux.go: what differs between versions

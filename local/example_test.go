@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -14,7 +16,7 @@ func Example() {
 	stateDir, _ := os.MkdirTemp("", "agentbox-example-")
 	defer os.RemoveAll(stateDir)
 
-	sb, err := local.New(local.Options{ID: "example", StateDir: stateDir, NetworkBlockAll: true})
+	sb, err := local.New(local.Options{ID: "example", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -87,11 +89,9 @@ func helperMain() (int, bool) {
 		}
 		// Report ready only once the process really runs: Spawn returns
 		// when the command is accepted, before its shell has started it.
-		for deadline := time.Now().Add(10 * time.Second); p.Stdout() != "started\n"; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				fmt.Println("error: spawned process did not start:", p.Stdout())
-				return 1, true
-			}
+		if !poll(10*time.Second, func() bool { return p.Stdout() == "started\n" }) {
+			fmt.Println("error: spawned process did not start:", p.Stdout())
+			return 1, true
 		}
 		fmt.Println("ready", outcome, p.PID())
 		select {} // until killed

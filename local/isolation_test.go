@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -124,9 +126,15 @@ func TestIsolation(t *testing.T) {
 	})
 	t.Run("orphans-reaped", func(t *testing.T) {
 		mustRun(t, sb, "for i in 1 2 3; do (sleep 0.05 &) ; done; setsid sh -c 'sleep 0.05 &' ; true")
-		time.Sleep(300 * time.Millisecond)
-		if out := mustRun(t, sb, "ps -eo stat,pid,ppid,args | awk '$1 ~ /^Z/' "); out != "" {
-			t.Errorf("zombies inside: %s", out)
+		// Until the orphans have ended (none runs) and been reaped (no
+		// zombie is left).
+		var out string
+		poll(5*time.Second, func() bool {
+			out = mustRun(t, sb, "ps -eo stat,pid,ppid,args | awk '$1 ~ /^Z/ || /sleep 0[.]05/' ")
+			return out == ""
+		})
+		if out != "" {
+			t.Errorf("orphans left or not reaped inside: %s", out)
 		}
 	})
 	t.Run("cgroup-namespace", func(t *testing.T) {
@@ -200,7 +208,7 @@ func TestNetworkBlockAll(t *testing.T) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	probe := "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + port + " && head -1 <&3'"
 
-	blocked := newSandbox(t, local.Options{NetworkBlockAll: true})
+	blocked := newSandbox(t, local.Options{Config: local.Config{NetworkBlockAll: true}})
 	r := run(t, blocked, probe)
 	if r.ExitCode == 0 || strings.Contains(r.Stdout, "hello") {
 		t.Errorf("blocked sandbox reached the host's loopback server: %q", r.Stdout)
@@ -243,9 +251,7 @@ func TestNetworkBlockAll(t *testing.T) {
 // TestUnprivileged runs a sandbox as an ordinary user (uid 2001) with a
 // single-uid user namespace.
 func TestUnprivileged(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
-	}
+	skipUnless(t, os.Geteuid() == 0, "needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
 	stateDir := newSharedStateDir(t, "agentbox-unpriv-")
 	if err := os.Chown(stateDir, 2001, 2001); err != nil {
 		t.Fatal(err)

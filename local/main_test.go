@@ -1,3 +1,5 @@
+//go:build linux
+
 package local_test
 
 import (
@@ -102,16 +104,39 @@ func newSandbox(t testing.TB, opts local.Options) *local.Sandbox {
 	return sb
 }
 
+// poll calls cond every few milliseconds until it returns true, for
+// timeout at most, and reports whether it did: tests wait for a condition
+// rather than sleep.
+func poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
+// skipUnless skips the test, saying why, unless ok; under
+// AGENTBOX_REQUIRE_ALL=1 (CI) it fails the test instead.
+func skipUnless(t testing.TB, ok bool, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
+	}
+	t.Skip(why)
+}
+
 // waitAutoStop waits until the init of sb has stopped itself, failing the
 // test after 5s.
 func waitAutoStop(t testing.TB, sb *local.Sandbox) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for local.InitPID(sb) != 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if pid := local.InitPID(sb); pid != 0 {
-		t.Fatalf("init %d still runs after the idle interval", pid)
+	if !poll(5*time.Second, func() bool { return local.InitPID(sb) == 0 }) {
+		t.Fatalf("init %d still runs after the idle interval", local.InitPID(sb))
 	}
 }
 
@@ -167,15 +192,11 @@ func procsInNS(ns string) map[int]string {
 
 // reapZombie reaps pid if it became our child (as subreaper) and exited.
 func reapZombie(pid int) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	poll(5*time.Second, func() bool {
 		var ws syscall.WaitStatus
 		n, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if n == pid || errors.Is(err, syscall.ECHILD) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n == pid || errors.Is(err, syscall.ECHILD)
+	})
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }

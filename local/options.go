@@ -16,59 +16,85 @@ import (
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
-// Defaults of [Options].
+// Defaults of [Options] and [Config].
 const (
 	DefaultUser             = "agent"
 	DefaultLanguage         = "shell"
 	DefaultAutoStopInterval = 15 * time.Minute
 )
 
-// Options configures a local sandbox. The zero value is valid.
+// Options configures a local sandbox handle. The zero value is valid.
+//
+// Options holds three kinds of settings:
+//   - which sandbox: ID and StateDir;
+//   - per handle: Env, Timeout and Hooks belong to the object [New]
+//     returns, are never persisted, and may differ between two handles of
+//     one sandbox;
+//   - create-time: the embedded [Config] shapes the sandbox when it is
+//     created and is persisted with it; a handle of a sandbox that already
+//     exists adopts the sandbox's own Config in place of this one.
 type Options struct {
 	// ID names the sandbox in its state dir. Default: a generated "sbx-…".
 	// It must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 	ID string
-	// Name is a human name kept in the metadata.
-	Name string
 	// StateDir holds every sandbox's folder. Default: DefaultStateDir().
 	StateDir string
+
 	// Env is the runtime environment overlay merged into every command's
-	// environment. It is never written into the sandbox.
+	// environment. It is never written into the sandbox. Per handle.
 	Env map[string]string
-	// Labels are kept in the metadata and shown by Info.
-	Labels map[string]string
 	// Timeout is the default per-command timeout. Default: 5 minutes.
+	// Per handle.
 	Timeout time.Duration
-	// Language is informational (Info, Instructions). Default: "shell".
-	Language string
+	// Hooks run around lifecycle transitions. Per handle.
+	Hooks sandbox.Hooks
+
+	// Config shapes the sandbox when it is created.
+	Config
+}
+
+// Config holds the settings that shape a sandbox. They take effect when the
+// sandbox is created, are stored as they are in its metadata, and every
+// later handle of the sandbox adopts the stored ones, as a Daytona sandbox
+// keeps what it was created with. The zero value is valid.
+type Config struct {
+	// A new create-time setting is one field here, with its validation in
+	// Config.normalize when it needs one: the field is persisted, adopted by
+	// later handles and sent to the sandbox's init (initConfig embeds
+	// Config) without further code.
+
+	// Name is a human name kept in the metadata.
+	Name string `json:"name,omitempty"`
+	// Labels are kept in the metadata and shown by Info.
+	Labels map[string]string `json:"labels,omitempty"`
 	// User is the user name shown inside; the home is /home/<User>.
 	// Default: "agent". Commands run as uid 0 of the sandbox's user
 	// namespace, which is an unprivileged uid on the host.
-	User string
+	User string `json:"user"`
+	// Language is informational (Info, Instructions). Default: "shell".
+	Language string `json:"language"`
+	// WorkingDirectory is the default working directory of commands.
+	// Default: the home. It must be absolute.
+	WorkingDirectory string `json:"workingDirectory"`
 	// Ephemeral sandboxes are destroyed when they stop. One that stopped
 	// itself (AutoStopInterval) is removed as soon as a host process next
 	// looks at the state dir (New+Start, List, Lookup).
-	Ephemeral bool
+	Ephemeral bool `json:"ephemeral,omitempty"`
 	// AutoStopInterval is the idle time (no toolbox request) after which
 	// the sandbox stops itself. 0 means 15 minutes; negative means never.
 	// Info reports the last request as LastUsedAt and, while the sandbox
 	// runs, LastUsedAt + AutoStopInterval as TimeoutAt.
-	AutoStopInterval time.Duration
+	AutoStopInterval time.Duration `json:"autoStopInterval"`
 	// AutoDeleteInterval is how long a stopped sandbox is kept before it is
 	// deleted (checked whenever the state dir is read). 0 means never.
-	AutoDeleteInterval time.Duration
-	// WorkingDirectory is the default working directory of commands.
-	// Default: the home. It must be absolute.
-	WorkingDirectory string
+	AutoDeleteInterval time.Duration `json:"autoDeleteInterval,omitempty"`
 	// Volumes are named persistent folders under <StateDir>/volumes/<name>,
 	// bound into the sandbox; several sandboxes may share one.
-	Volumes []Volume
+	Volumes []Volume `json:"volumes,omitempty"`
 	// NetworkBlockAll gives the sandbox its own network namespace with only
 	// loopback. By default the sandbox shares the host network, as Daytona
 	// sandboxes have network access by default.
-	NetworkBlockAll bool
-	// Hooks run around lifecycle transitions.
-	Hooks sandbox.Hooks
+	NetworkBlockAll bool `json:"networkBlockAll,omitempty"`
 }
 
 // Volume is a named persistent folder bound into a sandbox.
@@ -80,6 +106,12 @@ type Volume struct {
 	// ReadOnly binds the folder read-only.
 	ReadOnly bool `json:"readOnly,omitempty"`
 }
+
+// sandboxTmp is the sandbox's /tmp, a folder of its state folder.
+const sandboxTmp = "/tmp"
+
+// home returns the sandbox's home folder, /home/<User>.
+func (c *Config) home() string { return "/home/" + c.User }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -138,54 +170,71 @@ func (o Options) normalize() (Options, error) {
 	if o.Timeout == 0 {
 		o.Timeout = sandbox.DefaultTimeout
 	}
-	if o.Language == "" {
-		o.Language = DefaultLanguage
-	}
-	if o.User == "" {
-		o.User = DefaultUser
-	}
-	if !userPattern.MatchString(o.User) {
-		return o, fmt.Errorf("%w: user name %q: use lower-case letters, digits, '_' or '-', starting with a letter or '_'", sandbox.ErrInvalidArgument, o.User)
-	}
-	if o.AutoStopInterval == 0 {
-		o.AutoStopInterval = DefaultAutoStopInterval
-	}
-	if o.AutoDeleteInterval < 0 {
-		o.AutoDeleteInterval = 0
-	}
-	home := "/home/" + o.User
-	if o.WorkingDirectory == "" {
-		o.WorkingDirectory = home
-	}
-	if o.WorkingDirectory, err = cleanInsidePath("WorkingDirectory", o.WorkingDirectory); err != nil {
-		return o, err
-	}
 	if err := sandbox.ValidateEnv(o.Env); err != nil {
 		return o, err
 	}
-	o.Volumes = slices.Clone(o.Volumes)
-	o.Labels = maps.Clone(o.Labels)
+	o.Config, err = o.Config.normalize()
+	return o, err
+}
+
+// normalize fills the defaults of c and validates it. It does no I/O.
+func (c Config) normalize() (Config, error) {
+	if c.Language == "" {
+		c.Language = DefaultLanguage
+	}
+	if c.User == "" {
+		c.User = DefaultUser
+	}
+	if !userPattern.MatchString(c.User) {
+		return c, fmt.Errorf("%w: user name %q: use lower-case letters, digits, '_' or '-', starting with a letter or '_'", sandbox.ErrInvalidArgument, c.User)
+	}
+	if c.AutoStopInterval == 0 {
+		c.AutoStopInterval = DefaultAutoStopInterval
+	}
+	if c.AutoDeleteInterval < 0 {
+		c.AutoDeleteInterval = 0
+	}
+	home := c.home()
+	if c.WorkingDirectory == "" {
+		c.WorkingDirectory = home
+	}
+	var err error
+	if c.WorkingDirectory, err = cleanInsidePath("WorkingDirectory", c.WorkingDirectory); err != nil {
+		return c, err
+	}
+	c.Labels = maps.Clone(c.Labels)
+	if c.Volumes, err = normalizeVolumes(c.Volumes, home); err != nil {
+		return c, err
+	}
+	if reservedPath(c.WorkingDirectory) && !within(c.WorkingDirectory, sandboxTmp) {
+		return c, fmt.Errorf("%w: WorkingDirectory %s is inside a read-only system folder; choose a path under %s, /tmp or a new top-level folder such as /workspace", sandbox.ErrInvalidArgument, c.WorkingDirectory, home)
+	}
+	return c, nil
+}
+
+// normalizeVolumes returns a validated copy of vols, their mount paths
+// cleaned, for a sandbox whose home is home.
+func normalizeVolumes(vols []Volume, home string) ([]Volume, error) {
+	vols = slices.Clone(vols)
 	seen := map[string]bool{}
-	for i, v := range o.Volumes {
+	for i, v := range vols {
 		if err := ValidateID(v.Name); err != nil {
-			return o, fmt.Errorf("volume %d: %w", i, err)
+			return nil, fmt.Errorf("volume %d: %w", i, err)
 		}
+		var err error
 		if v.MountPath, err = cleanInsidePath("volume "+v.Name+" MountPath", v.MountPath); err != nil {
-			return o, err
+			return nil, err
 		}
-		if reservedPath(v.MountPath) || v.MountPath == home || v.MountPath == "/tmp" {
-			return o, fmt.Errorf("%w: volume %s: mount path %s is reserved; choose a path such as /data or %s/data", sandbox.ErrInvalidArgument, v.Name, v.MountPath, home)
+		if reservedPath(v.MountPath) || v.MountPath == home || v.MountPath == sandboxTmp {
+			return nil, fmt.Errorf("%w: volume %s: mount path %s is reserved; choose a path such as /data or %s/data", sandbox.ErrInvalidArgument, v.Name, v.MountPath, home)
 		}
 		if seen[v.MountPath] {
-			return o, fmt.Errorf("%w: two volumes mounted at %s", sandbox.ErrInvalidArgument, v.MountPath)
+			return nil, fmt.Errorf("%w: two volumes mounted at %s", sandbox.ErrInvalidArgument, v.MountPath)
 		}
 		seen[v.MountPath] = true
-		o.Volumes[i] = v
+		vols[i] = v
 	}
-	if reservedPath(o.WorkingDirectory) && o.WorkingDirectory != "/tmp" && !strings.HasPrefix(o.WorkingDirectory, "/tmp/") {
-		return o, fmt.Errorf("%w: WorkingDirectory %s is inside a read-only system folder; choose a path under %s, /tmp or a new top-level folder such as /workspace", sandbox.ErrInvalidArgument, o.WorkingDirectory, home)
-	}
-	return o, nil
+	return vols, nil
 }
 
 func cleanInsidePath(what, p string) (string, error) {
@@ -200,6 +249,11 @@ func cleanInsidePath(what, p string) (string, error) {
 	return path.Clean(p), nil
 }
 
+// within reports whether the clean path p is base or inside it.
+func within(p, base string) bool {
+	return p == base || strings.HasPrefix(p, base+"/")
+}
+
 // reservedPath reports whether p is, or is inside, a folder the sandbox
 // sees read-only or that the init manages.
 func reservedPath(p string) bool {
@@ -207,7 +261,7 @@ func reservedPath(p string) bool {
 		return true
 	}
 	for _, r := range []string{"/usr", "/etc", "/proc", "/dev", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys", "/run"} {
-		if p == r || strings.HasPrefix(p, r+"/") {
+		if within(p, r) {
 			return true
 		}
 	}

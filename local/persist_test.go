@@ -1,7 +1,11 @@
+//go:build linux
+
 package local_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,10 +27,7 @@ func TestStopStartKeepsFiles(t *testing.T) {
 	if _, err := sb.Processes().Spawn(ctx, "sleep 4053", nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for len(leftovers(ns, "sleep 405")) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitRunning(ns, "sleep 405", 3)
 	if l := leftovers(ns, "sleep 405"); len(l) != 3 {
 		t.Fatalf("before Stop, running: %q; want the 3 sleeps", l)
 	}
@@ -154,4 +155,75 @@ func TestCloseDetachesWithoutStopping(t *testing.T) {
 	if len(sessions) > 1 {
 		t.Errorf("sessions left behind by the closed handle: %v", sessions)
 	}
+}
+
+// TestOldMetadataLoads: a state dir written before Config (name and labels
+// at the top of meta.json, a per-handle timeout among the options) still
+// loads: Lookup describes the sandbox, Start restarts it with its shape and
+// files, and the metadata it then writes keeps the name and labels.
+func TestOldMetadataLoads(t *testing.T) {
+	ctx := context.Background()
+	stateDir := newStateDir(t)
+	dir := filepath.Join(stateDir, "sandboxes", "old")
+	if err := os.MkdirAll(filepath.Join(dir, "home"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "home", "kept.txt"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// As the previous version wrote it for a stopped sandbox.
+	const old = `{
+  "id": "old",
+  "name": "old box",
+  "labels": {
+    "team": "b"
+  },
+  "createdAt": "2026-11-01T10:00:00Z",
+  "status": "stopped",
+  "stoppedAt": "2026-11-01T11:00:00Z",
+  "lastUsedAt": "2026-11-01T10:59:00Z",
+  "options": {
+    "user": "bob",
+    "language": "python",
+    "workingDirectory": "/work",
+    "timeout": 300000000000,
+    "autoStopInterval": 900000000000,
+    "volumes": [
+      {
+        "name": "v",
+        "mountPath": "/data"
+      }
+    ],
+    "networkBlockAll": true
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		info, err := local.Lookup(ctx, stateDir, "old")
+		if err != nil {
+			t.Fatalf("Lookup %s: %v", when, err)
+		}
+		created := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+		if md := info.Metadata; md["name"] != "old box" || md["team"] != "b" || md["user"] != "bob" || md["language"] != "python" ||
+			!info.CreatedAt.Equal(created) || len(info.Mounts) != 1 || info.Mounts[0].Path != "/data" {
+			t.Errorf("Lookup %s: %+v", when, info)
+		}
+	}
+	check("of the old metadata")
+
+	sb := openSandbox(t, local.Options{ID: "old", StateDir: stateDir})
+	if outcome, err := sb.Start(ctx); err != nil || outcome != sandbox.OutcomeConnected {
+		t.Fatalf("start: %v %v, want connected", outcome, err)
+	}
+	if got := mustRun(t, sb, "echo $HOME; pwd; cat ~/kept.txt"); got != "/home/bob\n/work\nkept\n" {
+		t.Errorf("inside the restarted sandbox: %q", got)
+	}
+	if ins := sb.Instructions(); !strings.Contains(ins, "(python runtime)") || !strings.Contains(ins, "Network access is blocked.") {
+		t.Errorf("instructions: %s", ins)
+	}
+	check("after a start rewrote the metadata")
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +27,9 @@ import (
 // first command, or Start, starts it.
 type Sandbox struct {
 	*sandbox.Lifecycle
+	// opts are the normalized options of New. opts.Config is guarded by mu:
+	// it becomes the sandbox's own Config when a start finds the sandbox
+	// (adopt); the other fields never change.
 	opts   Options
 	dir    string
 	client *toolbox.Client
@@ -46,12 +49,17 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 // id exists in the state dir connects to it or restarts it with its files,
 // and reports [sandbox.OutcomeConnected] either way (only a sandbox new to
 // the state dir is [sandbox.OutcomeCreated], as with Mastra's Daytona);
-// such a sandbox keeps the shape it was created with (Name, User, Language,
-// WorkingDirectory, Volumes, NetworkBlockAll, Ephemeral), as a Daytona
+// such a sandbox keeps the [Config] it was created with, as a Daytona
 // sandbox does, while Env, Timeout and Hooks are this object's.
+//
+// On systems other than Linux New validates opts, then fails with an error
+// matching [sandbox.ErrIsolationUnavailable]: local sandboxes need Linux.
 func New(opts Options) (*Sandbox, error) {
 	o, err := opts.normalize()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkPlatform(runtime.GOOS); err != nil {
 		return nil, err
 	}
 	s := &Sandbox{opts: o, dir: sandboxDir(o.StateDir, o.ID)}
@@ -113,8 +121,8 @@ func (s *Sandbox) Processes() sandbox.ProcessManager {
 // Info describes the sandbox. Before the first start it describes the
 // configuration.
 func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
-	var m meta
-	if err := readJSON(filepath.Join(s.dir, metaFile), &m); err != nil {
+	m, err := readMeta(s.dir)
+	if err != nil {
 		m = s.newMeta()
 	} else {
 		// This object's status, unless the init ended behind its back.
@@ -130,14 +138,12 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 
 // Instructions describes the sandbox to an agent, truthfully.
 func (s *Sandbox) Instructions() string {
-	s.mu.Lock()
-	o := s.opts
-	s.mu.Unlock()
+	o := s.config()
 	parts := []string{
 		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", o.Language),
 		fmt.Sprintf("Default working directory: %s.", o.WorkingDirectory),
-		fmt.Sprintf("Command timeout: %ds.", int(math.Ceil(o.Timeout.Seconds()))),
-		fmt.Sprintf("Commands run as root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=/home/%s.", o.User),
+		fmt.Sprintf("Command timeout: %ds.", int(math.Ceil(s.opts.Timeout.Seconds()))),
+		fmt.Sprintf("Commands run as root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=%s.", o.home()),
 		"/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.",
 	}
 	if o.Ephemeral {
@@ -169,18 +175,18 @@ func (s *Sandbox) SetEnv(update func(map[string]string) map[string]string) error
 	return s.Lifecycle.SetEnv(update)
 }
 
-func (s *Sandbox) newMeta() meta {
+// config returns the sandbox's Config: New's until a start finds the
+// sandbox, then the sandbox's own.
+func (s *Sandbox) config() Config {
 	s.mu.Lock()
-	o := s.opts
-	s.mu.Unlock()
-	return meta{
-		ID: o.ID, Name: o.Name, Labels: o.Labels, CreatedAt: time.Now().UTC(),
-		Options: metaOptions{
-			User: o.User, Language: o.Language, WorkingDirectory: o.WorkingDirectory,
-			Timeout: o.Timeout, Ephemeral: o.Ephemeral, AutoStopInterval: o.AutoStopInterval,
-			AutoDeleteInterval: o.AutoDeleteInterval, Volumes: o.Volumes, NetworkBlockAll: o.NetworkBlockAll,
-		},
-	}
+	defer s.mu.Unlock()
+	return s.opts.Config
+}
+
+// newMeta returns the metadata of the sandbox as this object would create
+// it now.
+func (s *Sandbox) newMeta() meta {
+	return meta{ID: s.opts.ID, CreatedAt: time.Now().UTC(), Config: s.config()}
 }
 
 // driver implements sandbox.Driver for a Sandbox.
@@ -204,8 +210,7 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 	}
 	defer l.unlock()
 
-	var m meta
-	err = readJSON(filepath.Join(l.path, metaFile), &m)
+	m, err := readMeta(l.path)
 	fresh := errors.Is(err, fs.ErrNotExist)
 	if err != nil && !fresh {
 		return "", fmt.Errorf("sandbox %q: read metadata: %w", s.opts.ID, err)
@@ -246,71 +251,20 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 			_ = removeAll(l.path)
 		} else {
 			m.Status = sandbox.StatusStopped
-			_ = writeJSON(filepath.Join(l.path, metaFile), &m)
+			_ = writeMeta(l.path, &m)
 		}
 		return "", err
 	}
 	return outcome, nil
 }
 
-// boot starts the init of the locked folder dir and records it in m. On
-// failure the caller cleans up with killInit(m).
-func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
-	cg, err := newCgroupSet(cgroupKey(s.opts.StateDir, m.ID))
-	if err != nil {
-		cg = nil // accounting only; the pid namespace still holds the sandbox
-	}
-	m.Cgroups = cg
-	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
-	if err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reap the init when it ends while we live
-		close(done)
-	}()
-	s.mu.Lock()
-	s.waits = append(s.waits, done)
-	s.mu.Unlock()
-	pid := cmd.Process.Pid
-	st, _ := procStartTime(pid)
-	m.Init = &initRecord{PID: pid, StartTime: st}
-	m.Status = sandbox.StatusRunning
-	m.StoppedAt = time.Time{}
-	// Record the init while it builds its root, then wait for it.
-	werr := writeJSON(filepath.Join(dir, metaFile), m)
-	if err := ready(); err != nil {
-		return err
-	}
-	if werr != nil {
-		return stateDirError(s.opts.StateDir, werr)
-	}
-	s.afterStart(true)
-	return nil
-}
-
-// cgroupKey names the cgroups of a sandbox, unique per state dir.
-func cgroupKey(stateDir, id string) string {
-	var h uint32 = 2166136261
-	for i := 0; i < len(stateDir); i++ {
-		h = (h ^ uint32(stateDir[i])) * 16777619
-	}
-	return fmt.Sprintf("%08x-%s", h, id)
-}
-
-// adopt takes the shape of an existing sandbox (user, directories,
-// volumes, network) from its metadata: a sandbox keeps what it was created
-// with, whatever options a later New passed, as a Daytona sandbox does.
+// adopt takes the Config of an existing sandbox from its metadata: a
+// sandbox keeps what it was created with, whatever options a later New
+// passed, as a Daytona sandbox does.
 func (s *Sandbox) adopt(m *meta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mo := m.Options
-	s.opts.User, s.opts.Language, s.opts.WorkingDirectory = mo.User, mo.Language, mo.WorkingDirectory
-	s.opts.Volumes, s.opts.NetworkBlockAll, s.opts.Ephemeral = mo.Volumes, mo.NetworkBlockAll, mo.Ephemeral
-	if m.Name != "" {
-		s.opts.Name = m.Name
-	}
+	s.opts.Config = m.Config
 }
 
 func (s *Sandbox) afterStart(restarted bool) {
@@ -320,32 +274,6 @@ func (s *Sandbox) afterStart(restarted bool) {
 		s.mgr.Reset() // sessions of the previous init are gone
 	}
 	s.started = true
-}
-
-// newClient returns a toolbox client for the socket in the sandbox folder
-// dir. A unix socket address holds about 107 bytes; a longer path is
-// reached through a /proc/self/fd link to its folder, opened per dial.
-func newClient(dir string) (*toolbox.Client, *http.Transport, error) {
-	sock := filepath.Join(dir, socketFile)
-	if len(sock) < 100 {
-		c, err := toolbox.NewClient(toolbox.ClientOptions{Socket: sock})
-		return c, nil, err
-	}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return nil, fmt.Errorf("open %s: %w", dir, err)
-			}
-			defer unix.Close(fd)
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d/%s", fd, socketFile))
-		},
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://sandbox", HTTPClient: &http.Client{Transport: tr}})
-	return c, tr, err
 }
 
 // end closes the process manager, then runs stopOrRemove (StopByID or
@@ -363,10 +291,7 @@ func (s *Sandbox) end(ctx context.Context, stopOrRemove func(ctx context.Context
 
 func (s *Sandbox) release(ctx context.Context) error {
 	err := s.end(ctx, StopByID)
-	s.mu.Lock()
-	eph := s.opts.Ephemeral
-	s.mu.Unlock()
-	if err == nil && eph {
+	if err == nil && s.config().Ephemeral {
 		s.closeClient()
 	}
 	return err

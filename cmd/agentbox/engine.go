@@ -17,7 +17,7 @@ type localEngine struct{}
 func (localEngine) DefaultStateDir() string { return local.DefaultStateDir() }
 
 func (localEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
-	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, NetworkBlockAll: o.NetworkBlockAll})
+	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{NetworkBlockAll: o.NetworkBlockAll}})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,142 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// The control socket joins the host process that launches an init and the
+// init (SOCK_SEQPACKET, the init's fd 3). The host sends one message: the
+// initConfig as JSON, with the descriptors it names; the init answers "ok"
+// once it serves, or an error message, and closes its end.
+
+// fdControl is the init's end of the control socket.
+const fdControl = 3
+
+// initConfig is what the host tells the init: the sandbox's Config as
+// stored in its metadata, and what the init cannot derive from it.
+type initConfig struct {
+	// Config is the sandbox's shape; the init derives the rest from it
+	// (home, hostname, environment).
+	Config
+	ID string `json:"id"`
+	// Binds are the folders of the state dir and the volumes, in the order
+	// prepare made them.
+	Binds []bindSpec `json:"binds"`
+}
+
+// bindSpec binds a host folder at Target.
+type bindSpec struct {
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+	// FD, when >= 0, indexes the descriptors sent with the configuration:
+	// a detached mount (open_tree) to move in place. Otherwise Path is
+	// opened by the init itself before it hides the host's /tmp.
+	FD   int    `json:"fd"`
+	Path string `json:"path,omitempty"`
+}
+
+// newInitConfig returns the init configuration of the sandbox id shaped by
+// c, without binds: the one place where a Config becomes what the init is
+// told.
+func newInitConfig(id string, c Config) *initConfig {
+	return &initConfig{Config: c, ID: id}
+}
+
+// hostname returns the sandbox's host name: its id, cut to the 63 bytes a
+// host name may hold.
+func (cfg *initConfig) hostname() string { return cfg.ID[:min(len(cfg.ID), 63)] }
+
+// env returns the environment of the toolbox server and of every command.
+func (cfg *initConfig) env() []string {
+	home, user := cfg.home(), cfg.User
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + home, "USER=" + user, "LOGNAME=" + user,
+		"SHELL=/bin/bash", "LANG=C.UTF-8", "TERM=xterm-256color",
+		"HOSTNAME=" + cfg.hostname(), "TMPDIR=" + sandboxTmp,
+	}
+}
+
+// sendConfig sends cfg and files (the descriptors its binds name) to the
+// init through its control socket ctl.
+func sendConfig(ctl *os.File, cfg *initConfig, files []*os.File) error {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	rights := make([]int, len(files))
+	for i, f := range files {
+		rights[i] = int(f.Fd())
+	}
+	if err := unix.Sendmsg(int(ctl.Fd()), b, unix.UnixRights(rights...), nil, 0); err != nil {
+		return fmt.Errorf("start sandbox init: send configuration: %w", err)
+	}
+	return nil
+}
+
+// receiveConfig reads the host's one message. The descriptors arrive
+// close-on-exec; the first is the toolbox socket.
+func receiveConfig(ctl *os.File) (*initConfig, []int, error) {
+	buf := make([]byte, 1<<16)
+	oob := make([]byte, unix.CmsgSpace(64*4))
+	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read configuration: %w", err)
+	}
+	if n == 0 {
+		return nil, nil, errors.New("the host went away before the sandbox started")
+	}
+	fds, err := receivedFDs(oob[:oobn])
+	if err != nil {
+		return nil, nil, err
+	}
+	var cfg initConfig
+	if err := json.Unmarshal(buf[:n], &cfg); err != nil {
+		return nil, nil, fmt.Errorf("bad init configuration: %w", err)
+	}
+	if len(fds) == 0 {
+		return nil, nil, errors.New("no toolbox socket received")
+	}
+	for _, b := range cfg.Binds {
+		if b.FD >= len(fds) {
+			return nil, nil, errors.New("bad init configuration: missing descriptor")
+		}
+	}
+	return &cfg, fds, nil
+}
+
+// receivedFDs returns the descriptors of the control messages oob.
+func receivedFDs(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return nil, err
+		}
+		fds = append(fds, r...)
+	}
+	return fds, nil
+}
+
+// initError is the error of an init that answered s instead of "ok".
+func initError(s string) error {
+	if s == "" {
+		s = "the init exited before it was ready"
+	}
+	if strings.Contains(s, "operation not permitted") || strings.Contains(s, "permission denied") {
+		return fmt.Errorf("%w: sandbox init: %s", sandbox.ErrIsolationUnavailable, s)
+	}
+	return fmt.Errorf("sandbox init: %s", s)
+}

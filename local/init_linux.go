@@ -1,0 +1,227 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/toolbox/daemon"
+)
+
+// initEnv is the environment variable that marks a re-executed sandbox
+// init.
+const initEnv = "_AGENTBOX_SANDBOX_INIT"
+
+// initTmpDir is the init's TMPDIR inside the sandbox, bound from the
+// toolboxDir folder of the sandbox's state folder.
+const initTmpDir = "/run/agentbox"
+
+// initMain runs the sandbox init when this process is one (see Init): it
+// reads its configuration, runs the steps of initSteps in order, then
+// serves as the sandbox's PID 1 until it stops, and exits.
+func initMain() {
+	if _, ok := os.LookupEnv(initEnv); !ok {
+		return
+	}
+	os.Unsetenv(initEnv)
+	ctl := os.NewFile(fdControl, "control")
+	cfg, fds, err := receiveConfig(ctl)
+	if err != nil {
+		initFail(ctl, err)
+	}
+	// Keep the init lean: it idles most of its life.
+	debug.SetGCPercent(50)
+	if err := runSteps(initSteps(cfg, fds)); err != nil {
+		initFail(ctl, err)
+	}
+	os.Exit(runInit(cfg, ctl, fds[0]))
+}
+
+// initStep is one named step of the init's setup.
+type initStep struct {
+	name string
+	run  func() error
+}
+
+// initSteps lists the setup of the sandbox, in order: its file system view
+// (rootfs_linux.go), identity and network. They run in the new namespaces,
+// as uid 0 of the new user namespace, before anything of the user runs.
+func initSteps(cfg *initConfig, fds []int) []initStep {
+	r := &rootfs{cfg: cfg, fds: fds}
+	return []initStep{
+		{"make mounts private", r.makePrivate},
+		{"open bind sources", r.openSources},
+		{"mount the root tmpfs", r.mountRoot},
+		{"bind system folders", r.bindSystem},
+		{"mount /proc", r.mountProc},
+		{"make /dev", r.makeDev},
+		{"bind state folders and volumes", r.bindState},
+		{"make folders", r.makeFolders},
+		{"bind resolv.conf", r.bindResolvConf},
+		{"make system folders read-only", r.remountReadOnly},
+		{"pivot_root", r.pivot},
+		{"make / read-only", r.rootReadOnly},
+		{"set hostname", func() error { return unix.Sethostname([]byte(cfg.hostname())) }},
+		{"set up network", func() error { return setupNetwork(&cfg.Config) }},
+		{"enter working directory", func() error { return os.Chdir(cfg.WorkingDirectory) }},
+	}
+}
+
+// runSteps runs steps in order and stops at the first failure, which it
+// reports with the step's name.
+func runSteps(steps []initStep) error {
+	for _, s := range steps {
+		if err := s.run(); err != nil {
+			return fmt.Errorf("step %q: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// initFail reports err to the host through the control socket and exits.
+func initFail(ctl *os.File, err error) {
+	ctl.WriteString(err.Error())
+	ctl.Close()
+	os.Exit(1)
+}
+
+// runInit is PID 1 of the sandbox: it serves the toolbox API on the
+// listening socket lnFD, reaps orphans, stops itself when idle and shuts
+// down on SIGTERM. It tells the host "ok" on ctl once it serves.
+func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
+	lf := os.NewFile(uintptr(lnFD), socketFile)
+	ln, err := net.FileListener(lf)
+	lf.Close()
+	if err != nil {
+		initFail(ctl, fmt.Errorf("toolbox socket: %w", err))
+	}
+	env := cfg.env()
+	setEnv(env)
+	p, err := newPID1(cfg, env)
+	if err != nil {
+		initFail(ctl, fmt.Errorf("toolbox server: %w", err))
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGCHLD)
+	go func() { p.served <- p.srv.Serve(ln) }()
+
+	ctl.WriteString("ok")
+	ctl.Close()
+
+	reason := p.wait(sigs)
+	p.shutdown()
+	writeExitRecord(reason)
+	return 0
+}
+
+// setEnv makes env the init's environment.
+func setEnv(env []string) {
+	os.Clearenv()
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			os.Setenv(k, v)
+		}
+	}
+	// The server keeps its files out of the user's /tmp.
+	os.Setenv("TMPDIR", initTmpDir)
+}
+
+// pid1 is the running init: its toolbox server and what its loop watches.
+type pid1 struct {
+	d      *daemon.Server
+	srv    *http.Server
+	act    *activity
+	served chan error    // the server's end
+	idle   time.Duration // AutoStopInterval; <= 0: never
+}
+
+// newPID1 makes the init's toolbox server, not serving yet.
+func newPID1(cfg *initConfig, env []string) (*pid1, error) {
+	d, err := daemon.New(daemon.Options{
+		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.home(), Env: env, DropCapabilities: true,
+		// The init was cloned into a cgroup namespace rooted where it was
+		// born; on cgroup v1 the host moves it into its own cgroups only
+		// afterwards (before sending the configuration), so commands would
+		// see host cgroup paths. A namespace unshared now, on the thread
+		// that starts every command, is rooted at the sandbox's cgroups
+		// (on v2 it is rooted where the first one already was).
+		StartThreadSetup: func() error { return unix.Unshare(unix.CLONE_NEWCGROUP) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval}
+	p.act = newActivity(filepath.Join(initTmpDir, activityFile))
+	p.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.act.begin()
+			defer p.act.end()
+			d.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: time.Minute,
+	}
+	return p, nil
+}
+
+// wait runs the init's loop until it is to stop, and returns why: a
+// signal, idleness, or the end of the server. It reaps orphans on SIGCHLD
+// and at every tick of the idle check.
+func (p *pid1) wait(sigs <-chan os.Signal) string {
+	var tick <-chan time.Time
+	if p.idle > 0 {
+		t := time.NewTicker(min(max(p.idle/4, 50*time.Millisecond), 30*time.Second))
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case s := <-sigs:
+			if s != unix.SIGCHLD {
+				return "signal " + s.String()
+			}
+			reapOrphans()
+		case <-tick:
+			reapOrphans()
+			if p.act.idleFor(p.idle) {
+				return "idle"
+			}
+			p.act.refresh()
+		case err := <-p.served:
+			return fmt.Sprintf("toolbox server ended: %v", err)
+		}
+	}
+}
+
+// shutdown stops the server, then ends every other process of the
+// sandbox and reaps them.
+func (p *pid1) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = p.srv.Shutdown(ctx)
+	cancel()
+	_ = p.srv.Close()
+	_ = p.d.Close()
+	// As PID 1 of the namespace, kill(-1) reaches every other process in it.
+	_ = unix.Kill(-1, unix.SIGKILL)
+	for {
+		if _, err := unix.Wait4(-1, nil, 0, nil); errors.Is(err, unix.ECHILD) {
+			return
+		}
+	}
+}
+
+// writeExitRecord tells host processes when and why the init ended.
+func writeExitRecord(reason string) {
+	b, _ := json.Marshal(exitRecord{StoppedAt: time.Now().UTC(), Reason: reason})
+	_ = os.WriteFile(filepath.Join(initTmpDir, exitFile), b, 0o644)
+}

@@ -1,0 +1,37 @@
+package local
+
+import "path/filepath"
+
+// Layout of a state dir:
+//
+//	<StateDir>/sandboxes/<id>/meta.json     metadata, pid and cgroups of the running init
+//	<StateDir>/sandboxes/<id>/toolbox.sock  the init's toolbox API
+//	<StateDir>/sandboxes/<id>/home/         /home/<user>
+//	<StateDir>/sandboxes/<id>/tmp/          /tmp
+//	<StateDir>/sandboxes/<id>/workdir/      the working directory, when outside home and /tmp
+//	<StateDir>/sandboxes/<id>/toolbox/      the toolbox server's files, the init's exit
+//	                                        record and its activity stamp (/run/agentbox
+//	                                        inside), emptied each boot
+//
+// One file holds everything a host process needs: creating files is the
+// slowest step of a start on some disks.
+//
+//	<StateDir>/volumes/<name>/              named volumes
+const (
+	sandboxesDir = "sandboxes"
+	volumesDir   = "volumes"
+	metaFile     = "meta.json"
+	socketFile   = "toolbox.sock"
+	homeDir      = "home"
+	tmpDir       = "tmp"
+	workDir      = "workdir"
+	toolboxDir   = "toolbox"
+	exitFile     = "exit.json" // in toolboxDir
+	activityFile = "last-used" // in toolboxDir; its mtime is when the toolbox API was last used
+	trashPrefix  = ".trash-"   // a sandbox folder being removed
+)
+
+// sandboxDir returns the folder of the sandbox id.
+func sandboxDir(stateDir, id string) string {
+	return filepath.Join(stateDir, sandboxesDir, id)
+}

@@ -1,0 +1,223 @@
+package local
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// meta is the persistent description of a sandbox (metaFile).
+type meta struct {
+	ID         string         `json:"id"`
+	CreatedAt  time.Time      `json:"createdAt"`
+	Status     sandbox.Status `json:"status"` // last status written by a host process
+	StoppedAt  time.Time      `json:"stoppedAt,omitzero"`
+	LastUsedAt time.Time      `json:"lastUsedAt,omitzero"` // as of the last stop; see lastUsed
+	// Config is the sandbox's shape, as it was created.
+	Config Config `json:"options"`
+	// Init and Cgroups describe the running init; nil when stopped.
+	Init    *initRecord `json:"init,omitempty"`
+	Cgroups *cgroupSet  `json:"cgroups,omitempty"`
+}
+
+// UnmarshalJSON reads metadata in the current format and in the one
+// before Config: that format kept the name and labels at the top level
+// ("name", "labels"), where they are read from when "options" lacks them,
+// and the per-handle command timeout in "options" ("timeout"), which is
+// ignored now. The next write stores the current format.
+func (m *meta) UnmarshalJSON(b []byte) error {
+	type current meta // without this method
+	var v struct {
+		current
+		LegacyName   string            `json:"name"`
+		LegacyLabels map[string]string `json:"labels"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*m = meta(v.current)
+	if m.Config.Name == "" {
+		m.Config.Name = v.LegacyName
+	}
+	if m.Config.Labels == nil {
+		m.Config.Labels = v.LegacyLabels
+	}
+	return nil
+}
+
+// initRecord identifies a running init process.
+type initRecord struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22
+}
+
+// exitRecord is written by the init when it ends by itself or on SIGTERM.
+type exitRecord struct {
+	StoppedAt time.Time `json:"stoppedAt"`
+	Reason    string    `json:"reason"`
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// writeJSON writes v to path atomically.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readMeta reads the metadata of the sandbox folder dir.
+func readMeta(dir string) (meta, error) {
+	var m meta
+	err := readJSON(filepath.Join(dir, metaFile), &m)
+	return m, err
+}
+
+// writeMeta writes m as the metadata of the sandbox folder dir.
+func writeMeta(dir string, m *meta) error {
+	return writeJSON(filepath.Join(dir, metaFile), m)
+}
+
+// alive reports whether the init recorded in m runs.
+func (m *meta) alive() bool {
+	if m.Init == nil || m.Init.PID <= 0 {
+		return false
+	}
+	st, ok := procStartTime(m.Init.PID)
+	return ok && st == m.Init.StartTime
+}
+
+// liveInit returns the init record of the sandbox folder dir if its init
+// runs.
+func liveInit(dir string) (initRecord, bool) {
+	m, err := readMeta(dir)
+	if err != nil || !m.alive() {
+		return initRecord{}, false
+	}
+	return *m.Init, true
+}
+
+func statusOf(m *meta) sandbox.Status {
+	if m.alive() {
+		return sandbox.StatusRunning
+	}
+	return sandbox.StatusStopped
+}
+
+// lastUsed returns when the sandbox of the folder dir was last used: the
+// later of the time recorded in m and the mtime of the init's activity
+// stamp. The stamp is writable from inside the sandbox, so only its mtime
+// is read, capped at now.
+func lastUsed(dir string, m *meta) time.Time {
+	t := m.LastUsedAt
+	fi, err := os.Lstat(filepath.Join(dir, toolboxDir, activityFile))
+	if err != nil || !fi.Mode().IsRegular() {
+		return t
+	}
+	mt := fi.ModTime().UTC()
+	if now := time.Now().UTC(); mt.After(now) {
+		mt = now
+	}
+	if mt.After(t) {
+		t = mt
+	}
+	return t
+}
+
+// infoFrom describes the sandbox of the folder dir whose metadata is m.
+func infoFrom(dir string, m *meta) *sandbox.Info {
+	c := &m.Config
+	info := &sandbox.Info{
+		ID:         m.ID,
+		Name:       "LocalSandbox",
+		Provider:   "local",
+		Status:     statusOf(m),
+		CreatedAt:  m.CreatedAt,
+		LastUsedAt: lastUsed(dir, m),
+		Metadata:   map[string]string{},
+	}
+	if info.Status == sandbox.StatusRunning && c.AutoStopInterval > 0 && !info.LastUsedAt.IsZero() {
+		// The init stops itself this long after the last request (at its
+		// next check, a quarter of the interval later at most).
+		info.TimeoutAt = info.LastUsedAt.Add(c.AutoStopInterval)
+	}
+	for k, v := range c.Labels {
+		info.Metadata[k] = v
+	}
+	info.Metadata["user"] = c.User
+	info.Metadata["language"] = c.Language
+	info.Metadata["ephemeral"] = strconv.FormatBool(c.Ephemeral)
+	if c.Name != "" {
+		info.Metadata["name"] = c.Name
+	}
+	for _, v := range c.Volumes {
+		info.Mounts = append(info.Mounts, sandbox.MountInfo{Path: v.MountPath, Filesystem: "volume:" + v.Name})
+	}
+	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
+		info.Resources = m.Cgroups.resources()
+	}
+	return info
+}
+
+// expired reports whether a stopped sandbox should be deleted now.
+func expired(dir string, m *meta) bool {
+	if m.alive() {
+		return false
+	}
+	if m.Config.Ephemeral {
+		return true
+	}
+	if m.Config.AutoDeleteInterval <= 0 {
+		return false
+	}
+	stopped := m.StoppedAt
+	if x, ok := readExitRecord(dir); ok && x.StoppedAt.After(stopped) {
+		stopped = x.StoppedAt
+	}
+	if stopped.IsZero() {
+		// The init died without a record (e.g. the machine rebooted).
+		if fi, err := os.Stat(filepath.Join(dir, metaFile)); err == nil {
+			stopped = fi.ModTime()
+		}
+	}
+	return time.Since(stopped) >= m.Config.AutoDeleteInterval
+}
+
+// readExitRecord reads the init's exit record. The folder holding it is
+// writable from inside the sandbox, so only a small regular file is read.
+func readExitRecord(dir string) (exitRecord, bool) {
+	var x exitRecord
+	fd, err := unix.Open(filepath.Join(dir, toolboxDir, exitFile), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return x, false
+	}
+	f := os.NewFile(uintptr(fd), exitFile)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return x, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil || json.Unmarshal(b, &x) != nil {
+		return x, false
+	}
+	return x, true
+}

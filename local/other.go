@@ -1,0 +1,41 @@
+//go:build !linux
+
+package local
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// Stubs of the Linux-only parts, for the package to build on other
+// systems. New fails there (checkPlatform), so no sandbox ever starts;
+// the state dir functions (List, Lookup, StopByID, Remove) still read and
+// remove what a state dir holds.
+
+// initMain does nothing: no process is a sandbox init here.
+func initMain() {}
+
+// boot fails: local sandboxes need Linux.
+func (s *Sandbox) boot(context.Context, string, *meta) error {
+	return checkPlatform(runtime.GOOS)
+}
+
+// procStartTime reports every process as gone: no init runs here.
+func procStartTime(int) (uint64, bool) { return 0, false }
+
+// terminate does nothing: no init runs here.
+func terminate(context.Context, initRecord) {}
+
+// destroy does nothing: no cgroup is made here.
+func (s *cgroupSet) destroy(context.Context) error { return nil }
+
+// resources returns nil: no cgroup is made here.
+func (s *cgroupSet) resources() *sandbox.Resources { return nil }
+
+// shortPath returns dir/name.
+func shortPath(dir, name string) (string, func(), error) {
+	return filepath.Join(dir, name), func() {}, nil
+}

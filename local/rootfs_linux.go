@@ -1,0 +1,305 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The sandbox's root file system, built by the init (in its new mount
+// namespace, as uid 0 of its new user namespace, before anything of the
+// user runs) in steps that initSteps lists in order:
+//
+//   - a small tmpfs becomes the new root;
+//   - the host's system folders (/usr, /etc, /bin, /lib …) are bound in,
+//     read-only, or recreated as the same symlinks;
+//   - /proc is fresh for the sandbox's pid namespace, /dev minimal;
+//   - the state folders (home, /tmp, the working directory, the toolbox's
+//     files) and the volumes are bound in from the state dir;
+//   - resolv.conf is brought along when it links into /run;
+//   - pivot_root, then the root itself becomes read-only.
+
+// newRoot is where the new root is built: a tmpfs mounted over /tmp, which
+// every Linux host has and everyone may traverse. The init's mount
+// namespace is private, so the host's /tmp is untouched.
+const newRoot = "/tmp"
+
+// rootfs is the state of the root file system steps.
+type rootfs struct {
+	cfg      *initConfig
+	fds      []int    // the descriptors received with the configuration
+	sources  []int    // per cfg.Binds, the descriptor of its source
+	readOnly []string // mount points under newRoot to make read-only
+}
+
+// at returns the path of p (a path inside the sandbox) under newRoot.
+func (r *rootfs) at(p string) string { return filepath.Join(newRoot, p) }
+
+// makePrivate stops mount events propagating to and from the host.
+func (r *rootfs) makePrivate() error {
+	return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+}
+
+// openSources opens the bind sources given by path now, while the host's
+// /tmp (where a state dir may live) is still visible; the others arrived
+// as descriptors (detached mounts).
+func (r *rootfs) openSources() error {
+	r.sources = make([]int, len(r.cfg.Binds))
+	for i, b := range r.cfg.Binds {
+		if b.FD >= 0 {
+			r.sources[i] = r.fds[b.FD]
+			continue
+		}
+		fd, err := unix.Open(b.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", b.Path, err)
+		}
+		r.sources[i] = fd
+	}
+	return nil
+}
+
+// mountRoot mounts the tmpfs of the new root.
+func (r *rootfs) mountRoot() error {
+	return unix.Mount("agentbox-root", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m")
+}
+
+// bindSystem binds the host's system folders, to be made read-only, and
+// recreates those that are symlinks (e.g. /bin → usr/bin).
+func (r *rootfs) bindSystem() error {
+	for _, d := range []string{"usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"} {
+		if err := r.bindSystemFolder("/" + d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *rootfs) bindSystemFolder(d string) error {
+	fi, err := os.Lstat(d)
+	if err != nil {
+		return nil // not on this host
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(d)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(target, r.at(d)); err != nil {
+			return fmt.Errorf("link %s: %w", d, err)
+		}
+		return nil
+	}
+	if !fi.IsDir() {
+		return nil
+	}
+	if err := os.Mkdir(r.at(d), 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(d, r.at(d), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", d, err)
+	}
+	r.readOnly = append(r.readOnly, r.at(d))
+	return nil
+}
+
+// mountProc mounts a /proc of the sandbox's pid namespace.
+func (r *rootfs) mountProc() error {
+	if err := os.Mkdir(r.at("proc"), 0o555); err != nil {
+		return err
+	}
+	return unix.Mount("proc", r.at("proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+}
+
+// makeDev makes a minimal /dev: a few host nodes bound in, symlinks, a
+// private devpts and /dev/shm.
+func (r *rootfs) makeDev() error {
+	dev := r.at("dev")
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("agentbox-dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount tmpfs: %w", err)
+	}
+	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if err := bindFile("/dev/"+n, filepath.Join(dev, n), 0o666); err != nil {
+			return err
+		}
+	}
+	for name, target := range map[string]string{
+		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+		"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx", "core": "/proc/kcore",
+	} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dev, "pts"), 0o755); err != nil {
+		return err
+	}
+	// A missing devpts only costs terminals; do not fail the sandbox.
+	_ = unix.Mount("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	if err := os.Mkdir(filepath.Join(dev, "shm"), 0o1777); err != nil {
+		return err
+	}
+	if err := unix.Mount("agentbox-shm", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	return nil
+}
+
+// bindFile binds the host file src at dst, which it creates with perm.
+func bindFile(src, dst string, perm os.FileMode) error {
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	return nil
+}
+
+// bindState binds the writable, persistent folders of the state dir and
+// the volumes, parents first.
+func (r *rootfs) bindState() error {
+	order := make([]int, len(r.cfg.Binds))
+	for i := range order {
+		order[i] = i
+	}
+	depth := func(i int) int { return strings.Count(r.cfg.Binds[i].Target, "/") }
+	sort.SliceStable(order, func(i, j int) bool { return depth(order[i]) < depth(order[j]) })
+	for _, i := range order {
+		if err := r.bindStateFolder(r.cfg.Binds[i], r.sources[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindStateFolder mounts the source fd of b at its target and closes fd.
+func (r *rootfs) bindStateFolder(b bindSpec, fd int) error {
+	defer unix.Close(fd)
+	t := r.at(b.Target)
+	if err := os.MkdirAll(t, 0o755); err != nil {
+		return fmt.Errorf("create mount point %s: %w", b.Target, err)
+	}
+	var err error
+	if b.FD >= 0 {
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	} else {
+		err = unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), t, "", unix.MS_BIND, "")
+	}
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", b.Target, err)
+	}
+	if b.ReadOnly {
+		r.readOnly = append(r.readOnly, t)
+	}
+	return nil
+}
+
+// makeFolders makes the home, the working directory, /var/tmp (a link to
+// /tmp) and /run, where the state folders do not provide them.
+func (r *rootfs) makeFolders() error {
+	for _, d := range []string{r.cfg.home(), r.cfg.WorkingDirectory} {
+		if err := os.MkdirAll(r.at(d), 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	if err := os.MkdirAll(r.at("var"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("../tmp", r.at("var/tmp")); err != nil {
+		return err
+	}
+	return os.MkdirAll(r.at("run"), 0o755)
+}
+
+// bindResolvConf brings along, read-only, the file /etc/resolv.conf names
+// when it links into /run (systemd-resolved), so that name resolution
+// works. Without it the sandbox only lacks name resolution.
+func (r *rootfs) bindResolvConf() error {
+	t, err := filepath.EvalSymlinks("/etc/resolv.conf")
+	if err != nil || !strings.HasPrefix(t, "/run/") || strings.HasPrefix(t, initTmpDir) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(r.at(t)), 0o755); err != nil {
+		return nil
+	}
+	if bindFile(t, r.at(t), 0o644) == nil {
+		r.readOnly = append(r.readOnly, r.at(t))
+	}
+	return nil
+}
+
+// remountReadOnly makes every mount at or under the read-only targets
+// read-only, keeping the flags a user namespace may not clear.
+func (r *rootfs) remountReadOnly() error {
+	if len(r.readOnly) == 0 {
+		return nil
+	}
+	mounts, err := readMountinfo()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		mp := m.mountPoint
+		if !slices.ContainsFunc(r.readOnly, func(t string) bool { return within(mp, t) }) {
+			continue
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(mp, &st); err != nil {
+			continue // e.g. an unreachable autofs point
+		}
+		if err := unix.Mount("", mp, "", readOnlyRemountFlags(st.Flags), ""); err != nil {
+			return fmt.Errorf("make %s read-only: %w", strings.TrimPrefix(mp, newRoot), err)
+		}
+	}
+	return nil
+}
+
+// readOnlyRemountFlags returns the flags of a read-only bind remount that
+// keeps the locked flags (statfs flags) of a mount.
+func readOnlyRemountFlags(statfs int64) uintptr {
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
+	for _, p := range [][2]int64{
+		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if statfs&p[0] != 0 {
+			flags |= uintptr(p[1])
+		}
+	}
+	return flags
+}
+
+// pivot makes newRoot the root and detaches the host's.
+func (r *rootfs) pivot() error {
+	const old = ".oldroot"
+	if err := os.Mkdir(r.at(old), 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(newRoot, r.at(old)); err != nil {
+		return err
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount("/"+old, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host root: %w", err)
+	}
+	return os.Remove("/" + old)
+}
+
+// rootReadOnly makes the (pivoted) root tmpfs read-only.
+func (r *rootfs) rootReadOnly() error {
+	return unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
