@@ -129,7 +129,8 @@ func TestFollowLogs(t *testing.T) {
 			if tc.wsMode == "abort" || tc.wsMode == "plainclose" {
 				time.Sleep(5 * time.Millisecond)
 			}
-			code, killed, err := e.c.FollowLogs(ctxT(t), "s", "c", stdout, stderr)
+			fr, err := e.c.FollowLogs(ctxT(t), "s", "c", stdout, stderr)
+			code, killed := fr.ExitCode, fr.Killed
 			wg.Wait()
 			if err != nil {
 				t.Fatal(err)
@@ -186,7 +187,8 @@ func TestFollowLogsKilled(t *testing.T) {
 				fs.deleteSession("s")
 			}()
 			var out bytes.Buffer
-			code, killed, err := e.c.FollowLogs(ctxT(t), "s", "c", &out, nil)
+			fr, err := e.c.FollowLogs(ctxT(t), "s", "c", &out, nil)
+			code, killed := fr.ExitCode, fr.Killed
 			if err != nil || !killed || code != nil {
 				t.Fatalf("FollowLogs = %v, %v, %v; want nil, true, nil", code, killed, err)
 			}
@@ -202,7 +204,8 @@ func TestFollowLogsMissingCommand(t *testing.T) {
 		fs := newFakeServer("")
 		e := newEnv(t, fs, toolbox.ClientOptions{DisableWebSocket: noWS})
 		fs.addCommand("s", "c")
-		_, killed, err := e.c.FollowLogs(ctxT(t), "s", "nope", nil, nil)
+		fr, err := e.c.FollowLogs(ctxT(t), "s", "nope", nil, nil)
+		killed := fr.Killed
 		if !errors.Is(err, sandbox.ErrNotFound) || killed {
 			t.Fatalf("noWS=%v: FollowLogs of a missing command = %v killed=%v, want ErrNotFound", noWS, err, killed)
 		}
@@ -222,7 +225,7 @@ func TestFollowLogsCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(50*time.Millisecond, cancel)
 			start := time.Now()
-			_, _, err := e.c.FollowLogs(ctx, "s", "c", nil, nil)
+			_, err := e.c.FollowLogs(ctx, "s", "c", nil, nil)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v, want context.Canceled", err)
 			}
@@ -241,7 +244,7 @@ func TestFollowLogsWriterError(t *testing.T) {
 		fs.appendLog("s", "c", []byte("\x01\x01\x01x\n"))
 		stdout, _ := writers(t)
 		stdout.err = errors.New("pipe full")
-		_, _, err := e.c.FollowLogs(ctxT(t), "s", "c", stdout, nil)
+		_, err := e.c.FollowLogs(ctxT(t), "s", "c", stdout, nil)
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte("pipe full")) {
 			t.Fatalf("ext %q: err = %v, want the writer's error", ext, err)
 		}
