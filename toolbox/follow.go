@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -207,29 +206,10 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		}
 	}
 	f.seen = true
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(wsPingInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_ = conn.Ping(pctx)
-				cancel()
-			}
-		}
-	}()
+	stopPings := keepAlive(ctx, conn)
 	defer func() {
-		close(stop)
 		_ = conn.CloseNow()
-		wg.Wait()
+		stopPings()
 	}()
 
 	if frames {
@@ -265,6 +245,35 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		// A plain close, an abnormal close or a broken link: the exit
 		// code is still unknown.
 		return wsOutcome{clean: errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure}, nil
+	}
+}
+
+// wsPingTimeout bounds the answer to one ping.
+const wsPingTimeout = 10 * time.Second
+
+// keepAlive pings conn every wsPingInterval until the returned function is
+// called, which waits for the pinging goroutine to end.
+func keepAlive(ctx context.Context, conn *websocket.Conn) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(wsPingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				pctx, cancel := context.WithTimeout(ctx, wsPingTimeout)
+				_ = conn.Ping(pctx)
+				cancel()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
 	}
 }
 

@@ -279,15 +279,16 @@ func TestDaemonStdinAndKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The session goes once the follower has the command's output.
+		up := newAwaitWriter("up\n")
 		go func() {
-			time.Sleep(100 * time.Millisecond)
+			<-up.seen
 			_ = c2.DeleteSession(context.Background(), "k")
 		}()
-		out.Reset()
-		fr, err = c2.FollowLogs(ctx, "k", r.CmdID, &out, nil)
+		fr, err = c2.FollowLogs(ctx, "k", r.CmdID, up, nil)
 		code, killed = fr.ExitCode, fr.Killed
-		if err != nil || !killed || out.String() != "up\n" {
-			t.Fatalf("noWS=%v: kill while following: %q code %v killed %v err %v", noWS, out.String(), code, killed, err)
+		if err != nil || !killed || up.String() != "up\n" {
+			t.Fatalf("noWS=%v: kill while following: %q code %v killed %v err %v", noWS, up.String(), code, killed, err)
 		}
 	}
 }
