@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"bufio"
 	"errors"
 	"io/fs"
 	"os"
@@ -91,12 +92,25 @@ func TestReadStatMissing(t *testing.T) {
 
 func TestPIDsAndEnviron(t *testing.T) {
 	requireProc(t)
-	cmd := exec.Command("sleep", "60")
+	// The shell says when it runs: before its exec, a new process has no
+	// environment of its own to read.
+	cmd := exec.Command("sh", "-c", "echo ready; read x")
 	cmd.Env = []string{"PROCFS_TEST=yes", "B=2"}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("the shell said %q, %v", line, err)
+	}
 	pids, err := PIDs()
 	if err != nil {
 		t.Fatal(err)
