@@ -238,6 +238,18 @@ func parseExtensions(v string) Extensions {
 	return e
 }
 
+// useExtensions is the request header asking for the extensions exts
+// (comma separated).
+func useExtensions(exts string) http.Header {
+	return http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {exts}}
+}
+
+// base64Encoded reports whether an answer's header confirms that its
+// stdout and stderr are base64 (the base64 extension).
+func base64Encoded(h http.Header) bool {
+	return strings.EqualFold(strings.TrimSpace(h.Get(HeaderEncoding)), EncodingBase64)
+}
+
 func (c *Client) noteExtensions(resp *http.Response) {
 	vals, ok := resp.Header[http.CanonicalHeaderKey(HeaderExtensions)]
 	if !ok && (resp.StatusCode >= 400 || resp.StatusCode < 200) {

@@ -5,16 +5,14 @@ import (
 	"io"
 )
 
-const (
-	stdoutByte = 0x01
-	stderrByte = 0x02
-)
+// markerLen is the length of a log stream marker.
+const markerLen = len(StdoutMarker)
 
 // errDemuxClosed is returned by Write after Close.
 var errDemuxClosed = errors.New("toolbox: write to closed Demuxer")
 
 // Demuxer splits a Daytona command log, where each chunk starts with a
-// 3-byte marker (0x01×3 for stdout, 0x02×3 for stderr), into two writers.
+// 3-byte marker (StdoutMarker or StderrMarker), into two writers.
 // Bytes before the first marker go to stdout. Markers and multi-byte UTF-8
 // sequences may be split across Write calls in any way: up to two trailing
 // bytes that could start a marker are held back until the next Write (or
@@ -24,9 +22,9 @@ var errDemuxClosed = errors.New("toolbox: write to closed Demuxer")
 // A Demuxer is not safe for concurrent use. It implements io.WriteCloser;
 // Close flushes held-back bytes.
 type Demuxer struct {
-	w      [2]io.Writer // stdout, stderr
-	cur    int          // 0 = stdout, 1 = stderr
-	pend   [2]byte      // held back marker prefix (all equal bytes)
+	w      [2]io.Writer        // stdout, stderr
+	cur    int                 // 0 = stdout, 1 = stderr
+	pend   [markerLen - 1]byte // held back marker prefix (all equal bytes)
 	npend  int
 	err    error
 	closed bool
@@ -49,7 +47,7 @@ func (d *Demuxer) Write(p []byte) (int, error) {
 	n := len(p)
 	if d.npend > 0 {
 		m := d.pend[0]
-		need := 3 - d.npend
+		need := markerLen - d.npend
 		i := 0
 		for i < need && i < len(p) && p[i] == m {
 			i++
@@ -76,22 +74,22 @@ func (d *Demuxer) Write(p []byte) (int, error) {
 	start := 0
 	for j := 0; j < len(p); j++ {
 		b := p[j]
-		if b-stdoutByte > stderrByte-stdoutByte { // neither 0x01 nor 0x02
+		if b-StreamStdout > StreamStderr-StreamStdout { // neither stream id
 			continue
 		}
 		rest := len(p) - j
-		if rest >= 3 {
+		if rest >= markerLen {
 			if p[j+1] == b && p[j+2] == b {
 				if err := d.emit(p[start:j]); err != nil {
 					return 0, err
 				}
 				d.switchTo(b)
-				start = j + 3
-				j += 2
+				start = j + markerLen
+				j += markerLen - 1
 			}
 			continue
 		}
-		// Fewer than 3 bytes left: hold them back if they could start
+		// Fewer than markerLen bytes left: hold them back if they could start
 		// a marker.
 		if rest == 1 || p[j+1] == b {
 			if err := d.emit(p[start:j]); err != nil {
@@ -108,7 +106,7 @@ func (d *Demuxer) Write(p []byte) (int, error) {
 }
 
 func (d *Demuxer) switchTo(b byte) {
-	if b == stderrByte {
+	if b == StreamStderr {
 		d.cur = 1
 	} else {
 		d.cur = 0

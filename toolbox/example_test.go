@@ -47,16 +47,17 @@ func ExampleClient_FollowLogs() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	code, killed, err := c.FollowLogs(ctx, "build", r.CmdID, os.Stdout, os.Stderr)
+	fr, err := c.FollowLogs(ctx, "build", r.CmdID, os.Stdout, os.Stderr)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if code == nil && !killed {
+	code := fr.ExitCode
+	if code == nil && !fr.Killed {
 		cmd, err := c.GetCommand(ctx, "build", r.CmdID)
 		if err != nil {
 			log.Fatal(err)
 		}
 		code = cmd.ExitCode
 	}
-	fmt.Println("exit code", *code, "killed", killed)
+	fmt.Println("exit code", *code, "killed", fr.Killed)
 }

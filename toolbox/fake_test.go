@@ -30,7 +30,6 @@ type fakeServer struct {
 	wsMode     string // "" (normal), "reject" (no upgrade), "abort" (abnormal close after abortAfter bytes), "plainclose" (1000 without reason at abortAfter)
 	abortAfter int
 	chunk      int // bytes per WebSocket message in marker mode; 0 = 1024
-	tail       time.Duration
 
 	files string // root of the files API; paths are joined under it
 
@@ -68,6 +67,24 @@ func newFakeServer(ext string) *fakeServer {
 func (s *fakeServer) notify() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// waitUntil waits until cond, called with s.mu held, holds (true) or ctx
+// is done (false).
+func (s *fakeServer) waitUntil(ctx context.Context, cond func() bool) bool {
+	for {
+		s.mu.Lock()
+		ok, changed := cond(), s.changed
+		s.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // addCommand registers a running command in a session (creating it).
@@ -356,6 +373,7 @@ func (s *fakeServer) logs(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.polls++
+	s.notify()
 	log := append([]byte(nil), c.log...)
 	complete := c.exit != nil
 	s.mu.Unlock()
@@ -381,6 +399,7 @@ func (s *fakeServer) follow(w http.ResponseWriter, r *http.Request, c *fakeCmd) 
 	frames := s.uses(r, "frames")
 	s.mu.Lock()
 	s.wsConns++
+	s.notify()
 	s.mu.Unlock()
 	chunk := s.chunk
 	if chunk <= 0 {
@@ -433,9 +452,6 @@ func (s *fakeServer) follow(w http.ResponseWriter, r *http.Request, c *fakeCmd) 
 			}
 		}
 		if exit != nil && sent == len(log) {
-			if s.tail > 0 {
-				time.Sleep(s.tail)
-			}
 			reason := ""
 			if frames {
 				reason = "exit=" + strconv.Itoa(*exit)

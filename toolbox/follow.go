@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -36,17 +35,44 @@ const wsReadLimit = 64 << 20
 // closes while the command still runs. Every source replays the log from
 // its start; FollowLogs writes each byte once.
 //
-// exitCode is the command's exit code when the follow learned it (frames
-// close reason, the command after a normal close, or polling), else nil:
-// then ask GetCommand. killed reports
-// that the session was deleted while following. Cancelling ctx returns
-// ctx's error promptly.
-func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (exitCode *int, killed bool, err error) {
-	r, err := c.FollowLogsResult(ctx, sessionID, cmdID, stdout, stderr)
-	return r.ExitCode, r.Killed, err
+// The result says what the follow learned: the exit code (frames close
+// reason, the command after a normal close, or polling), whether the
+// session was deleted meanwhile, and whether the server knows that the
+// whole log was delivered. Cancelling ctx returns ctx's error promptly.
+func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (FollowResult, error) {
+	if err := checkID("session ID", sessionID); err != nil {
+		return FollowResult{}, err
+	}
+	if err := checkID("command ID", cmdID); err != nil {
+		return FollowResult{}, err
+	}
+	f := &follower{c: c, sid: sessionID, cid: cmdID, w: [2]io.Writer{stdout, stderr}}
+	f.dmx = NewDemuxer(streamWriter{f, 0}, streamWriter{f, 1})
+	if !c.noWS {
+		r, err := f.websocket(ctx)
+		if err != nil {
+			return FollowResult{}, err
+		}
+		if r.done {
+			return r.FollowResult, nil
+		}
+		if r.clean {
+			// A server closes normally when the command ended and its
+			// log was sent: one look at the command settles it, and only
+			// a command still running (an early close) needs polling.
+			cmd, err := c.GetCommand(ctx, sessionID, cmdID)
+			if err != nil {
+				return f.pollErr(ctx, err)
+			}
+			if cmd.ExitCode != nil {
+				return f.exited(*cmd.ExitCode)
+			}
+		}
+	}
+	return f.poll(ctx)
 }
 
-// FollowResult is what FollowLogsResult learned about a command.
+// FollowResult is what FollowLogs learned about a command.
 type FollowResult struct {
 	// ExitCode is the command's exit code when the follow learned it,
 	// else nil: then ask GetCommand.
@@ -58,52 +84,6 @@ type FollowResult struct {
 	// that the whole log arrived, and drops the log of a command run with
 	// the stateless extension (it then reads as empty).
 	Delivered bool
-}
-
-// FollowLogsResult is FollowLogs, reporting besides whether the server
-// knows that the whole log was delivered.
-func (c *Client) FollowLogsResult(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (FollowResult, error) {
-	exitCode, killed, delivered, err := c.followLogs(ctx, sessionID, cmdID, stdout, stderr)
-	return FollowResult{ExitCode: exitCode, Killed: killed, Delivered: delivered}, err
-}
-
-func (c *Client) followLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (exitCode *int, killed, delivered bool, err error) {
-	if err := checkID("session ID", sessionID); err != nil {
-		return nil, false, false, err
-	}
-	if err := checkID("command ID", cmdID); err != nil {
-		return nil, false, false, err
-	}
-	f := &follower{c: c, sid: sessionID, cid: cmdID, w: [2]io.Writer{stdout, stderr}}
-	f.dmx = NewDemuxer(streamWriter{f, 0}, streamWriter{f, 1})
-	if !c.noWS {
-		r, err := f.websocket(ctx)
-		if err != nil {
-			return nil, false, false, err
-		}
-		if r.done {
-			return r.exitCode, r.killed, r.exitCode != nil, nil
-		}
-		if r.clean {
-			// A server closes normally when the command ended and its
-			// log was sent: one look at the command settles it, and only
-			// a command still running (an early close) needs polling.
-			cmd, err := c.GetCommand(ctx, sessionID, cmdID)
-			if err != nil {
-				exitCode, killed, err = f.pollErr(ctx, err)
-				return exitCode, killed, false, err
-			}
-			if cmd.ExitCode != nil {
-				if err := f.finish(); err != nil {
-					return nil, false, false, err
-				}
-				code := *cmd.ExitCode
-				return &code, false, false, nil
-			}
-		}
-	}
-	exitCode, killed, err = f.poll(ctx)
-	return exitCode, killed, false, err
 }
 
 // follower de-duplicates output across sources that each replay the log
@@ -122,11 +102,11 @@ type follower struct {
 	werr     error
 }
 
-type followResult struct {
-	done     bool
-	exitCode *int
-	killed   bool
-	clean    bool // not done, but the socket closed normally (1000)
+// wsOutcome is how a follow over a WebSocket ended.
+type wsOutcome struct {
+	FollowResult      // what the frames close told, when done
+	done         bool // the close told the end: the exit code or killed
+	clean        bool // not done, but the socket closed normally (1000)
 }
 
 type streamWriter struct {
@@ -198,10 +178,10 @@ func (f *follower) feedRaw(off int64, data []byte) error {
 func (f *follower) logsPath() string { return commandPath(f.sid, f.cid) + "/logs" }
 
 // websocket follows over a WebSocket. A result with done=false means: poll.
-func (f *follower) websocket(ctx context.Context) (followResult, error) {
+func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 	ext, err := f.c.Extensions(ctx)
 	if err != nil && ctx.Err() != nil {
-		return followResult{}, ctx.Err()
+		return wsOutcome{}, ctx.Err()
 	}
 	hdr := http.Header{}
 	if ext.Frames {
@@ -214,9 +194,9 @@ func (f *follower) websocket(ctx context.Context) (followResult, error) {
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return followResult{}, ctx.Err()
+			return wsOutcome{}, ctx.Err()
 		}
-		return followResult{}, nil
+		return wsOutcome{}, nil
 	}
 	conn.SetReadLimit(wsReadLimit)
 	frames := ext.Frames
@@ -226,29 +206,10 @@ func (f *follower) websocket(ctx context.Context) (followResult, error) {
 		}
 	}
 	f.seen = true
-
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(wsPingInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				_ = conn.Ping(pctx)
-				cancel()
-			}
-		}
-	}()
+	stopPings := keepAlive(ctx, conn)
 	defer func() {
-		close(stop)
 		_ = conn.CloseNow()
-		wg.Wait()
+		stopPings()
 	}()
 
 	if frames {
@@ -262,28 +223,57 @@ func (f *follower) websocket(ctx context.Context) (followResult, error) {
 	for {
 		err, ferr := f.readMessage(ctx, conn, frames, buf, &off)
 		if ferr != nil {
-			return followResult{}, ferr
+			return wsOutcome{}, ferr
 		}
 		if err == nil {
 			continue
 		}
 		if ctx.Err() != nil {
-			return followResult{}, ctx.Err()
+			return wsOutcome{}, ctx.Err()
 		}
 		var ce websocket.CloseError
 		if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure && frames {
 			switch {
 			case ce.Reason == CloseReasonKilled:
-				return followResult{done: true, killed: true}, nil
+				return wsOutcome{FollowResult: FollowResult{Killed: true}, done: true}, nil
 			case strings.HasPrefix(ce.Reason, CloseReasonExitPrefix):
 				if n, err := strconv.Atoi(strings.TrimPrefix(ce.Reason, CloseReasonExitPrefix)); err == nil {
-					return followResult{done: true, exitCode: &n}, nil
+					return wsOutcome{FollowResult: FollowResult{ExitCode: &n, Delivered: true}, done: true}, nil
 				}
 			}
 		}
 		// A plain close, an abnormal close or a broken link: the exit
 		// code is still unknown.
-		return followResult{clean: errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure}, nil
+		return wsOutcome{clean: errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure}, nil
+	}
+}
+
+// wsPingTimeout bounds the answer to one ping.
+const wsPingTimeout = 10 * time.Second
+
+// keepAlive pings conn every wsPingInterval until the returned function is
+// called, which waits for the pinging goroutine to end.
+func keepAlive(ctx context.Context, conn *websocket.Conn) (stop func()) {
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(wsPingInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				pctx, cancel := context.WithTimeout(ctx, wsPingTimeout)
+				_ = conn.Ping(pctx)
+				cancel()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
 	}
 }
 
@@ -338,7 +328,7 @@ func (f *follower) readMessage(ctx context.Context, conn *websocket.Conn, frames
 // poll follows by polling the command (for its exit code) and its log.
 // Each round asks for the command first, so once the exit code is known
 // the log fetched after it is complete.
-func (f *follower) poll(ctx context.Context) (*int, bool, error) {
+func (f *follower) poll(ctx context.Context) (FollowResult, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -353,21 +343,17 @@ func (f *follower) poll(ctx context.Context) (*int, bool, error) {
 		f.seen = true
 		var hdr http.Header
 		if e, _ := f.c.cachedExtensions(); e.Base64 {
-			hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtBase64}}
+			hdr = useExtensions(ExtBase64)
 		}
 		a, err := f.c.logs(ctx, f.sid, f.cid, hdr)
 		if err != nil {
 			return f.pollErr(ctx, err)
 		}
 		if err := f.feedLogs(a, cmd.ExitCode != nil); err != nil {
-			return nil, false, err
+			return FollowResult{}, err
 		}
 		if cmd.ExitCode != nil {
-			if err := f.finish(); err != nil {
-				return nil, false, err
-			}
-			code := *cmd.ExitCode
-			return &code, false, nil
+			return f.exited(*cmd.ExitCode)
 		}
 		if timer == nil {
 			timer = time.NewTimer(f.c.poll)
@@ -376,7 +362,7 @@ func (f *follower) poll(ctx context.Context) (*int, bool, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return FollowResult{}, ctx.Err()
 		case <-timer.C:
 		}
 	}
@@ -388,7 +374,7 @@ func (f *follower) poll(ctx context.Context) (*int, bool, error) {
 // running command may end inside a UTF-8 sequence, which JSON encoding
 // turned into U+FFFD: such a tail is left for the next round.
 func (f *follower) feedLogs(a *logsAnswer, complete bool) error {
-	if strings.EqualFold(strings.TrimSpace(a.header.Get(HeaderEncoding)), ExtBase64) {
+	if base64Encoded(a.header) {
 		out, errb, err := splitOutput(a.header, nil, a.stdout, a.stderr)
 		if err != nil {
 			return fmt.Errorf("toolbox: GET %s: %w", f.logsPath(), err)
@@ -419,17 +405,26 @@ var replacementChar = []byte("\uFFFD")
 
 // pollErr turns a polling error into FollowLogs' answer: a 404 after the
 // command was seen means its session was deleted.
-func (f *follower) pollErr(ctx context.Context, err error) (*int, bool, error) {
+func (f *follower) pollErr(ctx context.Context, err error) (FollowResult, error) {
 	if ctx.Err() != nil {
-		return nil, false, ctx.Err()
+		return FollowResult{}, ctx.Err()
 	}
 	if f.seen && errors.Is(err, sandbox.ErrNotFound) {
 		if err := f.finish(); err != nil {
-			return nil, false, err
+			return FollowResult{}, err
 		}
-		return nil, true, nil
+		return FollowResult{Killed: true}, nil
 	}
-	return nil, false, err
+	return FollowResult{}, err
+}
+
+// exited ends a follow that learned the exit code from the command itself
+// (not from a frames close): the log is complete.
+func (f *follower) exited(code int) (FollowResult, error) {
+	if err := f.finish(); err != nil {
+		return FollowResult{}, err
+	}
+	return FollowResult{ExitCode: &code}, nil
 }
 
 // finish flushes bytes the demuxer held back.

@@ -57,13 +57,44 @@ func writers(t *testing.T) (*syncCheckWriter, *syncCheckWriter) {
 }
 
 // feed appends log to a command in pieces of size step (cut anywhere), then
-// sets its exit code.
+// sets its exit code. The pause between pieces only spreads the log over
+// time, so that followers see it arrive piece by piece; nothing waits on it.
 func feed(fs *fakeServer, sid, cid string, log []byte, step int, code int) {
 	for i := 0; i < len(log); i += step {
 		fs.appendLog(sid, cid, log[i:min(i+step, len(log))])
 		time.Sleep(time.Millisecond)
 	}
 	fs.exit(sid, cid, code)
+}
+
+// awaitWriter collects output and closes seen once the output starts with
+// want. It is safe for concurrent use.
+type awaitWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func newAwaitWriter(want string) *awaitWriter {
+	return &awaitWriter{want: want, seen: make(chan struct{})}
+}
+
+func (w *awaitWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := w.buf.Len() >= len(w.want)
+	w.buf.Write(p)
+	if !had && w.buf.Len() >= len(w.want) && bytes.HasPrefix(w.buf.Bytes(), []byte(w.want)) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *awaitWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 type followCase struct {
@@ -106,30 +137,29 @@ func TestFollowLogs(t *testing.T) {
 			e := newEnv(t, fs, toolbox.ClientOptions{DisableWebSocket: tc.noWS, PollInterval: 5 * time.Millisecond})
 			fs.addCommand("s", "c")
 			stdout, stderr := writers(t)
+			early := tc.wsMode == "abort" || tc.wsMode == "plainclose"
+			if early {
+				// Everything is there before the follow starts, so the
+				// cut happens at the chosen offset.
+				fs.appendLog("s", "c", log)
+			}
+			ctx := ctxT(t)
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if tc.wsMode == "abort" || tc.wsMode == "plainclose" {
-					// Everything is there before the follow starts, so
-					// the cut happens at the chosen offset.
-					fs.appendLog("s", "c", log)
-					if tc.wsMode == "plainclose" {
-						// Long enough for the close and the look at the
-						// command to see it still running.
-						time.Sleep(300 * time.Millisecond)
-					} else {
-						time.Sleep(20 * time.Millisecond)
-					}
+				if early {
+					// The command ends once the client polls: after the
+					// early close (and, for a plain close, the look at
+					// the command that finds it still running).
+					fs.waitUntil(ctx, func() bool { return fs.polls > 0 })
 					fs.exit("s", "c", 7)
 					return
 				}
 				feed(fs, "s", "c", log, tc.step, 7)
 			}()
-			if tc.wsMode == "abort" || tc.wsMode == "plainclose" {
-				time.Sleep(5 * time.Millisecond)
-			}
-			code, killed, err := e.c.FollowLogs(ctxT(t), "s", "c", stdout, stderr)
+			fr, err := e.c.FollowLogs(ctx, "s", "c", stdout, stderr)
+			code, killed := fr.ExitCode, fr.Killed
 			wg.Wait()
 			if err != nil {
 				t.Fatal(err)
@@ -181,12 +211,14 @@ func TestFollowLogsKilled(t *testing.T) {
 			e := newEnv(t, fs, toolbox.ClientOptions{DisableWebSocket: tc.noWS, PollInterval: 5 * time.Millisecond})
 			fs.addCommand("s", "c")
 			fs.appendLog("s", "c", []byte("\x01\x01\x01started\n"))
+			// The session goes once the follower has the output.
+			out := newAwaitWriter("started\n")
 			go func() {
-				time.Sleep(50 * time.Millisecond)
+				<-out.seen
 				fs.deleteSession("s")
 			}()
-			var out bytes.Buffer
-			code, killed, err := e.c.FollowLogs(ctxT(t), "s", "c", &out, nil)
+			fr, err := e.c.FollowLogs(ctxT(t), "s", "c", out, nil)
+			code, killed := fr.ExitCode, fr.Killed
 			if err != nil || !killed || code != nil {
 				t.Fatalf("FollowLogs = %v, %v, %v; want nil, true, nil", code, killed, err)
 			}
@@ -202,7 +234,8 @@ func TestFollowLogsMissingCommand(t *testing.T) {
 		fs := newFakeServer("")
 		e := newEnv(t, fs, toolbox.ClientOptions{DisableWebSocket: noWS})
 		fs.addCommand("s", "c")
-		_, killed, err := e.c.FollowLogs(ctxT(t), "s", "nope", nil, nil)
+		fr, err := e.c.FollowLogs(ctxT(t), "s", "nope", nil, nil)
+		killed := fr.Killed
 		if !errors.Is(err, sandbox.ErrNotFound) || killed {
 			t.Fatalf("noWS=%v: FollowLogs of a missing command = %v killed=%v, want ErrNotFound", noWS, err, killed)
 		}
@@ -222,7 +255,7 @@ func TestFollowLogsCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(50*time.Millisecond, cancel)
 			start := time.Now()
-			_, _, err := e.c.FollowLogs(ctx, "s", "c", nil, nil)
+			_, err := e.c.FollowLogs(ctx, "s", "c", nil, nil)
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v, want context.Canceled", err)
 			}
@@ -241,7 +274,7 @@ func TestFollowLogsWriterError(t *testing.T) {
 		fs.appendLog("s", "c", []byte("\x01\x01\x01x\n"))
 		stdout, _ := writers(t)
 		stdout.err = errors.New("pipe full")
-		_, _, err := e.c.FollowLogs(ctxT(t), "s", "c", stdout, nil)
+		_, err := e.c.FollowLogs(ctxT(t), "s", "c", stdout, nil)
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte("pipe full")) {
 			t.Fatalf("ext %q: err = %v, want the writer's error", ext, err)
 		}

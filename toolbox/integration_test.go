@@ -161,7 +161,8 @@ func TestDaemonFollow(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out, errb bytes.Buffer
-			code, killed, err := c.FollowLogs(ctx, "s", r.CmdID, &out, &errb)
+			fr, err := c.FollowLogs(ctx, "s", r.CmdID, &out, &errb)
+			code, killed := fr.ExitCode, fr.Killed
 			if err != nil || killed {
 				t.Fatalf("FollowLogs: %v killed=%v", err, killed)
 			}
@@ -184,14 +185,14 @@ func TestDaemonFollow(t *testing.T) {
 			// Following a finished command replays it.
 			out.Reset()
 			errb.Reset()
-			if _, _, err := c.FollowLogs(ctx, "s", r.CmdID, &out, &errb); err != nil || !strings.HasPrefix(out.String(), "out 1") {
+			if _, err := c.FollowLogs(ctx, "s", r.CmdID, &out, &errb); err != nil || !strings.HasPrefix(out.String(), "out 1") {
 				t.Fatalf("second follow: %q, %v", out.String(), err)
 			}
 		})
 	}
 }
 
-// FollowLogsResult tells when the server knows the log was delivered (the
+// FollowLogs tells when the server knows the log was delivered (the
 // frames close), after which it drops a stateless command's log.
 func TestDaemonFollowDelivered(t *testing.T) {
 	for _, tc := range []struct {
@@ -211,13 +212,13 @@ func TestDaemonFollowDelivered(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			fr, err := c.FollowLogsResult(ctx, "s", r.CmdID, &out, nil)
+			fr, err := c.FollowLogs(ctx, "s", r.CmdID, &out, nil)
 			if err != nil || fr.Killed || out.String() != "hi\n" {
-				t.Fatalf("FollowLogsResult = %+v, %v; stdout %q", fr, err, out.String())
+				t.Fatalf("FollowLogs = %+v, %v; stdout %q", fr, err, out.String())
 			}
 			want := !tc.plain && !tc.noWS
 			if fr.Delivered != want || (want && (fr.ExitCode == nil || *fr.ExitCode != 2)) {
-				t.Fatalf("FollowLogsResult = %+v, want Delivered %v and exit 2", fr, want)
+				t.Fatalf("FollowLogs = %+v, want Delivered %v and exit 2", fr, want)
 			}
 			// The server dropped the log of the stateless command only
 			// when it was delivered; the exit code stays.
@@ -260,7 +261,8 @@ func TestDaemonStdinAndKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	code, killed, err := c.FollowLogs(ctx, "s", r.CmdID, &out, nil)
+	fr, err := c.FollowLogs(ctx, "s", r.CmdID, &out, nil)
+	code, killed := fr.ExitCode, fr.Killed
 	if err != nil || killed || code == nil || *code != 0 || out.String() != "no newlinedone\n" {
 		t.Fatalf("stdin: %q code %v killed %v err %v", out.String(), code, killed, err)
 	}
@@ -277,14 +279,16 @@ func TestDaemonStdinAndKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The session goes once the follower has the command's output.
+		up := newAwaitWriter("up\n")
 		go func() {
-			time.Sleep(100 * time.Millisecond)
+			<-up.seen
 			_ = c2.DeleteSession(context.Background(), "k")
 		}()
-		out.Reset()
-		code, killed, err = c2.FollowLogs(ctx, "k", r.CmdID, &out, nil)
-		if err != nil || !killed || out.String() != "up\n" {
-			t.Fatalf("noWS=%v: kill while following: %q code %v killed %v err %v", noWS, out.String(), code, killed, err)
+		fr, err = c2.FollowLogs(ctx, "k", r.CmdID, up, nil)
+		code, killed = fr.ExitCode, fr.Killed
+		if err != nil || !killed || up.String() != "up\n" {
+			t.Fatalf("noWS=%v: kill while following: %q code %v killed %v err %v", noWS, up.String(), code, killed, err)
 		}
 	}
 }
@@ -395,7 +399,8 @@ func BenchmarkCommand(b *testing.B) {
 				b.Fatal(err)
 			}
 			if async {
-				code, _, err := c.FollowLogs(ctx, "bench", r.CmdID, io.Discard, io.Discard)
+				fr, err := c.FollowLogs(ctx, "bench", r.CmdID, io.Discard, io.Discard)
+				code := fr.ExitCode
 				if err != nil || code == nil || *code != 0 {
 					b.Fatalf("follow: %v %v", code, err)
 				}

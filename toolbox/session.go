@@ -106,7 +106,7 @@ func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req S
 	}
 	var hdr http.Header
 	if len(use) > 0 {
-		hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {strings.Join(use, ",")}}
+		hdr = useExtensions(strings.Join(use, ","))
 	}
 	path := "/process/session/" + seg(sessionID) + "/exec"
 	var r SessionExecuteResponse
@@ -129,7 +129,7 @@ func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req S
 // the server confirmed the encoding, else server-split fields, else the
 // demultiplexed output.
 func splitOutput(h http.Header, output, stdout, stderr *string) ([]byte, []byte, error) {
-	if strings.EqualFold(strings.TrimSpace(h.Get(HeaderEncoding)), ExtBase64) {
+	if base64Encoded(h) {
 		o, err := decodeB64(stdout)
 		if err != nil {
 			return nil, nil, fmt.Errorf("decoding base64 stdout: %w", err)
@@ -219,9 +219,9 @@ func (c *Client) input(ctx context.Context, sessionID, cmdID string, data []byte
 	payload := ""
 	if ext.Stdin {
 		// Exact bytes, base64 so that any byte travels in the JSON string.
-		hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtStdin}}
+		hdr = useExtensions(ExtStdin)
 		if len(data) > 0 {
-			hdr.Set(HeaderStdinEncoding, ExtBase64)
+			hdr.Set(HeaderStdinEncoding, EncodingBase64)
 			payload = base64.StdEncoding.EncodeToString(data)
 		}
 		if closeIn {
@@ -250,7 +250,7 @@ func (c *Client) CommandLogs(ctx context.Context, sessionID, cmdID string) (stdo
 	}
 	var hdr http.Header
 	if e, known := c.cachedExtensions(); !known || e.Base64 {
-		hdr = http.Header{http.CanonicalHeaderKey(HeaderUseExtensions): {ExtBase64}}
+		hdr = useExtensions(ExtBase64)
 	}
 	l, err := c.logs(ctx, sessionID, cmdID, hdr)
 	if err != nil {

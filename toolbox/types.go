@@ -130,33 +130,3 @@ type ErrorResponse struct {
 	Method     string `json:"method,omitempty"`
 	Source     string `json:"source,omitempty"`
 }
-
-// Log stream markers: each chunk of a command log starts with one of these.
-var (
-	StdoutMarker = []byte{0x01, 0x01, 0x01}
-	StderrMarker = []byte{0x02, 0x02, 0x02}
-)
-
-// Protocol headers.
-const (
-	// HeaderSDKVersion carries the client's SDK version; >= 0.167.0 selects
-	// JSON logs with server-split stdout and stderr.
-	HeaderSDKVersion = "X-Daytona-SDK-Version"
-	// HeaderSource names the client.
-	HeaderSource = "X-Daytona-Source"
-	// HeaderSplitOutput asks old servers for raw logs with markers.
-	HeaderSplitOutput = "X-Daytona-Split-Output"
-	// HeaderExtensions is sent by agentbox servers on every response; its
-	// value lists the agentbox protocol extensions they support, comma
-	// separated. Plain Daytona servers do not send it.
-	HeaderExtensions = "X-Agentbox-Extensions"
-	// HeaderUseExtensions is sent by a client that wants the listed
-	// extensions for this request.
-	HeaderUseExtensions = "X-Agentbox-Use"
-)
-
-// SDKVersion is the Daytona SDK version this client announces.
-const SDKVersion = "0.205.1"
-
-// SourceName is the X-Daytona-Source this client announces.
-const SourceName = "agentbox-go"

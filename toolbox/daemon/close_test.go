@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -32,16 +31,16 @@ func TestCloseKillsEverything(t *testing.T) {
 		resp, _ := e.do("POST", "/process/execute", toolbox.ExecuteRequest{Command: "sleep 62"})
 		execDone <- resp.StatusCode
 	}()
-	time.Sleep(100 * time.Millisecond) // let the execute start
+	eventually(t, "the execute runs", func() bool { return len(findProcs(nil, markerKey+"="+oneShotPrefix)) > 0 })
 
 	ss, _ := e.srv.session("c")
-	if len(findProcs(nil, []byte(markerKey+"="+ss.token+":"), os.Getpid())) < 3 {
+	if len(findProcs(nil, markerKey+"="+ss.token+":")) < 3 {
 		t.Fatal("expected the shell, its children and a spare shell to be tagged")
 	}
 	if err := e.srv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left := findProcs(nil, []byte(markerKey+"="+ss.token+":"), os.Getpid()); len(left) > 0 {
+	if left := findProcs(nil, markerKey+"="+ss.token+":"); len(left) > 0 {
 		t.Errorf("processes left after Close: %v", left)
 	}
 	_, ce := readAll(ctx, t, conn)

@@ -11,12 +11,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
-)
 
-// Stream ids, as used by the frames extension.
-const (
-	streamStdout byte = 1
-	streamStderr byte = 2
+	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
 // recHeader is the size of a record header in a cmdLog: stream id and a
@@ -312,6 +308,14 @@ func (c *logCursor) next(buf []byte, end int64) (out []byte, stream byte, ok boo
 	return buf, stream, true, nil
 }
 
+// markerOf returns the Daytona log marker of stream.
+func markerOf(stream byte) string {
+	if stream == streamStderr {
+		return toolbox.StderrMarker
+	}
+	return toolbox.StdoutMarker
+}
+
 // Forms of a log a snapshot can build.
 const (
 	formRaw      = 1 << iota // Daytona log: marker + chunk per record
@@ -351,12 +355,12 @@ func (l *cmdLog) snapshot(forms int) (logOutputs, error) {
 		if forms&formCombined != 0 {
 			o.combined = append(o.combined, buf...)
 		}
-		marker, dst := stdoutMarker, &o.stdout
+		dst := &o.stdout
 		if stream == streamStderr {
-			marker, dst = stderrMarker, &o.stderr
+			dst = &o.stderr
 		}
 		if forms&formRaw != 0 {
-			o.raw = append(append(o.raw, marker...), buf...)
+			o.raw = append(append(o.raw, markerOf(stream)...), buf...)
 		}
 		if forms&formSplit != 0 {
 			*dst = append(*dst, buf...)

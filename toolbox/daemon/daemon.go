@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/agentbox-dev/agentbox/internal/goroutine"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -25,16 +24,9 @@ const DefaultVersion = "v0.0.0-agentbox"
 // DefaultMaxBodyBytes is the default cap on request bodies (uploads excepted).
 const DefaultMaxBodyBytes = 10 << 20
 
-// Extensions lists the agentbox protocol extensions this server offers, as
-// sent in the X-Agentbox-Extensions header of every response.
-const Extensions = "frames,stdin,base64,stateless"
-
-// Agentbox protocol headers the toolbox package does not name.
-const (
-	headerStdinClose    = "X-Agentbox-Stdin-Close"
-	headerStdinEncoding = "X-Agentbox-Stdin-Encoding"
-	headerEncoding      = "X-Agentbox-Encoding"
-)
+// offeredExtensions lists the agentbox protocol extensions this server
+// offers, as sent in the X-Agentbox-Extensions header of every response.
+const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless
 
 // Options configures a Server. The zero value is usable: commands run in the
 // process's working directory with its environment.
@@ -85,9 +77,10 @@ type Server struct {
 	mux      *http.ServeMux
 	users    idCache
 	starter  *starter        // nil: commands start directly
+	program  string          // the ready shells' program (see readyShellProgram)
 	ctx      context.Context // cancelled by Close
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // every goroutine the server starts
+	bg       goroutine.Group // every goroutine the server starts
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*session
@@ -144,6 +137,7 @@ func New(opts Options) (*Server, error) {
 		s.shell = p
 	}
 	s.bash = filepath.Base(s.shell) == "bash"
+	s.program = readyShellProgram(s.bash)
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()
@@ -170,42 +164,49 @@ func New(opts Options) (*Server, error) {
 
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /version", s.handleVersion)
-	m.HandleFunc("GET /work-dir", s.handleWorkDir)
-	m.HandleFunc("GET /user-home-dir", s.handleHomeDir)
-	m.HandleFunc("GET /project-dir", s.handleHomeDir)
+	for _, rt := range []struct {
+		pattern string
+		h       handlerFunc
+	}{
+		{"GET /version", s.handleVersion},
+		{"GET /work-dir", s.handleWorkDir},
+		{"GET /user-home-dir", s.handleHomeDir},
+		{"GET /project-dir", s.handleHomeDir},
 
-	m.HandleFunc("POST /process/execute", s.handleExecute)
-	m.HandleFunc("POST /process/session", s.handleCreateSession)
-	m.HandleFunc("GET /process/session", s.handleListSessions)
-	m.HandleFunc("GET /process/session/{sessionId}", s.handleGetSession)
-	m.HandleFunc("DELETE /process/session/{sessionId}", s.handleDeleteSession)
-	m.HandleFunc("POST /process/session/{sessionId}/exec", s.handleSessionExec)
-	m.HandleFunc("GET /process/session/{sessionId}/command/{commandId}", s.handleGetCommand)
-	m.HandleFunc("POST /process/session/{sessionId}/command/{commandId}/input", s.handleInput)
-	m.HandleFunc("GET /process/session/{sessionId}/command/{commandId}/logs", s.handleLogs)
+		{"POST /process/execute", s.handleExecute},
+		{"POST /process/session", s.handleCreateSession},
+		{"GET /process/session", s.handleListSessions},
+		{"GET /process/session/{sessionId}", s.handleGetSession},
+		{"DELETE /process/session/{sessionId}", s.handleDeleteSession},
+		{"POST /process/session/{sessionId}/exec", s.handleSessionExec},
+		{"GET /process/session/{sessionId}/command/{commandId}", s.handleGetCommand},
+		{"POST /process/session/{sessionId}/command/{commandId}/input", s.handleInput},
+		{"GET /process/session/{sessionId}/command/{commandId}/logs", s.handleLogs},
 
-	m.HandleFunc("GET /files", s.handleListFiles)
-	m.HandleFunc("DELETE /files", s.handleDeleteFile)
-	m.HandleFunc("GET /files/info", s.handleFileInfo)
-	m.HandleFunc("GET /files/download", s.handleDownload)
-	m.HandleFunc("POST /files/bulk-download", s.handleBulkDownload)
-	m.HandleFunc("POST /files/upload", s.handleUploadV1)
-	m.HandleFunc("POST /files/upload-v2", s.handleUploadV2)
-	m.HandleFunc("POST /files/bulk-upload", s.handleBulkUpload)
-	m.HandleFunc("POST /files/folder", s.handleCreateFolder)
-	m.HandleFunc("POST /files/move", s.handleMove)
+		{"GET /files", s.handleListFiles},
+		{"DELETE /files", s.handleDeleteFile},
+		{"GET /files/info", s.handleFileInfo},
+		{"GET /files/download", s.handleDownload},
+		{"POST /files/bulk-download", s.handleBulkDownload},
+		{"POST /files/upload", s.handleUploadV1},
+		{"POST /files/upload-v2", s.handleUploadV2},
+		{"POST /files/bulk-upload", s.handleBulkUpload},
+		{"POST /files/folder", s.handleCreateFolder},
+		{"POST /files/move", s.handleMove},
 
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, notFound("no route for %s %s", r.Method, r.URL.Path))
-	})
+		{"/", func(w http.ResponseWriter, r *http.Request) error {
+			return notFound("no route for %s %s", r.Method, r.URL.Path)
+		}},
+	} {
+		s.handle(m, rt.pattern, rt.h)
+	}
 	s.mux = m
 }
 
 // ServeHTTP serves one toolbox API request. Every response carries the
 // X-Agentbox-Extensions header; a panic in a handler becomes a 500 answer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(toolbox.HeaderExtensions, Extensions)
+	w.Header().Set(toolbox.HeaderExtensions, offeredExtensions)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -218,7 +219,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if s.isClosed() {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeInternal, "the toolbox server is shutting down"))
+		s.writeError(w, r, errShuttingDown())
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -252,85 +253,32 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 
 	s.cancel()
-	var wg sync.WaitGroup
+	var teardown goroutine.Group
 	for _, ss := range sessions {
-		wg.Add(1)
-		go func() { defer wg.Done(); ss.destroy() }()
+		teardown.Go(ss.destroy)
 	}
 	for _, e := range execs {
-		wg.Add(1)
-		go func() { defer wg.Done(); e.kill() }()
+		teardown.Go(e.kill)
 	}
-	wg.Wait()
-	s.wg.Wait()
+	_ = teardown.Wait(context.Background())
+	_ = s.bg.Wait(context.Background())
 	s.starter.close()
 	return os.RemoveAll(s.tmpDir)
 }
 
-// go starts f as a goroutine the server waits for in Close.
-func (s *Server) goTracked(f func()) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
-}
-
-// decodeJSON reads the request body as JSON into v, enforcing MaxBodyBytes.
-func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.maxBody)
-	return decodeJSONBody(body, s.maxBody, v)
-}
-
-// decodeJSONBody decodes one JSON value from body into v.
-func decodeJSONBody(body io.Reader, limit int64, v any) error {
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return errorf(http.StatusRequestEntityTooLarge, codeInvalidRequestBody,
-				"request body exceeds %d bytes; send less data or upload files with /files/bulk-upload", limit)
-		case errors.Is(err, io.EOF):
-			return errorf(http.StatusBadRequest, codeInvalidRequestBody, "invalid request body: the body is empty, a JSON object is required")
-		default:
-			return &httpError{status: http.StatusBadRequest, code: codeInvalidRequestBody, msg: "invalid request body: a JSON object is required", err: err}
-		}
-	}
-	// Only whitespace may follow the value.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errorf(http.StatusRequestEntityTooLarge, codeInvalidRequestBody,
-				"request body exceeds %d bytes; send less data or upload files with /files/bulk-upload", limit)
-		}
-		return errorf(http.StatusBadRequest, codeInvalidRequestBody, "invalid request body: unexpected data after the JSON object")
-	}
+func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, toolbox.VersionResponse{Version: s.version})
 	return nil
 }
 
-// uses reports whether the request opted in to the agentbox extension ext.
-func uses(r *http.Request, ext string) bool {
-	for _, v := range r.Header.Values(toolbox.HeaderUseExtensions) {
-		for _, f := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), ext) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, toolbox.VersionResponse{Version: s.version})
-}
-
-func (s *Server) handleWorkDir(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleWorkDir(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, toolbox.DirResponse{Dir: s.workDir})
+	return nil
 }
 
-func (s *Server) handleHomeDir(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleHomeDir(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, toolbox.DirResponse{Dir: s.homeDir})
+	return nil
 }
 
 // withoutKeys returns env without the entries of the given keys.

@@ -1,12 +1,18 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"maps"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,7 +42,7 @@ func (e *testEnv) spillPath(sid, cid string) string {
 }
 
 // eventually polls cond for up to 5 s.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
@@ -80,6 +86,84 @@ func (e *testEnv) followFrames(ctx context.Context, sid, cid string) (int, webso
 			return n, ce
 		}
 		n += len(data) - 1
+	}
+}
+
+// waitDetached waits until nothing reads the log of a command piece by
+// piece: its followers' handlers have ended, and with them their decision
+// whether to drop the log.
+func (e *testEnv) waitDetached(sid, cid string) {
+	e.t.Helper()
+	_, c, err := e.srv.sessionCommand(sid, cid)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the followers of "+cid+" are gone", func() bool {
+		c.log.mu.Lock()
+		defer c.log.mu.Unlock()
+		return c.log.readers == 0
+	})
+}
+
+// followUnanswered opens a log follow WebSocket by hand and reads what the
+// server sends as plain bytes, answering nothing, until the server's close
+// frame has arrived. It returns the connection, still open: to the server,
+// a follower that has read nothing (not even the close).
+func (e *testEnv) followUnanswered(ctx context.Context, sid, cid string, hdr http.Header) net.Conn {
+	e.t.Helper()
+	conn, err := e.tr.DialContext(ctx, "unix", "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", baseURL+"/process/session/"+sid+"/command/"+cid+"/logs?follow=true", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	maps.Copy(req.Header, hdr)
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", base64.StdEncoding.EncodeToString(key))
+	if err := req.Write(conn); err != nil {
+		e.t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		e.t.Fatalf("handshake: %v %v", resp, err)
+	}
+	// Server frames are not masked: an opcode byte, a length byte, an
+	// extended length for lengths 126 (16 bits) and 127 (64 bits).
+	for {
+		var h [2]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			e.t.Fatalf("reading a frame: %v", err)
+		}
+		n := uint64(h[1] & 0x7f)
+		switch n {
+		case 126:
+			var b [2]byte
+			_, err = io.ReadFull(br, b[:])
+			n = uint64(binary.BigEndian.Uint16(b[:]))
+		case 127:
+			var b [8]byte
+			_, err = io.ReadFull(br, b[:])
+			n = binary.BigEndian.Uint64(b[:])
+		}
+		if err == nil {
+			_, err = io.CopyN(io.Discard, br, int64(n))
+		}
+		if err != nil {
+			e.t.Fatalf("reading a frame: %v", err)
+		}
+		if h[0]&0x0f == 0x8 { // close
+			return conn
+		}
 	}
 }
 
@@ -178,7 +262,7 @@ func TestStatelessLogDropped(t *testing.T) {
 		}
 		conn.CloseNow()
 		e.waitExit("d", cid)
-		time.Sleep(50 * time.Millisecond) // let the follower's handler end
+		e.waitDetached("d", cid)
 		if !exists(e.spillPath("d", cid)) {
 			t.Fatal("the log was dropped although its follower left early")
 		}
@@ -189,7 +273,7 @@ func TestStatelessLogDropped(t *testing.T) {
 		conn, _ = e.dial(ctx, "d", cid, true, nil)
 		readAll(ctx, t, conn)
 		conn.CloseNow()
-		time.Sleep(50 * time.Millisecond)
+		e.waitDetached("d", cid)
 		if !exists(e.spillPath("d", cid)) {
 			t.Fatal("the log was dropped after a follower without frames")
 		}
@@ -203,10 +287,9 @@ func TestStatelessLogDropped(t *testing.T) {
 		// buffers), but the follower left without reading them: kept.
 		cid = startAsync("seq 1 2000", statelessHdr...)
 		e.waitExit("d", cid)
-		conn, _ = e.dial(ctx, "d", cid, true, http.Header{toolbox.HeaderUseExtensions: {"frames"}})
-		time.Sleep(100 * time.Millisecond) // the server writes all and waits for our close
-		conn.CloseNow()
-		time.Sleep(100 * time.Millisecond)
+		raw := e.followUnanswered(ctx, "d", cid, http.Header{toolbox.HeaderUseExtensions: {"frames"}})
+		raw.Close()
+		e.waitDetached("d", cid)
 		if l := e.logsOf("d", cid); !strings.HasSuffix(l.Stdout, "\n2000\n") {
 			t.Errorf("the log of a follower that read nothing was dropped: %q", l.Stdout)
 		}
@@ -217,7 +300,7 @@ func TestStatelessLogDropped(t *testing.T) {
 		if n, _ := e.followFrames(ctx, "d", cid); n != big {
 			t.Fatalf("followed %d bytes", n)
 		}
-		time.Sleep(50 * time.Millisecond)
+		e.waitDetached("d", cid)
 		if !exists(e.spillPath("d", cid)) {
 			t.Fatal("the log of a stateful command was dropped")
 		}

@@ -1,11 +1,9 @@
 package daemon
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -53,6 +51,21 @@ func notFound(format string, args ...any) *httpError {
 	return errorf(http.StatusNotFound, codeNotFound, format, args...)
 }
 
+// errShuttingDown answers requests that arrive while the server closes.
+func errShuttingDown() *httpError {
+	return errorf(http.StatusServiceUnavailable, codeInternal, "the toolbox server is shutting down")
+}
+
+// asHTTPError returns err as an *httpError: itself when it is one, else a
+// 500 carrying its message.
+func asHTTPError(err error) *httpError {
+	var he *httpError
+	if !errors.As(err, &he) {
+		he = &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
+	}
+	return he
+}
+
 // category is the prefix Daytona puts in front of messages.
 func category(status int) string {
 	switch status {
@@ -91,45 +104,10 @@ func errorBody(r *http.Request, status int, code, msg string) toolbox.ErrorRespo
 
 // writeError answers with an ErrorResponse describing err.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpError
-	if !errors.As(err, &he) {
-		he = &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
-	}
+	he := asHTTPError(err)
 	msg := he.Error()
 	if he.status >= 500 && s.log != nil {
 		s.log.Error("toolbox request failed", "method", r.Method, "path", r.URL.Path, "err", msg)
 	}
 	writeJSON(w, he.status, errorBody(r, he.status, he.code, msg))
-}
-
-// writeJSON answers with v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "internal server error: encoding response: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
-}
-
-// writeJSONFlushed answers with v as JSON, with a Content-Length, and
-// flushes the answer to the connection. It reports whether that worked.
-func writeJSONFlushed(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, "internal server error: encoding response: "+err.Error(), http.StatusInternalServerError)
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	if _, err := w.Write(b); err != nil {
-		return err
-	}
-	if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	return nil
 }

@@ -19,6 +19,9 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
+// oneShotPrefix starts the marker token of a one-shot execution.
+const oneShotPrefix = "exec-"
+
 // oneShot is a running POST /process/execute.
 type oneShot struct {
 	token string
@@ -38,45 +41,16 @@ func (o *oneShot) kill() {
 	killTree(pgids, o.token)
 }
 
-func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
 	var req toolbox.ExecuteRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	if err := checkCommand(req.Command); err != nil {
-		s.writeError(w, r, err)
-		return
+	cwd, env, err := s.executeSettings(req)
+	if err != nil {
+		return err
 	}
-	if req.Timeout < 0 {
-		s.writeError(w, r, badRequest("timeout must be >= 0 seconds, got %d", req.Timeout))
-		return
-	}
-	cwd := s.workDir
-	if req.Cwd != "" {
-		p, err := s.resolve(req.Cwd)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		cwd = p
-	}
-	env := withoutKeys(s.baseEnv, markerKey)
-	// Check in sorted order, so that the error names the same variable
-	// every time.
-	for _, k := range slices.Sorted(maps.Keys(req.Envs)) {
-		v := req.Envs[k]
-		if !sandbox.ValidEnvName(k) {
-			s.writeError(w, r, badRequest("invalid environment variable name %q: names must match [A-Za-z_][A-Za-z0-9_]* (a name a shell can export)", k))
-			return
-		}
-		if strings.ContainsRune(v, 0) {
-			s.writeError(w, r, badRequest("invalid value of environment variable %q: values must not contain NUL", k))
-			return
-		}
-		env = append(withoutKeys(env, k), k+"="+v)
-	}
-	o := &oneShot{token: "exec-" + randomHex(8)}
+	o := &oneShot{token: oneShotPrefix + randomHex(8)}
 	env = append(env, markerKey+"="+o.token)
 
 	ctx := r.Context()
@@ -85,24 +59,79 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout)*time.Second)
 		defer cancel()
 	}
+	if err := s.addOneShot(o); err != nil {
+		return err
+	}
+	defer s.removeOneShot(o)
+	res, err := s.runOneShot(ctx, o, req.Command, cwd, env)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
+			return errorf(http.StatusRequestTimeout, codeRequestTimeout, "command execution timeout after %d seconds", req.Timeout)
+		}
+		// The client went away: nobody reads the answer.
+		return nil
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// executeSettings checks an execute request and returns the command's
+// working directory and environment.
+func (s *Server) executeSettings(req toolbox.ExecuteRequest) (cwd string, env []string, err error) {
+	if err := checkCommand(req.Command); err != nil {
+		return "", nil, err
+	}
+	if req.Timeout < 0 {
+		return "", nil, badRequest("timeout must be >= 0 seconds, got %d", req.Timeout)
+	}
+	cwd = s.workDir
+	if req.Cwd != "" {
+		if cwd, err = s.resolve(req.Cwd); err != nil {
+			return "", nil, err
+		}
+	}
+	env = withoutKeys(s.baseEnv, markerKey)
+	// Check in sorted order, so that the error names the same variable
+	// every time.
+	for _, k := range slices.Sorted(maps.Keys(req.Envs)) {
+		v := req.Envs[k]
+		if !sandbox.ValidEnvName(k) {
+			return "", nil, badRequest("invalid environment variable name %q: names must match [A-Za-z_][A-Za-z0-9_]* (a name a shell can export)", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return "", nil, badRequest("invalid value of environment variable %q: values must not contain NUL", k)
+		}
+		env = append(withoutKeys(env, k), k+"="+v)
+	}
+	return cwd, env, nil
+}
+
+// addOneShot registers o, so that Close kills it.
+func (s *Server) addOneShot(o *oneShot) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeInternal, "the toolbox server is shutting down"))
-		return
+		return errShuttingDown()
 	}
 	s.execs[o] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.execs, o)
-		s.mu.Unlock()
-	}()
+	return nil
+}
 
-	args, cleanup, err := s.shellArgs(req.Command, s.tmpDir, o.token)
+func (s *Server) removeOneShot(o *oneShot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.execs, o)
+}
+
+// runOneShot runs command to its end, or until ctx is done: then it kills
+// the command's process tree. The answer holds stdout and stderr merged.
+func (s *Server) runOneShot(ctx context.Context, o *oneShot, command, cwd string, env []string) (toolbox.ExecuteResponse, error) {
+	args, cleanup, err := s.shellArgs(command, s.tmpDir, o.token)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return toolbox.ExecuteResponse{}, err
 	}
 	defer cleanup()
 
@@ -111,8 +140,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	// the shell's output even when background children keep the pipe open.
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return toolbox.ExecuteResponse{}, err
 	}
 	defer pr.Close()
 	growPipe(pw)
@@ -127,8 +155,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.starter.start(cmd); err != nil {
 		pw.Close()
-		writeJSON(w, http.StatusOK, toolbox.ExecuteResponse{ExitCode: -1, Result: err.Error()})
-		return
+		return toolbox.ExecuteResponse{ExitCode: exitNotStarted, Result: err.Error()}, nil
 	}
 	o.mu.Lock()
 	o.pgid = cmd.Process.Pid
@@ -147,15 +174,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	writeSentinel(pw, sentinel)
 	out := <-outCh
-	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
-			s.writeError(w, r, errorf(http.StatusRequestTimeout, codeRequestTimeout, "command execution timeout after %d seconds", req.Timeout))
-			return
-		}
-		// The client went away: nobody reads the answer.
-		return
-	}
-	writeJSON(w, http.StatusOK, toolbox.ExecuteResponse{ExitCode: exitCode(cmd, werr), Result: string(out)})
+	return toolbox.ExecuteResponse{ExitCode: exitCode(cmd, werr), Result: string(out)}, nil
 }
 
 // readUntil reads r until the sentinel (left out) or EOF.

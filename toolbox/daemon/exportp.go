@@ -94,6 +94,34 @@ func (p *exportParser) name() string {
 	return string(p.b[start:p.i])
 }
 
+// quoted appends the rest of a word quoted with q ('"' or '\”, the
+// opening quote consumed) to out, up to the closing quote. Inside double
+// quotes a backslash escapes " \ $ ` and newline, and a backslash-newline
+// vanishes.
+func (p *exportParser) quoted(out []byte, q byte) ([]byte, error) {
+	for {
+		if p.i >= len(p.b) {
+			return nil, errExportSyntax
+		}
+		c := p.b[p.i]
+		p.i++
+		if c == q {
+			return out, nil
+		}
+		if q == '"' && c == '\\' && p.i < len(p.b) {
+			switch n := p.b[p.i]; n {
+			case '"', '\\', '$', '`', '\n':
+				p.i++
+				if n != '\n' {
+					out = append(out, n)
+				}
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+}
+
 // value parses one quoted word: "…", '…', $'…', or a bare word; adjacent
 // quoted parts are concatenated as the shell would.
 func (p *exportParser) value() (string, error) {
@@ -106,41 +134,12 @@ func (p *exportParser) value() (string, error) {
 				return "", err
 			}
 			out = append(out, v...)
-		case p.b[p.i] == '"':
+		case p.b[p.i] == '"' || p.b[p.i] == '\'':
+			q := p.b[p.i]
 			p.i++
-			for {
-				if p.i >= len(p.b) {
-					return "", errExportSyntax
-				}
-				c := p.b[p.i]
-				p.i++
-				if c == '"' {
-					break
-				}
-				if c == '\\' && p.i < len(p.b) {
-					switch n := p.b[p.i]; n {
-					case '"', '\\', '$', '`', '\n':
-						p.i++
-						if n != '\n' {
-							out = append(out, n)
-						}
-						continue
-					}
-				}
-				out = append(out, c)
-			}
-		case p.b[p.i] == '\'':
-			p.i++
-			for {
-				if p.i >= len(p.b) {
-					return "", errExportSyntax
-				}
-				c := p.b[p.i]
-				p.i++
-				if c == '\'' {
-					break
-				}
-				out = append(out, c)
+			var err error
+			if out, err = p.quoted(out, q); err != nil {
+				return "", err
 			}
 		case p.b[p.i] == '\\' && p.i+1 < len(p.b):
 			out = append(out, p.b[p.i+1])

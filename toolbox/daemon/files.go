@@ -55,6 +55,21 @@ func (s *Server) queryPath(r *http.Request, name string) (string, error) {
 	return s.resolve(v)
 }
 
+// atQueryPath resolves the path in the query parameter name and applies
+// op (os.Stat, os.Open …) to it, mapping op's error with fsError.
+func atQueryPath[T any](s *Server, r *http.Request, name string, op func(string) (T, error)) (string, T, error) {
+	var zero T
+	p, err := s.queryPath(r, name)
+	if err != nil {
+		return "", zero, err
+	}
+	v, err := op(p)
+	if err != nil {
+		return "", zero, fsError(p, err)
+	}
+	return p, v, nil
+}
+
 // fsError maps a file-system error to an API error.
 func fsError(p string, err error) error {
 	switch {
@@ -123,13 +138,12 @@ func (s *Server) fileInfo(p string, fi fs.FileInfo) toolbox.FileInfo {
 	return out
 }
 
-func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) error {
 	dir := s.workDir
 	if v := r.URL.Query().Get("path"); v != "" {
 		p, err := s.resolve(v)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
 		dir = p
 	}
@@ -137,19 +151,16 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("depth"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			s.writeError(w, r, badRequest("depth must be an integer >= 1, got %q", v))
-			return
+			return badRequest("depth must be an integer >= 1, got %q", v)
 		}
 		depth = n
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
-		s.writeError(w, r, fsError(dir, err))
-		return
+		return fsError(dir, err)
 	}
 	if !fi.IsDir() {
-		s.writeError(w, r, badRequest("%q is not a directory; use /files/info for a file", dir))
-		return
+		return badRequest("%q is not a directory; use /files/info for a file", dir)
 	}
 	out := []toolbox.FileInfo{}
 	var walk func(dir string, level int) error
@@ -174,46 +185,33 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 		return nil
 	}
 	if err := walk(dir, 1); err != nil {
-		s.writeError(w, r, fsError(dir, err))
-		return
+		return fsError(dir, err)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) {
-	p, err := s.queryPath(r, "path")
+func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
+	p, fi, err := atQueryPath(s, r, "path", os.Stat)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		s.writeError(w, r, fsError(p, err))
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.fileInfo(p, fi))
+	return nil
 }
 
-func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
-	p, err := s.queryPath(r, "path")
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) error {
+	p, f, err := atQueryPath(s, r, "path", os.Open)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		s.writeError(w, r, fsError(p, err))
-		return
+		return err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		s.writeError(w, r, fsError(p, err))
-		return
+		return fsError(p, err)
 	}
 	if fi.IsDir() {
-		s.writeError(w, r, badRequest("%q is a directory; list it with GET /files", p))
-		return
+		return badRequest("%q is a directory; list it with GET /files", p)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
@@ -223,27 +221,27 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, f)
+	return nil
 }
 
-func (s *Server) handleBulkDownload(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleBulkDownload(w http.ResponseWriter, r *http.Request) error {
 	var req toolbox.FilesDownloadRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if len(req.Paths) == 0 {
-		s.writeError(w, r, badRequest("paths must list at least one file"))
-		return
+		return badRequest("paths must list at least one file")
 	}
 	mw := multipart.NewWriter(w)
 	w.Header().Set("Content-Type", "multipart/form-data; boundary="+mw.Boundary())
 	w.WriteHeader(http.StatusOK)
 	for _, raw := range req.Paths {
 		if err := s.writeDownloadPart(mw, r, raw); err != nil {
-			return // the connection failed
+			return nil // the connection failed: nothing more to answer
 		}
 	}
 	_ = mw.Close()
+	return nil
 }
 
 // writeDownloadPart writes one file part, or an error part when the file
@@ -310,18 +308,18 @@ func writeFile(path string, src io.Reader) (int64, error) {
 }
 
 // uploadFromMultipart streams the part named field into path.
-func uploadFromMultipart(r *http.Request, field, path string) (bool, error) {
+func uploadFromMultipart(r *http.Request, field, path string) error {
 	mr, err := r.MultipartReader()
 	if err != nil {
-		return false, badRequest("a multipart/form-data body is required: %v", err)
+		return badRequest("a multipart/form-data body is required: %v", err)
 	}
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
-			return false, nil
+			return badRequest("the multipart body has no part named %q", field)
 		}
 		if err != nil {
-			return false, badRequest("reading the multipart body: %v", err)
+			return badRequest("reading the multipart body: %v", err)
 		}
 		if part.FormName() != field {
 			part.Close()
@@ -329,7 +327,7 @@ func uploadFromMultipart(r *http.Request, field, path string) (bool, error) {
 		}
 		_, err = writeFile(path, part)
 		part.Close()
-		return true, err
+		return err
 	}
 }
 
@@ -340,46 +338,36 @@ func isMultipart(r *http.Request) bool {
 
 // handleUploadV1 is the v0.190 daemon's POST /files/upload: multipart field
 // "file", empty 200 answer.
-func (s *Server) handleUploadV1(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleUploadV1(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.queryPath(r, "path")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	found, err := uploadFromMultipart(r, "file", p)
-	if err == nil && !found {
-		err = badRequest("the multipart body has no part named \"file\"")
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	if err := uploadFromMultipart(r, "file", p); err != nil {
+		return err
 	}
 	// v0.190 answers gin.H: an empty object.
 	writeJSON(w, http.StatusOK, struct{}{})
+	return nil
 }
 
 // handleUploadV2 is the cloud POST /files/upload-v2: multipart field "file"
 // or a raw body; answers {name, path, type}.
-func (s *Server) handleUploadV2(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleUploadV2(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.queryPath(r, "path")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if isMultipart(r) {
-		found, err := uploadFromMultipart(r, "file", p)
-		if err == nil && !found {
-			err = badRequest("the multipart body has no part named \"file\"")
-		}
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	} else if _, err := writeFile(p, r.Body); err != nil {
-		s.writeError(w, r, err)
-		return
+		err = uploadFromMultipart(r, "file", p)
+	} else {
+		_, err = writeFile(p, r.Body)
+	}
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, toolbox.UploadedFile{Name: filepath.Base(p), Path: p, Type: "file"})
+	return nil
 }
 
 // bulkUploadError is the 400 answer of a bulk upload: an ErrorResponse that
@@ -392,11 +380,10 @@ type bulkUploadError struct {
 
 // handleBulkUpload streams parts files[i].path and files[i].file to disk;
 // each path part must precede its file part.
-func (s *Server) handleBulkUpload(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleBulkUpload(w http.ResponseWriter, r *http.Request) error {
 	mr, err := r.MultipartReader()
 	if err != nil {
-		s.writeError(w, r, badRequest("a multipart/form-data body is required: %v", err))
-		return
+		return badRequest("a multipart/form-data body is required: %v", err)
 	}
 	paths := map[string]string{}
 	resp := toolbox.BulkUploadResponse{Files: []toolbox.BulkUploadedFile{}}
@@ -450,60 +437,56 @@ func (s *Server) handleBulkUpload(w http.ResponseWriter, r *http.Request) {
 			Errors:        resp.Errors,
 			Files:         resp.Files,
 		})
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.queryPath(r, "path")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	mode := fs.FileMode(0o755)
 	if v := r.URL.Query().Get("mode"); v != "" {
 		n, err := strconv.ParseUint(v, 8, 32)
 		if err != nil || n > 0o7777 {
-			s.writeError(w, r, badRequest("mode must be an octal permission such as 0755, got %q", v))
-			return
+			return badRequest("mode must be an octal permission such as 0755, got %q", v)
 		}
 		mode = fs.FileMode(n)
 	}
 	if err := os.MkdirAll(p, mode); err != nil {
-		s.writeError(w, r, fsError(p, err))
-		return
+		return fsError(p, err)
 	}
 	// MkdirAll applies the umask; set the mode asked for on the leaf.
 	_ = os.Chmod(p, mode)
 	w.WriteHeader(http.StatusCreated)
+	return nil
 }
 
-func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) {
+// handleDeleteFile is DELETE /files: it removes a file, or with
+// recursive=true a directory tree, refusing / and the work dir.
+func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.queryPath(r, "path")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if p == "/" {
-		s.writeError(w, r, badRequest("refusing to delete / (path %q)", r.URL.Query().Get("path")))
-		return
+		return badRequest("refusing to delete / (path %q)", r.URL.Query().Get("path"))
 	}
 	if p == s.workDir || strings.HasPrefix(s.workDir, p+"/") {
-		s.writeError(w, r, badRequest("refusing to delete %s (path %q): it is or holds the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir))
-		return
+		return badRequest("refusing to delete %s (path %q): it is or holds the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir)
 	}
 	fi, err := os.Lstat(p)
 	if err != nil {
-		s.writeError(w, r, fsError(p, err))
-		return
+		return fsError(p, err)
 	}
 	// The same directory under another name (a bind mount, a path through
 	// a symbolic link to one of its parents). A symbolic link itself is
 	// only unlinked, which is harmless.
 	if wd, err := os.Stat(s.workDir); err == nil && fi.IsDir() && os.SameFile(fi, wd) {
-		s.writeError(w, r, badRequest("refusing to delete %s (path %q): it is the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir))
-		return
+		return badRequest("refusing to delete %s (path %q): it is the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir)
 	}
 	recursive := r.URL.Query().Get("recursive") == "true"
 	if fi.IsDir() && recursive {
@@ -512,30 +495,28 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) {
 		err = os.Remove(p)
 	}
 	if err != nil {
-		s.writeError(w, r, fsError(p, err))
-		return
+		return fsError(p, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
+// handleMove is POST /files/move: it renames source to destination, which
+// must not exist.
+func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
 	src, err := s.queryPath(r, "source")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	dst, err := s.queryPath(r, "destination")
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if _, err := os.Lstat(src); err != nil {
-		s.writeError(w, r, fsError(src, err))
-		return
+		return fsError(src, err)
 	}
 	if _, err := os.Lstat(dst); err == nil {
-		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "destination %q already exists; delete it first", dst))
-		return
+		return errorf(http.StatusConflict, codeConflict, "destination %q already exists; delete it first", dst)
 	}
 	if err := os.Rename(src, dst); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -543,8 +524,8 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 		} else {
 			err = fsError(src, err)
 		}
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusOK)
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/internal/procfs"
 	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -172,8 +173,8 @@ func (e *testEnv) expect(status int, method, path string, body any, hdr ...strin
 	if resp.StatusCode != status {
 		e.t.Fatalf("%s %s: status %d, want %d; body %s", method, path, resp.StatusCode, status, data)
 	}
-	if got := resp.Header.Get(toolbox.HeaderExtensions); got != Extensions {
-		e.t.Fatalf("%s %s: %s = %q, want %q", method, path, toolbox.HeaderExtensions, got, Extensions)
+	if got := resp.Header.Get(toolbox.HeaderExtensions); got != offeredExtensions {
+		e.t.Fatalf("%s %s: %s = %q, want %q", method, path, toolbox.HeaderExtensions, got, offeredExtensions)
 	}
 	return data
 }
@@ -296,10 +297,10 @@ func demux(raw []byte) (stdout, stderr []byte) {
 	var cur *[]byte
 	for len(raw) > 0 {
 		switch {
-		case bytes.HasPrefix(raw, stdoutMarker):
+		case bytes.HasPrefix(raw, []byte(toolbox.StdoutMarker)):
 			cur, raw = &stdout, raw[3:]
 			continue
-		case bytes.HasPrefix(raw, stderrMarker):
+		case bytes.HasPrefix(raw, []byte(toolbox.StderrMarker)):
 			cur, raw = &stderr, raw[3:]
 			continue
 		}
@@ -313,8 +314,8 @@ func demux(raw []byte) (stdout, stderr []byte) {
 }
 
 func pidAlive(pid int) bool {
-	state, _, ok := procStat(pid)
-	return ok && state != 'Z' && state != 'X'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Live()
 }
 
 func readPids(t *testing.T, path string, n int) []int {

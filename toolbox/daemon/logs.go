@@ -111,15 +111,14 @@ func parseSemver(v string) (semver, bool) {
 	return out, true
 }
 
-func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) error {
 	ss, c, err := s.lookup(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if isWebSocket(r) {
 		s.followLogs(w, r, ss, c)
-		return
+		return nil
 	}
 	mode := logModeOf(r)
 	forms := formCombined
@@ -131,20 +130,19 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := c.log.snapshot(forms)
 	if err != nil {
-		s.writeError(w, r, notFound("session %q was deleted", ss.id))
-		return
+		return errSessionDeleted(ss)
 	}
 	if mode == modeJSON {
 		resp := toolbox.SessionCommandLogsResponse{Output: string(out.raw)}
-		if uses(r, "base64") {
+		if uses(r, toolbox.ExtBase64) {
 			resp.Stdout = base64.StdEncoding.EncodeToString(out.stdout)
 			resp.Stderr = base64.StdEncoding.EncodeToString(out.stderr)
-			w.Header().Set(headerEncoding, "base64")
+			w.Header().Set(toolbox.HeaderEncoding, toolbox.EncodingBase64)
 		} else {
 			resp.Stdout, resp.Stderr = string(out.stdout), string(out.stderr)
 		}
 		writeJSON(w, http.StatusOK, resp)
-		return
+		return nil
 	}
 	body := out.combined
 	if mode == modeRaw {
@@ -153,6 +151,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+	return nil
 }
 
 func isWebSocket(r *http.Request) bool {
@@ -181,154 +180,181 @@ const maxFramesMessage = 256 << 10
 // the command has ended and everything was sent. Without follow=true it
 // sends the current content and closes.
 func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session, c *command) {
+	frames := uses(r, toolbox.ExtFrames)
+	follow := r.URL.Query().Get("follow") == "true"
+	fc, ok := acceptFollow(w, r)
+	if !ok {
+		return // Accept has answered
+	}
+	defer fc.closeNow()
+	// Server shutdown cancels ctx but not the reader (that would drop the
+	// connection without a close).
+	ctx, cancel := context.WithCancel(fc.readCtx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+
+	c.log.attach()
+	defer c.log.detach()
+	mb := messageBuilder{cur: logCursor{l: c.log}, frames: frames, mode: logModeOf(r), limit: maxMessage}
+	if frames {
+		mb.limit = maxFramesMessage
+	}
+	for {
+		size, done, changed, err := c.log.state()
+		if err != nil {
+			closeOnLogError(fc.Conn, err, frames)
+			return
+		}
+		// Send everything up to size.
+		for mb.cur.more(size) {
+			msg, err := mb.next(size)
+			if err != nil {
+				closeOnLogError(fc.Conn, err, frames)
+				return
+			}
+			if len(msg) > 0 && fc.Write(ctx, websocket.MessageBinary, msg) != nil {
+				return
+			}
+		}
+		if done || !follow {
+			fc.closeSent(c, frames && done)
+			return
+		}
+		select {
+		case <-changed:
+		case <-ss.killedCh:
+			fc.Close(websocket.StatusNormalClosure, killedReason(frames))
+			return
+		case <-ctx.Done():
+			if s.ctx.Err() != nil {
+				fc.Close(websocket.StatusGoingAway, "server shutting down")
+			}
+			return
+		}
+	}
+}
+
+// followConn is the WebSocket of a log follow and the goroutine reading it.
+// We never expect messages; reading handles pings and notices the close.
+// Like conn.CloseRead, but keeping the error, which tells whether the
+// client answered our close.
+type followConn struct {
+	*websocket.Conn
+	readCtx    context.Context // done when the reader ends
+	readCancel context.CancelFunc
+	readDone   chan struct{}
+	readErr    error // valid after readDone
+}
+
+// acceptFollow accepts the WebSocket of a log follow and starts reading it.
+// It reports false when the handshake failed (Accept has answered).
+func acceptFollow(w http.ResponseWriter, r *http.Request) (*followConn, bool) {
 	var protos []string
 	for _, p := range offeredSubprotocols(r) {
 		if strings.HasPrefix(strings.ToLower(p), strings.ToLower(subprotocolPrefix)) {
 			protos = append(protos, p)
 		}
 	}
-	mode := logModeOf(r)
-	frames := uses(r, "frames")
-	follow := r.URL.Query().Get("follow") == "true"
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:       protos,
 		InsecureSkipVerify: true, // the toolbox authenticates with tokens, not origins
 	})
 	if err != nil {
-		return // Accept has answered
+		return nil, false
 	}
-	// We never expect messages; reading handles pings and notices the
-	// close. Like conn.CloseRead, but keeping the error, which tells
-	// whether the client answered our close. Server shutdown cancels ctx
-	// but not the reader (that would drop the connection without a close).
-	readCtx, readCancel := context.WithCancel(r.Context())
-	defer readCancel()
-	ctx, cancel := context.WithCancel(readCtx)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
-	readDone := make(chan struct{})
-	var readErr error
+	fc := &followConn{Conn: conn, readDone: make(chan struct{})}
+	fc.readCtx, fc.readCancel = context.WithCancel(r.Context())
 	go func() {
-		defer close(readDone)
-		defer readCancel()
-		_, _, readErr = conn.Reader(readCtx)
-		if readErr == nil {
+		defer close(fc.readDone)
+		defer fc.readCancel()
+		_, _, fc.readErr = conn.Reader(fc.readCtx)
+		if fc.readErr == nil {
 			conn.Close(websocket.StatusPolicyViolation, "unexpected data message")
 		}
 	}()
-	defer func() {
-		conn.CloseNow()
-		<-readDone
-	}()
+	return fc, true
+}
 
-	c.log.attach()
-	defer c.log.detach()
-	cur := logCursor{l: c.log}
-	var msg []byte
-	limit := maxMessage
-	if frames {
-		limit = maxFramesMessage
+// closeNow drops the connection and waits for the reader.
+func (fc *followConn) closeNow() {
+	fc.CloseNow()
+	<-fc.readDone
+	fc.readCancel()
+}
+
+// closeSent closes a follow that sent the whole log there is. With ended
+// (the frames extension and a command that ended) the reason tells the
+// exit code or that the session was deleted; when the client answers the
+// close of an exit, it has read everything, and a stateless command's log
+// is dropped.
+func (fc *followConn) closeSent(c *command, ended bool) {
+	reason, exited := "", false
+	if ended {
+		switch code, killed := c.ended(); {
+		case killed:
+			reason = toolbox.CloseReasonKilled
+		case code != nil:
+			reason, exited = toolbox.CloseReasonExitPrefix+strconv.Itoa(*code), true
+		}
 	}
-	for {
-		size, done, changed, err := c.log.state()
+	err := fc.Close(websocket.StatusNormalClosure, reason)
+	if exited && c.stateless {
+		<-fc.readDone
+		if closeAnswered(fc.readErr, err, reason) {
+			c.log.drop()
+		}
+	}
+}
+
+// messageBuilder cuts a log into WebSocket messages of at most limit
+// bytes, coalescing or splitting records as needed: with frames, a stream
+// id byte and one stream's bytes per message; else Daytona's log, with
+// markers (mode modeRaw, modeJSON) or without (modeCombined).
+type messageBuilder struct {
+	cur    logCursor
+	frames bool
+	mode   logMode
+	limit  int
+	msg    []byte // reused
+}
+
+// next returns the next message from the log below size, a size the caller
+// got from the log's state. The message is valid until the next call.
+func (b *messageBuilder) next(size int64) ([]byte, error) {
+	msg := b.msg[:0]
+	defer func() { b.msg = msg[:0] }()
+	var lastStream byte
+	for b.cur.more(size) {
+		room := b.limit - len(msg)
+		if room <= 0 || (b.mode != modeCombined && !b.frames && room <= len(toolbox.StdoutMarker)) {
+			break
+		}
+		stream, n, fresh, err := b.cur.head()
 		if err != nil {
-			if err == errLogClosed {
-				conn.Close(websocket.StatusNormalClosure, killedReason(frames))
-			} else {
-				conn.Close(websocket.StatusInternalError, "reading the log failed")
-			}
-			return
+			return nil, err
 		}
-		// Send everything up to size, in messages of at most maxMessage
-		// bytes: records are coalesced or split as needed.
-		for cur.more(size) {
-			msg = msg[:0]
-			var lastStream byte
-		fill:
-			for cur.more(size) {
-				room := limit - len(msg)
-				if room <= 0 || (mode != modeCombined && !frames && room <= len(stdoutMarker)) {
-					break
-				}
-				stream, n, fresh, herr := cur.head()
-				if herr != nil {
-					err = herr
-					break
-				}
-				switch {
-				case frames:
-					if len(msg) > 0 && stream != lastStream {
-						break fill // one stream per message
-					}
-					if len(msg) == 0 {
-						msg = append(msg, stream)
-						room--
-					}
-					lastStream = stream
-				case mode == modeCombined:
-				case fresh && stream == streamStderr:
-					msg = append(msg, stderrMarker...)
-					room -= len(stderrMarker)
-				case fresh:
-					msg = append(msg, stdoutMarker...)
-					room -= len(stdoutMarker)
-				}
-				if msg, err = cur.take(msg, min(n, room)); err != nil {
-					break
-				}
+		switch {
+		case b.frames:
+			if len(msg) > 0 && stream != lastStream {
+				return msg, nil // one stream per message
 			}
-			if err != nil {
-				if err == errLogClosed {
-					conn.Close(websocket.StatusNormalClosure, killedReason(frames))
-				} else {
-					conn.Close(websocket.StatusInternalError, "reading the log failed")
-				}
-				return
+			if len(msg) == 0 {
+				msg = append(msg, stream)
+				room--
 			}
-			if len(msg) > 0 {
-				if werr := conn.Write(ctx, websocket.MessageBinary, msg); werr != nil {
-					return
-				}
-			}
+			lastStream = stream
+		case b.mode == modeCombined:
+		case fresh:
+			marker := markerOf(stream)
+			msg = append(msg, marker...)
+			room -= len(marker)
 		}
-		if done || !follow {
-			reason := ""
-			if frames && done {
-				c.mu.Lock()
-				killed, code := c.killed, c.exitCode
-				c.mu.Unlock()
-				switch {
-				case killed:
-					reason = "killed"
-				case code != nil:
-					reason = "exit=" + strconv.Itoa(*code)
-				}
-			}
-			err := conn.Close(websocket.StatusNormalClosure, reason)
-			if frames && done && c.stateless && strings.HasPrefix(reason, toolbox.CloseReasonExitPrefix) {
-				<-readDone
-				if closeAnswered(readErr, err, reason) {
-					// The client has read every message before our
-					// close: the log of a stateless command is not
-					// needed any more.
-					c.log.drop()
-				}
-			}
-			return
-		}
-		select {
-		case <-changed:
-		case <-ss.killedCh:
-			conn.Close(websocket.StatusNormalClosure, killedReason(frames))
-			return
-		case <-ctx.Done():
-			if s.ctx.Err() != nil {
-				conn.Close(websocket.StatusGoingAway, "server shutting down")
-			}
-			return
+		if msg, err = b.cur.take(msg, min(n, room)); err != nil {
+			return nil, err
 		}
 	}
+	return msg, nil
 }
 
 // closeAnswered reports whether the client answered our close (code 1000
@@ -347,7 +373,17 @@ func closeAnswered(readErr, closeErr error, reason string) bool {
 
 func killedReason(frames bool) string {
 	if frames {
-		return "killed"
+		return toolbox.CloseReasonKilled
 	}
 	return ""
+}
+
+// closeOnLogError closes a follow whose log could not be read: as killed
+// when the session was deleted, else as an internal error.
+func closeOnLogError(conn *websocket.Conn, err error, frames bool) {
+	if err == errLogClosed {
+		conn.Close(websocket.StatusNormalClosure, killedReason(frames))
+	} else {
+		conn.Close(websocket.StatusInternalError, "reading the log failed")
+	}
 }

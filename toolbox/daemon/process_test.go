@@ -240,7 +240,7 @@ func TestDeleteSessionKillsEverything(t *testing.T) {
 	}
 	ss, _ := e.srv.session("k")
 	e.expect(204, "DELETE", "/process/session/k", nil)
-	if left := findProcs(nil, []byte(markerKey+"="+ss.token+":"), os.Getpid()); len(left) > 0 {
+	if left := findProcs(nil, markerKey+"="+ss.token+":"); len(left) > 0 {
 		t.Errorf("tagged processes left: %v", left)
 	}
 	for _, pid := range pids {
@@ -314,7 +314,7 @@ func TestLogsHeaderMatrix(t *testing.T) {
 	json.Unmarshal(data, &r)
 	so, _ := base64.StdEncoding.DecodeString(*r.Stdout)
 	se, _ := base64.StdEncoding.DecodeString(*r.Stderr)
-	if resp.Header.Get(headerEncoding) != "base64" || string(so) != "\x01\x01\x01\xff\n" || string(se) != "\x02\xfe" {
+	if resp.Header.Get(toolbox.HeaderEncoding) != "base64" || string(so) != "\x01\x01\x01\xff\n" || string(se) != "\x02\xfe" {
 		t.Errorf("base64 exec: %q %q %+v", so, se, r)
 	}
 	resp, data = e.do("GET", "/process/session/m/command/"+r.CmdID+"/logs", nil,
@@ -322,7 +322,7 @@ func TestLogsHeaderMatrix(t *testing.T) {
 	var l toolbox.SessionCommandLogsResponse
 	json.Unmarshal(data, &l)
 	so, _ = base64.StdEncoding.DecodeString(l.Stdout)
-	if resp.Header.Get(headerEncoding) != "base64" || string(so) != "\x01\x01\x01\xff\n" {
+	if resp.Header.Get(toolbox.HeaderEncoding) != "base64" || string(so) != "\x01\x01\x01\xff\n" {
 		t.Errorf("base64 logs: %q", so)
 	}
 }
@@ -381,7 +381,7 @@ func TestFollowSubprotocolAndCombined(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, resp := e.dial(ctx, "p", cid, true, nil, "X-Daytona-SDK-Version~0.205.1")
-	if c.Subprotocol() != "X-Daytona-SDK-Version~0.205.1" || resp.Header.Get(toolbox.HeaderExtensions) != Extensions {
+	if c.Subprotocol() != "X-Daytona-SDK-Version~0.205.1" || resp.Header.Get(toolbox.HeaderExtensions) != offeredExtensions {
 		t.Errorf("subprotocol %q, extensions %q", c.Subprotocol(), resp.Header.Get(toolbox.HeaderExtensions))
 	}
 	msgs, _ := readAll(ctx, t, c)
@@ -477,7 +477,7 @@ func TestInputEchoSuppressAndStdinExtension(t *testing.T) {
 	cid = e.execAsync("in", toolbox.SessionExecuteRequest{Command: `od -An -c | tr -s ' '`, RunAsync: true})
 	e.expect(204, "POST", "/process/session/in/command/"+cid+"/input", toolbox.SessionSendInputRequest{Data: "a"}, toolbox.HeaderUseExtensions, "stdin")
 	e.expect(204, "POST", "/process/session/in/command/"+cid+"/input", toolbox.SessionSendInputRequest{Data: "b"},
-		toolbox.HeaderUseExtensions, "stdin", headerStdinClose, "true")
+		toolbox.HeaderUseExtensions, "stdin", toolbox.HeaderStdinClose, "true")
 	if code := e.waitExit("in", cid); code != 0 {
 		t.Errorf("exit %d", code)
 	}
@@ -616,7 +616,7 @@ func TestInputToQueuedCommand(t *testing.T) {
 	first := e.execAsync("qi", toolbox.SessionExecuteRequest{Command: "sleep 0.2", RunAsync: true})
 	second := e.execAsync("qi", toolbox.SessionExecuteRequest{Command: "cat", RunAsync: true})
 	e.expect(204, "POST", "/process/session/qi/command/"+second+"/input", toolbox.SessionSendInputRequest{Data: "early"},
-		toolbox.HeaderUseExtensions, "stdin", headerStdinClose, "true")
+		toolbox.HeaderUseExtensions, "stdin", toolbox.HeaderStdinClose, "true")
 	if c := e.command("qi", first); c.ExitCode != nil {
 		t.Fatal("first command ended too soon for this test")
 	}
@@ -776,11 +776,11 @@ func TestStdinBase64AndGone(t *testing.T) {
 	cid := e.execAsync("b", toolbox.SessionExecuteRequest{Command: `od -An -tx1 | tr -s ' '`, RunAsync: true})
 	path := "/process/session/b/command/" + cid + "/input"
 	bin := base64.StdEncoding.EncodeToString([]byte{0xff, 0, '\n', 0xc3})
-	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: bin}, headerStdinEncoding, "base64")
-	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: bin}, toolbox.HeaderUseExtensions, "stdin", headerStdinEncoding, "hex")
-	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: "!!"}, toolbox.HeaderUseExtensions, "stdin", headerStdinEncoding, "base64")
+	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: bin}, toolbox.HeaderStdinEncoding, "base64")
+	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: bin}, toolbox.HeaderUseExtensions, "stdin", toolbox.HeaderStdinEncoding, "hex")
+	e.expectError(400, codeBadRequest, "POST", path, toolbox.SessionSendInputRequest{Data: "!!"}, toolbox.HeaderUseExtensions, "stdin", toolbox.HeaderStdinEncoding, "base64")
 	e.expect(204, "POST", path, toolbox.SessionSendInputRequest{Data: bin},
-		toolbox.HeaderUseExtensions, "stdin", headerStdinEncoding, "base64", headerStdinClose, "true")
+		toolbox.HeaderUseExtensions, "stdin", toolbox.HeaderStdinEncoding, "base64", toolbox.HeaderStdinClose, "true")
 	e.waitExit("b", cid)
 	data := e.expect(200, "GET", "/process/session/b/command/"+cid+"/logs", nil, sdk...)
 	var l toolbox.SessionCommandLogsResponse

@@ -270,7 +270,7 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 // delivered that the server knows the whole log arrived (see
 // toolbox.FollowResult).
 func (m *Manager) follow(ctx context.Context, sid, cid string, out *streams) (code int, killed, delivered bool, err error) {
-	fr, err := m.client.FollowLogsResult(ctx, sid, cid, out.stdoutWriter(), out.stderrWriter())
+	fr, err := m.client.FollowLogs(ctx, sid, cid, out.stdoutWriter(), out.stderrWriter())
 	if err != nil || fr.Killed {
 		return 0, fr.Killed, false, err
 	}

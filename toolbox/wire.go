@@ -1,0 +1,104 @@
+package toolbox
+
+// The wire vocabulary of the toolbox protocol: Daytona's headers and log
+// markers, and the agentbox extensions (docs/protocol.md). Client and
+// server (package toolbox/daemon) both use these names; exit codes are
+// those of package sandbox (sandbox.ExitKilled, sandbox.ExitTimedOut).
+
+// Daytona's protocol headers.
+const (
+	// HeaderSDKVersion carries the client's SDK version; >= 0.167.0 selects
+	// JSON logs with server-split stdout and stderr.
+	HeaderSDKVersion = "X-Daytona-SDK-Version"
+	// HeaderSource names the client.
+	HeaderSource = "X-Daytona-Source"
+	// HeaderSplitOutput, with value "true", asks old servers for raw logs
+	// with markers.
+	HeaderSplitOutput = "X-Daytona-Split-Output"
+)
+
+// SDKVersion is the Daytona SDK version this client announces.
+const SDKVersion = "0.205.1"
+
+// SourceName is the X-Daytona-Source this client announces.
+const SourceName = "agentbox-go"
+
+// Stream ids: the byte that names stdout or stderr in a frame of the frames
+// extension, and, three times over, in the markers of Daytona's log.
+const (
+	StreamStdout byte = 1
+	StreamStderr byte = 2
+)
+
+// Log stream markers: in Daytona's multiplexed log, each chunk starts with
+// the marker of its stream, its stream id three times.
+const (
+	StdoutMarker = "\x01\x01\x01"
+	StderrMarker = "\x02\x02\x02"
+)
+
+// Names of the agentbox protocol extensions, as listed in the
+// X-Agentbox-Extensions and X-Agentbox-Use headers.
+const (
+	// ExtFrames: on the WebSocket handshake of a log follow, each binary
+	// message is one stream id byte (StreamStdout or StreamStderr) and the
+	// raw payload; the server closes with 1000 and reason "exit=<code>"
+	// when the command ended, or "killed" when its session was deleted.
+	ExtFrames = "frames"
+	// ExtStdin: on POST …/command/{id}/input, data is written exactly as
+	// given (no newline appended, no echo), HeaderStdinClose closes the
+	// command's stdin afterwards, and HeaderStdinEncoding EncodingBase64
+	// says data is base64 of raw bytes. Input to a command that no longer
+	// reads it gets 410 GONE.
+	ExtStdin = "stdin"
+	// ExtBase64: on a sync session exec and on GET …/logs (JSON), stdout
+	// and stderr are standard base64 of the raw bytes; the server confirms
+	// with HeaderEncoding.
+	ExtBase64 = "base64"
+	// ExtStateless: on a session exec, the command runs in a fresh shell
+	// of the session's current state, and nothing it changes (working
+	// directory, environment, shell variables) is kept for the session's
+	// later commands. The server skips saving the shell state, which makes
+	// the command cheaper. Clients that wrap every command in a subshell
+	// anyway use it to drop their wrapper. The server also drops the
+	// command's log once its output was delivered (the sync answer was
+	// written, or a frames follow ended with a close the client answered:
+	// FollowResult.Delivered); the command's exit code stays, and its log
+	// reads as empty from then on.
+	ExtStateless = "stateless"
+)
+
+// Headers of the agentbox protocol extensions.
+const (
+	// HeaderExtensions is sent by agentbox servers on every response; its
+	// value lists the agentbox protocol extensions they support, comma
+	// separated. Plain Daytona servers do not send it.
+	HeaderExtensions = "X-Agentbox-Extensions"
+	// HeaderUseExtensions is sent by a client that wants the listed
+	// extensions for this request.
+	HeaderUseExtensions = "X-Agentbox-Use"
+	// HeaderEncoding is the server's confirmation that stdout and stderr
+	// of the answer are encoded; its only value is EncodingBase64.
+	HeaderEncoding = "X-Agentbox-Encoding"
+	// HeaderStdinClose, with value "true" on an input request using the
+	// stdin extension, closes the command's stdin after writing data.
+	HeaderStdinClose = "X-Agentbox-Stdin-Close"
+	// HeaderStdinEncoding, with value EncodingBase64 on an input request
+	// using the stdin extension, says that data is standard base64 of the
+	// raw bytes to write (so input need not be UTF-8).
+	HeaderStdinEncoding = "X-Agentbox-Stdin-Encoding"
+)
+
+// EncodingBase64 is the value of HeaderEncoding and HeaderStdinEncoding:
+// standard base64 (RFC 4648 with padding) of the raw bytes.
+const EncodingBase64 = "base64"
+
+// Close reasons of the frames extension.
+const (
+	// CloseReasonExitPrefix starts the close reason of a command that
+	// ended: "exit=" followed by the decimal exit code.
+	CloseReasonExitPrefix = "exit="
+	// CloseReasonKilled is the close reason when the session was deleted
+	// while following.
+	CloseReasonKilled = "killed"
+)
