@@ -1,65 +1,22 @@
 package local
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/procfs"
 )
-
-// procStat is what this package reads of /proc/<pid>/stat.
-type procStat struct {
-	State     string // field 3: R, S, D, Z, X, …
-	PPID      int    // field 4
-	StartTime uint64 // field 22, in clock ticks since boot
-}
-
-// readProcStat parses /proc/<pid>/stat (pid as a string, as listed in
-// /proc). It is the package's one parser of that file.
-func readProcStat(pid string) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	// The command name (field 2) is in parentheses and may hold anything,
-	// ')' included: the fields that follow start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errors.New("/proc/" + pid + "/stat: no command name")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); start time is field 22.
-	if len(f) < 20 {
-		return procStat{}, errors.New("/proc/" + pid + "/stat: too few fields")
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return procStat{}, err
-	}
-	st, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return procStat{}, err
-	}
-	return procStat{State: f[0], PPID: ppid, StartTime: st}, nil
-}
-
-// zombie reports whether the process has ended and waits to be reaped (or
-// is being reaped).
-func (s procStat) zombie() bool { return s.State == "Z" || s.State == "X" }
 
 // procStartTime returns the start time of pid and whether it is alive
 // (exists and is not a zombie).
 func procStartTime(pid int) (uint64, bool) {
-	s, err := readProcStat(strconv.Itoa(pid))
+	s, err := procfs.ReadStat(pid)
 	if err != nil {
 		return 0, false
 	}
-	return s.StartTime, !s.zombie()
+	return s.StartTime, s.Live()
 }
 
 // terminate asks the init r to shut down (SIGTERM) and kills it after a

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/procfs"
 )
 
 // reapOrphans reaps the zombies that no one else will wait for: children
@@ -13,20 +15,17 @@ import (
 // through os/exec are held by a pidfd in this process and are left to their
 // Wait.
 func reapOrphans() {
-	d, err := os.Open("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return
 	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
 	var held map[int]bool
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid == 1 {
+	for _, pid := range pids {
+		if pid == 1 {
 			continue
 		}
-		st, err := readProcStat(n)
-		if err != nil || st.State != "Z" || st.PPID != 1 {
+		st, err := procfs.ReadStat(pid)
+		if err != nil || st.State != 'Z' || st.PPID != 1 {
 			continue
 		}
 		if held == nil {
