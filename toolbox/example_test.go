@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/http/httptest"
 	"os"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
+	"github.com/agentbox-dev/agentbox/toolbox/daemon"
 )
 
 // A Daytona command log marks each chunk with its stream; the markers may be
@@ -32,10 +34,25 @@ func ExampleNewDemuxer() {
 
 // Run a command in a session and stream its output as it comes: one request
 // to start it, one WebSocket to follow it; the exit code arrives with the
-// end of the stream when the server offers the frames extension.
+// end of the stream when the server offers the frames extension. Here the
+// server is agentbox's own toolbox server, served over HTTP on loopback; in
+// a local sandbox it listens on a unix socket (ClientOptions.Socket).
 func ExampleClient_FollowLogs() {
 	ctx := context.Background()
-	c, err := toolbox.NewClient(toolbox.ClientOptions{Socket: "/run/agentbox/toolbox.sock"})
+	dir, err := os.MkdirTemp("", "example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	srv, err := daemon.New(daemon.Options{WorkDir: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: hs.URL})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -43,21 +60,27 @@ func ExampleClient_FollowLogs() {
 	if err := c.CreateSession(ctx, "build"); err != nil {
 		log.Fatal(err)
 	}
-	r, err := c.SessionExecute(ctx, "build", toolbox.SessionExecuteRequest{Command: "make test", RunAsync: true})
+	r, err := c.SessionExecute(ctx, "build", toolbox.SessionExecuteRequest{Command: "echo compiling; echo 'warning: unused' >&2; exit 2", RunAsync: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fr, err := c.FollowLogs(ctx, "build", r.CmdID, os.Stdout, os.Stderr)
+	var stderr strings.Builder
+	fr, err := c.FollowLogs(ctx, "build", r.CmdID, os.Stdout, &stderr)
 	if err != nil {
 		log.Fatal(err)
 	}
 	code := fr.ExitCode
 	if code == nil && !fr.Killed {
+		// A plain Daytona daemon does not send the exit code with the end
+		// of the stream: ask for it.
 		cmd, err := c.GetCommand(ctx, "build", r.CmdID)
 		if err != nil {
 			log.Fatal(err)
 		}
 		code = cmd.ExitCode
 	}
-	fmt.Println("exit code", *code, "killed", fr.Killed)
+	fmt.Printf("stderr %q, exit code %d, killed %v\n", stderr.String(), *code, fr.Killed)
+	// Output:
+	// compiling
+	// stderr "warning: unused\n", exit code 2, killed false
 }
