@@ -391,11 +391,7 @@ func TestBackgroundProcesses(t *testing.T) {
 		sr["session"] != BackgroundSessionPrefix+"2" || sr["pid"] != nil {
 		t.Fatalf("spawn --json: %v: %q", err, r.stdout)
 	}
-	session := sr["session"].(string)
-	waitFor(t, func() bool {
-		s, _ := (&fakeSessions{b: &fakeBox{e: h.e, opts: OpenOptions{StateDir: h.e.defaultDir, ID: DefaultID}}}).GetSession(context.Background(), session)
-		return s != nil && s.Commands[0].ExitCode != nil
-	})
+	h.e.waitExit(t, "2")
 
 	r = h.must("ps")
 	want := "ID  STATUS      COMMAND\n" +
@@ -504,17 +500,6 @@ func TestAgo(t *testing.T) {
 	}
 	if ago(now, time.Time{}) != "-" {
 		t.Error("zero time is not -")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
