@@ -63,15 +63,15 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 	return &plan{line: line, script: script, bare: bare, timeout: timeout, retain: retain}, nil
 }
 
-// retention validates a MaxRetainedBytes option: 0 means def.
-func retention(max, def int64) (int64, error) {
+// retention validates n, a MaxRetainedBytes option: 0 means def.
+func retention(n, def int64) (int64, error) {
 	switch {
-	case max == 0:
+	case n == 0:
 		return def, nil
-	case max < 0 && max != sandbox.Unlimited:
-		return 0, fmt.Errorf("process: %w: MaxRetainedBytes is %d; use a positive byte count, 0 for the default or sandbox.Unlimited", sandbox.ErrInvalidArgument, max)
+	case n < 0 && n != sandbox.Unlimited:
+		return 0, fmt.Errorf("process: %w: MaxRetainedBytes is %d; use a positive byte count, 0 for the default or sandbox.Unlimited", sandbox.ErrInvalidArgument, n)
 	}
-	return max, nil
+	return n, nil
 }
 
 // Execute runs command, followed by args each quoted with
