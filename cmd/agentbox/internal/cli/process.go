@@ -41,7 +41,7 @@ func processNumber(pid string) (int, bool) {
 
 // parseProcessID reads a process ID argument: "3" or "agentbox-bg-3".
 func parseProcessID(s string) (int, error) {
-	if n, ok := processNumber(strings.TrimPrefix(s, BackgroundSessionPrefix)); ok {
+	if n, err := strconv.Atoi(strings.TrimPrefix(s, BackgroundSessionPrefix)); err == nil && n > 0 {
 		return n, nil
 	}
 	return 0, usagef("a process ID must be a positive number as shown by 'agentbox ps', got %q", s)
