@@ -440,14 +440,14 @@ func (s *suite) testReattach(t *testing.T, sb sandbox.Sandbox) {
 
 	t.Run("AttachCloseStdin", func(t *testing.T) {
 		ctx := s.context(t)
-		p := s.spawn(t, a, "printf abc; cat; printf def", nil)
-		waitOutput(t, p, "abc", "")
+		p := s.spawn(t, a, `printf 'abc\n'; cat; printf def`, nil)
+		waitOutput(t, p, "abc\n", "")
 		out := newStreamWriter()
 		q, err := b.Attach(ctx, p.PID(), &sandbox.AttachOptions{Stdout: out, MaxRetainedBytes: 5})
 		if err != nil {
 			t.Fatalf("Attach: %v", err)
 		}
-		if out.String() != "abc" || q.Stdout() != "abc" {
+		if out.String() != "abc\n" || q.Stdout() != "abc\n" {
 			t.Fatalf("at Attach: writer %q, Stdout %q; want the output so far", out.String(), q.Stdout())
 		}
 		if err := q.SendStdin(ctx, []byte("x")); err != nil {
@@ -457,10 +457,10 @@ func (s *suite) testReattach(t *testing.T, sb sandbox.Sandbox) {
 			return
 		}
 		r := s.wait(t, q)
-		if r.ExitCode != 0 || r.Stdout != "cxdef" || r.StdoutDroppedBytes != 2 || out.String() != "abcxdef" {
+		if r.ExitCode != 0 || r.Stdout != "\nxdef" || r.StdoutDroppedBytes != 3 || out.String() != "abc\nxdef" {
 			t.Fatalf("attached result %+v, writer %q; want the last 5 bytes retained, all written", r, out.String())
 		}
-		if r := s.wait(t, p); r.Stdout != "abcxdef" {
+		if r := s.wait(t, p); r.Stdout != "abc\nxdef" {
 			t.Fatalf("the spawner's result %+v", r)
 		}
 		// Attach never forgets: the exited process is replayed whole.
@@ -469,7 +469,7 @@ func (s *suite) testReattach(t *testing.T, sb sandbox.Sandbox) {
 			if err != nil {
 				t.Fatalf("Attach to the exited process: %v", err)
 			}
-			if code, ok := q.ExitCode(); !ok || code != 0 || q.Stdout() != "abcxdef" {
+			if code, ok := q.ExitCode(); !ok || code != 0 || q.Stdout() != "abc\nxdef" {
 				t.Fatalf("Attach to the exited process: ExitCode %d, %v, Stdout %q", code, ok, q.Stdout())
 			}
 		}
