@@ -18,5 +18,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return sb
-	}, sandboxtest.Options{PersistentFiles: true})
+	}, sandboxtest.Options{PersistentFiles: true, Reopen: func(sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+		return local.New(local.Options{StateDir: stateDir, ID: sb.ID()})
+	}})
 }

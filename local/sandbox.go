@@ -304,14 +304,24 @@ func (s *Sandbox) teardown(ctx context.Context) error {
 }
 
 // Close releases what this handle holds without stopping the sandbox: it
-// kills the background processes spawned through it, deletes its pooled
-// toolbox sessions and closes its connections. The sandbox keeps running
-// and another handle (or process) can connect to it by id. A closed handle
-// must not be used again. An init this handle started stays this
-// process's child: a goroutine reaps it when it ends.
+// kills the background processes spawned through it (the sandbox forgets
+// them), deletes its pooled toolbox sessions and closes its connections.
+// The sandbox keeps running and another handle (or process) can connect to
+// it by id. A closed handle must not be used again. An init this handle
+// started stays this process's child: a goroutine reaps it when it ends.
 func (s *Sandbox) Close(ctx context.Context) error {
 	// No waitInits: the init keeps running, so waiting would only delay.
 	err := s.mgr.Close(ctx)
+	s.closeClient()
+	return err
+}
+
+// Detach releases this handle as Close does, but leaves the background
+// processes spawned through it running: any later handle, in this process
+// or another, reaches them by id through its Processes (see
+// sandbox.ProcessManager). A detached handle must not be used again.
+func (s *Sandbox) Detach(ctx context.Context) error {
+	err := s.mgr.Detach(ctx)
 	s.closeClient()
 	return err
 }

@@ -110,6 +110,26 @@ func (e *env) ps() []process {
 	return procs
 }
 
+// waitExit waits until background process pid of the default sandbox
+// has exited, through a handle of its own.
+func (e *env) waitExit(pid string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sb, err := local.New(local.Options{StateDir: e.stateDir, ID: cli.DefaultID})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer sb.Detach(context.Background())
+	p, err := sb.Processes().Attach(ctx, pid, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		e.t.Fatalf("wait for process %s: %v", pid, err)
+	}
+}
+
 // count counts the processes of the default sandbox whose command line
 // starts with prefix.
 func (e *env) count(prefix string) int {
@@ -229,15 +249,8 @@ func TestBackgroundLocal(t *testing.T) {
 	if r := e.must("spawn", "--", "sh", "-c", "echo out; echo err >&2"); r.stdout != "2\n" {
 		t.Fatalf("spawn: %q", r.stdout)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	var procs []process
-	for {
-		procs = e.ps()
-		if len(procs) == 2 && !procs[1].Running || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	e.waitExit("2")
+	procs := e.ps()
 	if len(procs) != 2 || procs[0].ID != 1 || procs[1].ID != 2 || !procs[0].Running || procs[0].Command != "sleep 60" ||
 		procs[1].Running || procs[1].ExitCode == nil || *procs[1].ExitCode != 0 {
 		t.Fatalf("ps: %+v", procs)

@@ -73,6 +73,7 @@ type Sandbox struct {
 	transport *http.Transport
 	client    *toolbox.Client
 	procs     *process.Manager
+	parent    *Sandbox // for a handle made by Reopen: the sandbox running the daemon
 
 	// pathMu guards the paths, set once by the first Acquire. It is apart
 	// from mu because dialling the socket must not wait for a transition.
@@ -97,7 +98,27 @@ func New(opts Options) (*Sandbox, error) {
 		rand.Read(b[:])
 		opts.ID = "unisolated-" + hex.EncodeToString(b[:])
 	}
-	s := &Sandbox{opts: opts, createdAt: time.Now()}
+	return newSandbox(opts, nil)
+}
+
+// Reopen returns another handle on s, as a second process would open one:
+// it has a toolbox client and a process manager of its own and shares
+// nothing with s but the daemon s runs, so the background processes of
+// either are reached through the other (see sandbox.ProcessManager). It
+// takes s's options without the hooks. Its Start starts s (and reports s's
+// outcome); its Stop and Destroy stop and destroy s. Release it with Close
+// or Detach; nothing runs on its own behalf otherwise.
+func (s *Sandbox) Reopen() (*Sandbox, error) {
+	opts := s.opts
+	opts.Hooks = sandbox.Hooks{}
+	return newSandbox(opts, s)
+}
+
+func newSandbox(opts Options, parent *Sandbox) (*Sandbox, error) {
+	s := &Sandbox{opts: opts, createdAt: time.Now(), parent: parent}
+	if parent != nil {
+		s.createdAt = parent.createdAt
+	}
 	lc, err := sandbox.NewLifecycle(opts.ID, (*driver)(s), opts.Hooks, opts.Env)
 	if err != nil {
 		return nil, err
@@ -108,9 +129,7 @@ func New(opts Options) (*Sandbox, error) {
 	s.transport.Proxy = nil
 	s.transport.MaxIdleConnsPerHost = 32
 	s.transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		s.pathMu.Lock()
-		socket := s.socket
-		s.pathMu.Unlock()
+		socket := s.socketPath()
 		if socket == "" {
 			return nil, fmt.Errorf("unisolated: sandbox %s was never started: %w", s.ID(), sandbox.ErrNotReady)
 		}
@@ -146,6 +165,9 @@ func (s *Sandbox) Provider() string { return Provider }
 // Dir returns the sandbox's private folder on the host; empty before the
 // first start.
 func (s *Sandbox) Dir() string {
+	if s.parent != nil {
+		return s.parent.Dir()
+	}
 	s.pathMu.Lock()
 	defer s.pathMu.Unlock()
 	return s.dir
@@ -154,9 +176,31 @@ func (s *Sandbox) Dir() string {
 // WorkDir returns the default working directory of commands; empty before
 // the first start.
 func (s *Sandbox) WorkDir() string {
+	if s.parent != nil {
+		return s.parent.WorkDir()
+	}
 	s.pathMu.Lock()
 	defer s.pathMu.Unlock()
 	return s.workDir
+}
+
+// Close releases this handle: its process manager's Close, which kills the
+// background processes spawned through it, and its idle connections. The
+// sandbox keeps running until Stop or Destroy, and the handle stays
+// usable.
+func (s *Sandbox) Close(ctx context.Context) error {
+	err := s.procs.Close(ctx)
+	s.transport.CloseIdleConnections()
+	return err
+}
+
+// Detach releases this handle as Close does, but leaves every background
+// process running, for other handles to reattach to (the process
+// manager's Detach).
+func (s *Sandbox) Detach(ctx context.Context) error {
+	err := s.procs.Detach(ctx)
+	s.transport.CloseIdleConnections()
+	return err
 }
 
 // Client returns the toolbox client talking to the sandbox's daemon.
@@ -190,6 +234,9 @@ func (s *Sandbox) Instructions() string {
 }
 
 func (s *Sandbox) socketPath() string {
+	if s.parent != nil {
+		return s.parent.socketPath()
+	}
 	s.pathMu.Lock()
 	defer s.pathMu.Unlock()
 	return s.socket
@@ -198,9 +245,15 @@ func (s *Sandbox) socketPath() string {
 // driver is the sandbox.Driver of a Sandbox.
 type driver Sandbox
 
-// Acquire starts the daemon and serves it on the socket.
+// Acquire starts the daemon and serves it on the socket; a handle made by
+// Reopen starts its parent instead.
 func (d *driver) Acquire(ctx context.Context) (sandbox.Outcome, error) {
 	s := (*Sandbox)(d)
+	if s.parent != nil {
+		outcome, err := s.parent.Start(ctx)
+		s.procs.Reset()
+		return outcome, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.server != nil {
@@ -253,15 +306,25 @@ func (d *driver) Acquire(ctx context.Context) (sandbox.Outcome, error) {
 	return outcome, nil
 }
 
-// Release ends every process and stops serving; files stay.
+// Release ends every process and stops serving; files stay. A handle made
+// by Reopen closes its process manager and stops its parent.
 func (d *driver) Release(ctx context.Context) error {
 	s := (*Sandbox)(d)
+	if s.parent != nil {
+		return errors.Join(s.Close(ctx), s.parent.Stop(ctx))
+	}
 	return s.shutdown(ctx)
 }
 
-// Teardown stops everything and removes the sandbox's folder.
+// Teardown stops everything and removes the sandbox's folder. A handle
+// made by Reopen closes its process manager and destroys its parent.
 func (d *driver) Teardown(ctx context.Context) error {
 	s := (*Sandbox)(d)
+	if s.parent != nil {
+		err := errors.Join(s.Close(ctx), s.parent.Destroy(ctx))
+		s.client.Close()
+		return err
+	}
 	err := s.shutdown(ctx)
 	s.client.Close()
 	s.transport.CloseIdleConnections()

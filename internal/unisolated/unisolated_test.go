@@ -37,7 +37,7 @@ func newSandbox(t *testing.T, opts unisolated.Options) *unisolated.Sandbox {
 func TestConformance(t *testing.T) {
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox {
 		return newSandbox(t, unisolated.Options{})
-	}, sandboxtest.Options{PersistentFiles: true})
+	}, sandboxtest.Options{PersistentFiles: true, Reopen: reopen})
 }
 
 // The polling fallback of log following must pass the suite too.
@@ -47,7 +47,12 @@ func TestConformancePolling(t *testing.T) {
 	}
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Sandbox {
 		return newSandbox(t, unisolated.Options{DisableWebSocket: true})
-	}, sandboxtest.Options{PersistentFiles: true})
+	}, sandboxtest.Options{PersistentFiles: true, Reopen: reopen})
+}
+
+// reopen is the suite's Reopen: a second handle on the daemon of sb.
+func reopen(sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	return sb.(*unisolated.Sandbox).Reopen()
 }
 
 func TestIdentity(t *testing.T) {

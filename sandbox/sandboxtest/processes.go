@@ -21,30 +21,9 @@ func (s *suite) testProcesses(t *testing.T) {
 
 	spawn := func(t *testing.T, cmd string, opts *sandbox.ExecOptions) sandbox.Process {
 		t.Helper()
-		p, err := pm.Spawn(s.context(t), cmd, opts)
-		if err != nil {
-			t.Fatalf("Spawn(%q): %v", cmd, err)
-		}
-		if p.PID() == "" {
-			t.Fatalf("Spawn(%q): empty PID", cmd)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-			defer cancel()
-			p.Kill(ctx)
-		})
-		return p
+		return s.spawn(t, pm, cmd, opts)
 	}
-	wait := func(t *testing.T, p sandbox.Process) *sandbox.CommandResult {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(s.context(t), 20*time.Second)
-		defer cancel()
-		r, err := p.Wait(ctx)
-		if err != nil {
-			t.Fatalf("Wait(%s %q): %v", p.PID(), p.Command(), err)
-		}
-		return r
-	}
+	wait := s.wait
 
 	t.Run("SpawnWait", func(t *testing.T) {
 		p := spawn(t, "echo out; echo err >&2; exit 42", nil)
@@ -87,13 +66,7 @@ func (s *suite) testProcesses(t *testing.T) {
 	t.Run("OutputWhileRunning", func(t *testing.T) {
 		stdout, stderr := newStreamWriter(), newStreamWriter()
 		p := spawn(t, "echo a; echo b >&2; exec sleep 30", &sandbox.ExecOptions{Stdout: stdout, Stderr: stderr})
-		deadline := time.Now().Add(10 * time.Second)
-		for p.Stdout() != "a\n" || p.Stderr() != "b\n" {
-			if time.Now().After(deadline) {
-				t.Fatalf("retained output of a running process: %q / %q, want a / b", p.Stdout(), p.Stderr())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitOutput(t, p, "a\n", "b\n")
 		for _, w := range []*streamWriter{stdout, stderr} {
 			select {
 			case <-w.first:
@@ -192,15 +165,8 @@ func (s *suite) testProcesses(t *testing.T) {
 		if err := p.SendStdin(ctx, []byte(" ✓ \x00")); err != nil {
 			t.Fatalf("SendStdin: %v", err)
 		}
-		err := p.CloseStdin(ctx)
-		if s.opts.NoCloseStdin {
-			if !errors.Is(err, sandbox.ErrUnsupported) {
-				t.Fatalf("CloseStdin on an engine without it: err = %v, want ErrUnsupported", err)
-			}
+		if !s.closeStdin(ctx, t, p) {
 			return
-		}
-		if err != nil {
-			t.Fatalf("CloseStdin: %v", err)
 		}
 		r := wait(t, p)
 		if want := "no newline ✓ \x00eof\n"; r.ExitCode != 0 || r.Stdout != want {
@@ -228,6 +194,8 @@ func (s *suite) testProcesses(t *testing.T) {
 			t.Fatalf("Spawn with an invalid env name: err = %v, want ErrInvalidEnv", err)
 		}
 	})
+
+	t.Run("Reattach", func(t *testing.T) { s.testReattach(t, sb) })
 
 	t.Run("ListGetKill", func(t *testing.T) {
 		ctx := s.context(t)
@@ -291,6 +259,285 @@ func (s *suite) testProcesses(t *testing.T) {
 		}
 		if pi := find(running.PID()); pi != nil && pi.Running {
 			t.Fatalf("killed process listed as running: %+v", pi)
+		}
+	})
+}
+
+// spawn starts cmd through pm and kills it when t ends.
+func (s *suite) spawn(t *testing.T, pm sandbox.ProcessManager, cmd string, opts *sandbox.ExecOptions) sandbox.Process {
+	t.Helper()
+	p, err := pm.Spawn(s.context(t), cmd, opts)
+	if err != nil {
+		t.Fatalf("Spawn(%q): %v", cmd, err)
+	}
+	if p.PID() == "" {
+		t.Fatalf("Spawn(%q): empty PID", cmd)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+		defer cancel()
+		p.Kill(ctx)
+	})
+	return p
+}
+
+// wait waits up to 20s for p and fails the test on an error.
+func (s *suite) wait(t *testing.T, p sandbox.Process) *sandbox.CommandResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(s.context(t), 20*time.Second)
+	defer cancel()
+	r, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait(%s %q): %v", p.PID(), p.Command(), err)
+	}
+	return r
+}
+
+// waitOutput waits up to 10s until p has retained stdout and stderr.
+func waitOutput(t *testing.T, p sandbox.Process, stdout, stderr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for delay := time.Millisecond; p.Stdout() != stdout || p.Stderr() != stderr; delay = min(2*delay, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("retained output of process %s: %q / %q, want %q / %q", p.PID(), p.Stdout(), p.Stderr(), stdout, stderr)
+		}
+		time.Sleep(delay)
+	}
+}
+
+// listed returns the entry of pid in pm's List, or nil.
+func listed(ctx context.Context, t *testing.T, pm sandbox.ProcessManager, pid string) *sandbox.ProcessInfo {
+	t.Helper()
+	list, err := pm.List(ctx)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	i := slices.IndexFunc(list, func(pi sandbox.ProcessInfo) bool { return pi.PID == pid })
+	if i < 0 {
+		return nil
+	}
+	return &list[i]
+}
+
+// reopen returns a second handle on sb (Options.Reopen), closed when t
+// ends.
+func (s *suite) reopen(t *testing.T, sb sandbox.Sandbox) sandbox.Sandbox {
+	t.Helper()
+	other, err := s.opts.Reopen(sb)
+	if err != nil {
+		t.Fatalf("Reopen: %v", err)
+	}
+	if other == nil || other.ID() != sb.ID() {
+		t.Fatalf("Reopen returned %v; want a handle on sandbox %q", other, sb.ID())
+	}
+	if c, ok := other.(interface{ Close(context.Context) error }); ok {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+			defer cancel()
+			if err := c.Close(ctx); err != nil {
+				t.Errorf("Close of the second handle: %v", err)
+			}
+		})
+	}
+	return other
+}
+
+// closeStdin closes p's stdin and reports true or, on an engine without
+// CloseStdin (Options.NoCloseStdin), checks that it fails with an error
+// matching ErrUnsupported and reports false.
+func (s *suite) closeStdin(ctx context.Context, t *testing.T, p sandbox.Process) bool {
+	t.Helper()
+	err := p.CloseStdin(ctx)
+	if s.opts.NoCloseStdin {
+		if !errors.Is(err, sandbox.ErrUnsupported) {
+			t.Fatalf("CloseStdin on an engine without it: err = %v, want ErrUnsupported", err)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatalf("CloseStdin: %v", err)
+	}
+	return true
+}
+
+// testReattach checks that the background processes of a sandbox belong to
+// it, not to a handle: what one handle spawns, another one (Options.Reopen)
+// lists, reads, feeds, waits for and kills.
+func (s *suite) testReattach(t *testing.T, sb sandbox.Sandbox) {
+	if s.opts.Reopen == nil {
+		t.Skip("Options.Reopen is not set: the engine's test gives no second handle on a sandbox")
+	}
+	a := sb.Processes()
+	b := s.reopen(t, sb).Processes()
+
+	t.Run("ListGetWait", func(t *testing.T) {
+		ctx := s.context(t)
+		line := `echo out; echo err >&2; read x; echo "got:$x"; exit 3`
+		p := s.spawn(t, a, line, nil)
+		waitOutput(t, p, "out\n", "err\n")
+		if pi := listed(ctx, t, b, p.PID()); pi == nil || !pi.Running || pi.ExitCode != nil || pi.Command != line {
+			t.Fatalf("the other handle lists %+v for the running process %s", pi, p.PID())
+		}
+		q, err := b.Get(ctx, p.PID())
+		if err != nil {
+			t.Fatalf("Get through the other handle: %v", err)
+		}
+		if q.PID() != p.PID() || q.Command() != line || q.Stdout() != "out\n" || q.Stderr() != "err\n" {
+			t.Fatalf("reattached process: PID %q Command %q Stdout %q Stderr %q; want the output so far at once", q.PID(), q.Command(), q.Stdout(), q.Stderr())
+		}
+		if _, exited := q.ExitCode(); exited {
+			t.Fatal("the reattached process reports an exit while it runs")
+		}
+		if err := q.SendStdin(ctx, []byte("hi\n")); err != nil {
+			t.Fatalf("SendStdin through the other handle: %v", err)
+		}
+		for _, r := range []*sandbox.CommandResult{s.wait(t, p), s.wait(t, q)} {
+			if r.ExitCode != 3 || r.Stdout != "out\ngot:hi\n" || r.Stderr != "err\n" || r.Killed {
+				t.Fatalf("result %+v; want exit 3 with the input echoed", r)
+			}
+		}
+		if pi := listed(ctx, t, a, p.PID()); pi == nil || pi.Running || pi.ExitCode == nil || *pi.ExitCode != 3 {
+			t.Fatalf("List entry of the exited process: %+v", pi)
+		}
+		// Get of the exited process through the other handle returns it
+		// once, then the sandbox forgets it: neither handle lists it.
+		if _, err := b.Get(ctx, p.PID()); err != nil {
+			t.Fatalf("Get of the exited process: %v", err)
+		}
+		if _, err := b.Get(ctx, p.PID()); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Fatalf("second Get of the exited process: err = %v, want ErrNotFound", err)
+		}
+		if pi := listed(ctx, t, a, p.PID()); pi != nil {
+			t.Fatalf("a forgotten process is listed: %+v", pi)
+		}
+	})
+
+	t.Run("Kill", func(t *testing.T) {
+		ctx := s.context(t)
+		dir := s.scratch(t, sb)
+		tree, pidFiles := treeScript(dir + "/reattach-kill")
+		p := s.spawn(t, a, tree+"wait", nil)
+		for _, f := range pidFiles {
+			waitPIDFile(ctx, t, sb, f)
+		}
+		if killed, err := b.Kill(ctx, p.PID()); err != nil || !killed {
+			t.Fatalf("Kill through the other handle = %v, %v; want true, nil", killed, err)
+		}
+		if r := s.wait(t, p); r.ExitCode != sandbox.ExitKilled || !r.Killed {
+			t.Fatalf("the spawner's result: exit %d Killed %v; want 137 true", r.ExitCode, r.Killed)
+		}
+		assertAllGone(ctx, t, sb, pidFiles)
+		if _, err := b.Get(ctx, p.PID()); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Fatalf("Get of a killed process: err = %v, want ErrNotFound", err)
+		}
+		if killed, err := b.Kill(ctx, p.PID()); err != nil || killed {
+			t.Fatalf("second Kill = %v, %v; want false, nil", killed, err)
+		}
+		if pi := listed(ctx, t, a, p.PID()); pi != nil {
+			t.Fatalf("a killed process is listed: %+v", pi)
+		}
+	})
+
+	t.Run("AttachCloseStdin", func(t *testing.T) {
+		ctx := s.context(t)
+		p := s.spawn(t, a, `printf 'abc\n'; cat; printf def`, nil)
+		waitOutput(t, p, "abc\n", "")
+		out := newStreamWriter()
+		q, err := b.Attach(ctx, p.PID(), &sandbox.AttachOptions{Stdout: out, MaxRetainedBytes: 5})
+		if err != nil {
+			t.Fatalf("Attach: %v", err)
+		}
+		if out.String() != "abc\n" || q.Stdout() != "abc\n" {
+			t.Fatalf("at Attach: writer %q, Stdout %q; want the output so far", out.String(), q.Stdout())
+		}
+		if err := q.SendStdin(ctx, []byte("x")); err != nil {
+			t.Fatalf("SendStdin: %v", err)
+		}
+		if !s.closeStdin(ctx, t, q) {
+			return
+		}
+		r := s.wait(t, q)
+		if r.ExitCode != 0 || r.Stdout != "\nxdef" || r.StdoutDroppedBytes != 3 || out.String() != "abc\nxdef" {
+			t.Fatalf("attached result %+v, writer %q; want the last 5 bytes retained, all written", r, out.String())
+		}
+		if r := s.wait(t, p); r.Stdout != "abc\nxdef" {
+			t.Fatalf("the spawner's result %+v", r)
+		}
+		// Attach never forgets: the exited process is replayed whole.
+		for range 2 {
+			q, err := b.Attach(ctx, p.PID(), nil)
+			if err != nil {
+				t.Fatalf("Attach to the exited process: %v", err)
+			}
+			if code, ok := q.ExitCode(); !ok || code != 0 || q.Stdout() != "abc\nxdef" {
+				t.Fatalf("Attach to the exited process: ExitCode %d, %v, Stdout %q", code, ok, q.Stdout())
+			}
+		}
+		if _, err := b.Attach(ctx, "no-such-process", nil); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Fatalf("Attach(unknown): err = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("SandboxWidePIDs", func(t *testing.T) {
+		ctx := s.context(t)
+		var mu sync.Mutex
+		var pids []string
+		var wg sync.WaitGroup
+		for i := range 6 {
+			pm := []sandbox.ProcessManager{a, b}[i%2]
+			wg.Go(func() {
+				p, err := pm.Spawn(ctx, "true", nil)
+				if err != nil {
+					t.Errorf("Spawn: %v", err)
+					return
+				}
+				mu.Lock()
+				pids = append(pids, p.PID())
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if !sortedUnique(pids) {
+			t.Fatalf("concurrent spawns through two handles got PIDs %q", pids)
+		}
+		for _, pid := range pids {
+			if listed(ctx, t, a, pid) == nil || listed(ctx, t, b, pid) == nil {
+				t.Fatalf("process %s is not listed by both handles", pid)
+			}
+			b.Kill(ctx, pid)
+		}
+	})
+
+	t.Run("Detach", func(t *testing.T) {
+		ctx := s.context(t)
+		c := s.reopen(t, sb)
+		d, ok := c.(interface{ Detach(context.Context) error })
+		if !ok {
+			t.Skip("the engine's handles have no Detach method")
+		}
+		p, err := c.Processes().Spawn(ctx, `read x; echo "got:$x"`, nil)
+		if err != nil {
+			t.Fatalf("Spawn: %v", err)
+		}
+		t.Cleanup(func() { a.Kill(context.Background(), p.PID()) })
+		if err := d.Detach(ctx); err != nil {
+			t.Fatalf("Detach: %v", err)
+		}
+		if _, err := p.Wait(ctx); err == nil {
+			t.Fatal("Wait on a detached handle's running process succeeded")
+		}
+		if pi := listed(ctx, t, a, p.PID()); pi == nil || !pi.Running {
+			t.Fatalf("after Detach the process is listed as %+v, want running", pi)
+		}
+		q, err := a.Get(ctx, p.PID())
+		if err != nil {
+			t.Fatalf("Get after Detach: %v", err)
+		}
+		if err := q.SendStdin(ctx, []byte("late\n")); err != nil {
+			t.Fatalf("SendStdin after Detach: %v", err)
+		}
+		if r := s.wait(t, q); r.ExitCode != 0 || r.Stdout != "got:late\n" {
+			t.Fatalf("result after Detach: %+v", r)
 		}
 	})
 }

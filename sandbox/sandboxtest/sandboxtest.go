@@ -8,7 +8,8 @@
 // children that left it with setsid, and nohup'd ones: each must be gone,
 // checked with kill -0 inside the sandbox), standard input, large and
 // binary output, concurrency, lifecycle transitions and process
-// management. The engine needs setsid and nohup in its PATH.
+// management, including reattaching to a process from a second handle
+// (Options.Reopen). The engine needs setsid and nohup in its PATH.
 //
 // A typical engine test:
 //
@@ -51,6 +52,16 @@ type Options struct {
 	ScratchParent string
 	// Timeout bounds each subtest; default 60s.
 	Timeout time.Duration
+	// Reopen returns another handle on sb that shares nothing in memory
+	// with it, as another process would open it (for the local engine,
+	// local.New with sb's state dir and id). The suite releases the handle
+	// when its subtest ends with its Close(context.Context) error method,
+	// if it has one, which must not stop the sandbox. With Reopen the suite
+	// checks that a background process spawned through one handle is
+	// listed, read, waited for, fed and killed through another, and, for a
+	// handle with a Detach(context.Context) error method, that Detach
+	// leaves its processes running; without it those checks skip.
+	Reopen func(sb sandbox.Sandbox) (sandbox.Sandbox, error)
 }
 
 // Run runs the conformance suite as subtests of t, grouped as Lifecycle,

@@ -48,6 +48,30 @@
 // fails with an error (Mastra instead assumes 0; a wrong "success" is worse
 // than an error).
 //
+// # Background processes
+//
+// A background process (Spawn) lives in a session of its own, named
+// SessionPrefix+"bg-"+id ("agentbox-bg-1", "agentbox-bg-2", …), as that
+// session's first command. The session is the process's record on the
+// server: its command line, its exit code once it exits and its whole log,
+// kept for every reader (a background command never runs stateless). So
+// any Manager of the sandbox, in any operating-system process, lists the
+// processes (List), reattaches to them (Get, Attach), reads and follows
+// their output, writes to their stdin and kills them (by deleting the
+// session, as for any command). The command line is read back from the
+// session's command, which is the wrapped form shown above.
+//
+// Ids are allocated by creating sessions: Spawn lists the sessions and
+// creates the one above the highest id, and when a concurrent spawn
+// created it first (409 Conflict, or the session exists), tries the next
+// id. A spawn costs four requests (list, create, async exec, one log
+// follow; one more for the exit code against a plain Daytona daemon).
+//
+// The session is deleted when the sandbox forgets the process: Kill, Get
+// after the process exited, or Close of the Manager that spawned it.
+// Detach leaves it, and the process running. The server keeps the log of
+// a background process until then.
+//
 // # Timeouts and cancellation
 //
 // Timeouts are enforced by the client: when one expires, or the caller's

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,15 +29,11 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 	if strings.TrimSpace(line) == "" {
 		return nil, fmt.Errorf("process: %w: the command is empty; pass a shell command line", sandbox.ErrInvalidArgument)
 	}
-	retain := opts.MaxRetainedBytes
-	switch {
-	case retain == 0:
-		retain = defRetain
-	case retain < 0 && retain != sandbox.Unlimited:
-		return nil, fmt.Errorf("process: %w: MaxRetainedBytes is %d; use a positive byte count, 0 for the default or sandbox.Unlimited", sandbox.ErrInvalidArgument, retain)
+	retain, err := retention(opts.MaxRetainedBytes, defRetain)
+	if err != nil {
+		return nil, err
 	}
 	var env map[string]string
-	var err error
 	if m.host != nil {
 		env, err = m.host.MergeEnv(opts.Env)
 	} else {
@@ -69,39 +63,15 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 	return &plan{line: line, script: script, bare: bare, timeout: timeout, retain: retain}, nil
 }
 
-// buildScript wraps line so that nothing it does leaks into the session
-// shell: the exports and the cd happen in a subshell (unless subshell is
-// false: the server runs the command stateless), and the command runs
-// through eval, so a syntax error fails the command rather than the shell.
-func buildScript(line string, env map[string]string, cwd string, stdinNull, subshell bool) (string, error) {
-	var b strings.Builder
-	if subshell {
-		b.WriteByte('(')
+// retention validates n, a MaxRetainedBytes option: 0 means def.
+func retention(n, def int64) (int64, error) {
+	switch {
+	case n == 0:
+		return def, nil
+	case n < 0 && n != sandbox.Unlimited:
+		return 0, fmt.Errorf("process: %w: MaxRetainedBytes is %d; use a positive byte count, 0 for the default or sandbox.Unlimited", sandbox.ErrInvalidArgument, n)
 	}
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !sandbox.ValidEnvName(k) {
-			return "", fmt.Errorf("process: %w: %q (names must match [A-Za-z_][A-Za-z0-9_]*)", sandbox.ErrInvalidEnv, k)
-		}
-		b.WriteString("export ")
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(sandbox.ShellQuote(env[k]))
-		b.WriteString(" && ")
-	}
-	if cwd != "" {
-		b.WriteString("cd ")
-		b.WriteString(sandbox.ShellQuote(cwd))
-		b.WriteString(" && ")
-	}
-	b.WriteString("eval ")
-	b.WriteString(sandbox.ShellQuote(line))
-	if subshell {
-		b.WriteByte(')')
-	}
-	if stdinNull {
-		b.WriteString(" </dev/null")
-	}
-	return b.String(), nil
+	return n, nil
 }
 
 // Execute runs command, followed by args each quoted with

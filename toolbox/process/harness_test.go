@@ -104,6 +104,8 @@ type harness struct {
 	host   *stubHost
 	srv    *daemon.Server
 	dir    string // the sandbox's work dir
+	wire   http.RoundTripper
+	mo     Options
 }
 
 type harnessOptions struct {
@@ -173,14 +175,9 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	host := &stubHost{}
 	mo := ho.manager
 	mo.Client, mo.Host = client, host
-	h := &harness{m: NewManager(mo), client: client, rt: rt, host: host, srv: srv, dir: dir}
+	h := &harness{m: NewManager(mo), client: client, rt: rt, host: host, srv: srv, dir: dir, wire: wire, mo: mo}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := h.m.Close(ctx); err != nil {
-			t.Errorf("Manager.Close: %v", err)
-		}
-		client.Close()
+		h.close(t)
 		// Let requests the client abandoned (a cancelled poll) finish
 		// while the daemon still runs: served after Close they would get
 		// its 503, which no client receives and the spec does not
@@ -197,6 +194,35 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 		tr.CloseIdleConnections()
 	})
 	return h
+}
+
+// another returns a harness on the same sandbox whose Manager, with a
+// client and request count of its own, shares nothing with h's but the
+// daemon, as in another process. The Manager is closed when the test ends,
+// before the daemon.
+func (h *harness) another(t testing.TB) *harness {
+	t.Helper()
+	rt := &countingTransport{next: h.wire, plain: h.rt.plain}
+	client, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://sandbox", HTTPClient: &http.Client{Transport: rt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo := h.mo
+	mo.Client = client
+	o := *h
+	o.m, o.client, o.rt = NewManager(mo), client, rt
+	t.Cleanup(func() { o.close(t) })
+	return &o
+}
+
+// close closes the harness's Manager and client.
+func (h *harness) close(t testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.m.Close(ctx); err != nil {
+		t.Errorf("Manager.Close: %v", err)
+	}
+	h.client.Close()
 }
 
 // exec runs Execute and fails the test on error.
@@ -233,36 +259,38 @@ func processGone(pid int) bool {
 	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
 }
 
-// waitGone waits up to 5 s for pid to end.
+// waitFor polls cond until it holds, failing the test with what after 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for delay := time.Millisecond; !cond(); delay = min(2*delay, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting after 10s for %s", what)
+		}
+		time.Sleep(delay)
+	}
+}
+
+// waitGone waits for pid to end.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, fmt.Sprintf("process %d to end", pid), func() bool { return processGone(pid) })
 }
 
 // readPID waits for a file holding a pid and returns it.
 func readPID(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil && bytes.HasSuffix(b, []byte("\n")) {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatalf("pid file %s: %v", path, err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid file %s never written", path)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var b []byte
+	waitFor(t, "pid file "+path, func() bool {
+		var err error
+		b, err = os.ReadFile(path)
+		return err == nil && bytes.HasSuffix(b, []byte("\n"))
+	})
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %s: %v", path, err)
 	}
+	return pid
 }
 
 // syncBuffer is a goroutine-safe bytes.Buffer.

@@ -2,8 +2,6 @@ package process
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -39,7 +37,8 @@ type Options struct {
 	// means the toolbox server's work directory.
 	DefaultCwd string
 	// SessionPrefix starts the id of every session the Manager creates.
-	// Default "agentbox-".
+	// Default "agentbox-". Managers of one sandbox share its background
+	// processes when they share the prefix.
 	SessionPrefix string
 	// MaxIdleSessions caps the pool of idle sessions. Zero means 4; a
 	// negative value disables pooling (every command gets a new session,
@@ -60,8 +59,14 @@ const DefaultSpawnRetainedBytes = 1 << 20
 const cleanupTimeout = 10 * time.Second
 
 // Manager runs commands (Execute) and background processes (Spawn, List,
-// Get, Kill) in one sandbox through its toolbox API. It implements
+// Get, Attach, Kill) in one sandbox through its toolbox API. It implements
 // sandbox.ProcessManager. Its methods are safe for concurrent use.
+//
+// A Manager is one handle on its sandbox: several Managers of the same
+// sandbox (in one operating-system process or several) share its
+// background processes, which live in toolbox sessions, and keep their own
+// pools of sessions for commands. Release a Manager with Close (which kills
+// the processes it spawned) or Detach (which leaves them running).
 type Manager struct {
 	client         *toolbox.Client
 	host           Host
@@ -73,12 +78,11 @@ type Manager struct {
 
 	bg tracker // goroutines Close waits for: session retirements, abandoned stdin copies
 
-	mu     sync.Mutex
-	idle   []session        // idle pooled sessions, most recent last
-	gen    uint64           // bumped by Reset: older sessions never return to the pool
-	procs  map[string]*proc // tracked processes by pid
-	order  []string         // pids in spawn order
-	nextID uint64           // last pid number handed out
+	mu    sync.Mutex
+	idle  []session               // idle pooled sessions, most recent last
+	gen   uint64                  // bumped by Reset: older sessions never return to the pool
+	procs map[string]*bgProcess   // tracked processes by pid (Spawn, Get)
+	live  map[*bgProcess]struct{} // processes whose output is being followed (tracked or attached)
 }
 
 var _ sandbox.ProcessManager = (*Manager)(nil)
@@ -98,7 +102,8 @@ func NewManager(opts Options) *Manager {
 		prefix:         opts.SessionPrefix,
 		maxIdle:        opts.MaxIdleSessions,
 		limits:         defaultPoolLimits,
-		procs:          make(map[string]*proc),
+		procs:          make(map[string]*bgProcess),
+		live:           make(map[*bgProcess]struct{}),
 	}
 	if m.defaultTimeout == 0 {
 		m.defaultTimeout = sandbox.DefaultTimeout
@@ -110,112 +115,6 @@ func NewManager(opts Options) *Manager {
 		m.maxIdle = DefaultMaxIdleSessions
 	}
 	return m
-}
-
-// session is a toolbox session held by one command.
-type session struct {
-	id        string
-	gen       uint64
-	pooled    bool  // taken from the pool (it may have vanished with a restart)
-	uses      int   // commands it ran before this one
-	logged    int64 // output bytes of those commands the server still keeps
-	stateless bool  // the current command runs with the stateless extension
-}
-
-// poolLimits says when a pooled session is retired: deleted (which frees
-// everything the server keeps for it) and replaced in the background.
-type poolLimits struct {
-	uses          int   // commands, without the stateless extension
-	statelessUses int   // commands, with it
-	logBytes      int64 // output the server keeps
-}
-
-// defaultPoolLimits: a plain Daytona server keeps every command's log until
-// its session is deleted, so a session is retired after 64 commands or
-// 64 MiB of output. A server with the stateless extension drops a
-// stateless command's log once it was delivered (the sync answer, or a
-// frames follow); only its list of commands grows, so such a session
-// serves 4096 commands. Output whose delivery the server did not learn of
-// (a follow that fell back to polling) still counts.
-var defaultPoolLimits = poolLimits{uses: 64, statelessUses: 4096, logBytes: 64 << 20}
-
-// acquire takes an idle session or creates one.
-func (m *Manager) acquire(ctx context.Context) (session, error) {
-	m.mu.Lock()
-	gen := m.gen
-	if n := len(m.idle); n > 0 {
-		s := m.idle[n-1]
-		m.idle = m.idle[:n-1]
-		m.mu.Unlock()
-		s.gen, s.pooled = gen, true
-		return s, nil
-	}
-	m.mu.Unlock()
-	id := m.prefix + randomID()
-	if err := m.client.CreateSession(ctx, id); err != nil {
-		if ctx.Err() != nil {
-			return session{}, ctx.Err()
-		}
-		return session{}, &toolboxError{op: "creating a session", err: err}
-	}
-	return session{id: id, gen: gen}, nil
-}
-
-// release returns a session whose command finished normally to the pool;
-// kept is how many bytes of the command's output the server keeps (0 when
-// it dropped the log). It deletes the session instead when the pool is
-// full or was reset since, and retires it when it has served long enough:
-// then, in the background, a new session takes its place in the pool and
-// the old one is deleted, so that no command waits for either.
-func (m *Manager) release(s session, kept int64) {
-	s.uses++
-	s.logged += kept
-	limit := m.limits.uses
-	if s.stateless {
-		limit = m.limits.statelessUses
-	}
-	retire := s.uses >= limit || s.logged >= m.limits.logBytes
-	m.mu.Lock()
-	keep := s.gen == m.gen && len(m.idle) < m.maxIdle
-	if keep && !retire {
-		s.stateless = false
-		m.idle = append(m.idle, s)
-		m.mu.Unlock()
-		return
-	}
-	m.mu.Unlock()
-	if !retire {
-		m.deleteSession(s.id)
-		return
-	}
-	m.bg.add()
-	go func() {
-		defer m.bg.done()
-		if keep {
-			m.replenish(s.gen)
-		}
-		m.deleteSession(s.id)
-	}()
-}
-
-// replenish creates a session and adds it to the pool of generation gen,
-// unless the pool has been reset or filled meanwhile. Best effort: on
-// failure the next command creates one.
-func (m *Manager) replenish(gen uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	id := m.prefix + randomID()
-	if err := m.client.CreateSession(ctx, id); err != nil {
-		return
-	}
-	m.mu.Lock()
-	if gen == m.gen && len(m.idle) < m.maxIdle {
-		m.idle = append(m.idle, session{id: id, gen: gen})
-		m.mu.Unlock()
-		return
-	}
-	m.mu.Unlock()
-	m.deleteSession(id)
 }
 
 // tracker counts goroutines that Close waits for. Unlike a
@@ -273,61 +172,73 @@ func (m *Manager) deleteSession(id string) error {
 	return nil
 }
 
-// stale reports that a pooled session of generation gen vanished: the
-// sandbox restarted, so every idle session of that generation is gone too.
-func (m *Manager) stale(gen uint64) {
-	m.mu.Lock()
-	if gen == m.gen {
-		m.idle = nil
-		m.gen++
-	}
-	m.mu.Unlock()
-}
-
-// Reset forgets the pooled sessions without deleting them. Engines call it
-// when the sandbox restarted, which ended its sessions. Sessions in use at
-// the time are deleted, not pooled, when their commands end.
-func (m *Manager) Reset() {
-	m.mu.Lock()
-	m.idle = nil
-	m.gen++
-	m.mu.Unlock()
-}
-
-// Close kills every tracked process that still runs, forgets every tracked
-// process and deletes the pooled sessions. It waits, until ctx is done, for
-// the goroutines of those processes and the Manager's background work to
-// end (retired sessions being deleted, and the copying of a Stdin, which
-// ends once a blocked Read returns). The Manager stays usable: later calls
-// create new sessions.
+// Close releases the Manager and ends what it spawned: it kills the
+// background processes spawned through it that still run, forgets (deletes
+// the sessions of) those that exited, stops following the processes it
+// reattached to (Get, Attach), which keep running, and deletes the pooled
+// sessions. It waits, until ctx is done, for the goroutines of those
+// processes and the Manager's background work to end (retired sessions
+// being deleted, and the copying of a Stdin, which ends once a blocked Read
+// returns). The Manager stays usable: later calls create new sessions.
 func (m *Manager) Close(ctx context.Context) error {
+	return m.let(ctx, true)
+}
+
+// Detach releases the Manager and leaves every background process running
+// and known to the sandbox, for any handle to reattach to with Get or
+// Attach: it stops following them (their Wait fails with an error matching
+// ErrDetached unless they had exited), stops copying a Spawn's Stdin (the
+// process's stdin stays open, for SendStdin and CloseStdin through another
+// handle), and deletes the pooled sessions. A detached process has no
+// timeout: the Manager that enforced it no longer watches. Detach waits as
+// Close does. The Manager stays usable.
+func (m *Manager) Detach(ctx context.Context) error {
+	return m.let(ctx, false)
+}
+
+// let implements Close (kill true) and Detach.
+func (m *Manager) let(ctx context.Context, kill bool) error {
 	m.mu.Lock()
-	procs := make([]*proc, 0, len(m.procs))
-	for _, pid := range m.order {
-		if p := m.procs[pid]; p != nil {
-			procs = append(procs, p)
+	var owned []*bgProcess
+	for _, p := range m.procs {
+		if p.owned {
+			owned = append(owned, p)
 		}
 	}
-	m.procs = make(map[string]*proc)
-	m.order = nil
+	live := make([]*bgProcess, 0, len(m.live))
+	for p := range m.live {
+		live = append(live, p)
+	}
+	m.procs = make(map[string]*bgProcess)
 	idle := m.idle
 	m.idle = nil
 	m.gen++
 	m.mu.Unlock()
 
 	var errs []error
-	for _, p := range procs {
-		if _, err := p.Kill(ctx); err != nil {
-			errs = append(errs, err)
+	if kill {
+		for _, p := range owned {
+			killed, err := p.Kill(ctx)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if !killed && !p.sessionDeleted() {
+				// Exited: forget it, unless another handle did and its
+				// id went to a new process.
+				if st, err := m.sessionOf(ctx, p); err != nil || st == sessionHeld {
+					errs = append(errs, err, m.deleteSession(p.sid))
+				}
+			}
 		}
+	}
+	for _, p := range live {
+		p.release()
 	}
 	for _, s := range idle {
-		if err := m.deleteSession(s.id); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, m.deleteSession(s.id))
 	}
 	waitErr := m.bg.wait(ctx)
-	for _, p := range procs {
+	for _, p := range append(owned, live...) {
 		if waitErr != nil {
 			break
 		}
@@ -337,23 +248,6 @@ func (m *Manager) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("process: waiting for background work: %w", waitErr))
 	}
 	return errors.Join(errs...)
-}
-
-// idleSessions returns the ids of the pooled sessions (for tests).
-func (m *Manager) idleSessions() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ids := make([]string, len(m.idle))
-	for i, s := range m.idle {
-		ids[i] = s.id
-	}
-	return ids
-}
-
-func randomID() string {
-	var b [6]byte
-	rand.Read(b[:]) // never fails (crypto/rand.Read panics instead)
-	return hex.EncodeToString(b[:])
 }
 
 // toolboxError wraps a failed toolbox request with what the Manager was

@@ -132,6 +132,11 @@ func (e *writerError) Unwrap() error { return e.err }
 type streams struct {
 	stdout, stderr output
 	l              listeners
+	// skip counts the bytes of stdout and stderr that the writers drop
+	// before passing any on: output a reattaching Manager already read,
+	// which its follower replays. Only the follower's goroutine writes,
+	// so it needs no lock.
+	skip [2]int64
 }
 
 func newStreams(max int64, stdout, stderr io.Writer) *streams {
@@ -150,6 +155,19 @@ type streamWriter struct {
 }
 
 func (w streamWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	i := 0
+	if w.stderr {
+		i = 1
+	}
+	if skip := w.s.skip[i]; skip > 0 {
+		k := min(skip, int64(len(p)))
+		w.s.skip[i] -= k
+		p = p[k:]
+		if len(p) == 0 {
+			return n, nil
+		}
+	}
 	if w.stderr {
 		w.s.stderr.add(p)
 		w.s.l.write(&w.s.l.stderr, p, "stderr")
@@ -157,5 +175,5 @@ func (w streamWriter) Write(p []byte) (int, error) {
 		w.s.stdout.add(p)
 		w.s.l.write(&w.s.l.stdout, p, "stdout")
 	}
-	return len(p), nil
+	return n, nil
 }

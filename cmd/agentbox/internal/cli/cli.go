@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
-	"github.com/agentbox-dev/agentbox/toolbox"
 	"github.com/spf13/cobra"
 )
 
@@ -69,32 +68,15 @@ type OpenOptions struct {
 	NetworkBlockAll bool
 }
 
-// Box is an opened sandbox.
+// Box is an opened sandbox: the engine-neutral contract, whose
+// ProcessManager reaches the background processes of every earlier
+// invocation, plus a way to let go of it.
 type Box interface {
 	sandbox.Sandbox
-	// Sessions gives access to the toolbox sessions of the running sandbox.
-	// The sandbox must have been started.
-	Sessions() (Sessions, error)
-	// Close releases what this process holds on the sandbox (connections,
-	// pooled sessions). The sandbox keeps running.
-	Close(ctx context.Context) error
-}
-
-// Sessions is the part of the toolbox API the process commands use:
-// background processes live in sessions so that a later invocation of
-// agentbox, a new process, still reaches them.
-type Sessions interface {
-	ListSessions(ctx context.Context) ([]toolbox.Session, error)
-	// GetSession fails with an error matching sandbox.ErrNotFound when there
-	// is no such session.
-	GetSession(ctx context.Context, sessionID string) (*toolbox.Session, error)
-	CreateSession(ctx context.Context, sessionID string) error
-	// DeleteSession kills every process of the session and forgets it.
-	DeleteSession(ctx context.Context, sessionID string) error
-	// ExecuteAsync starts command in the session and returns its id at once.
-	ExecuteAsync(ctx context.Context, sessionID, command string) (cmdID string, err error)
-	// CommandLogs returns the output of a session command so far.
-	CommandLogs(ctx context.Context, sessionID, cmdID string) (stdout, stderr []byte, err error)
+	// Detach releases what this process holds on the sandbox (connections,
+	// pooled sessions, goroutines following output) and leaves the sandbox
+	// and its background processes running, for later invocations to reach.
+	Detach(ctx context.Context) error
 }
 
 // Config is what [Run] needs from its surroundings.

@@ -179,13 +179,31 @@ func TestExecEngineFailure(t *testing.T) {
 	}
 }
 
+// cancelOnWrite cancels a context at the first write, as an interrupt
+// arriving once a command has started.
+type cancelOnWrite struct {
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.once.Do(w.cancel)
+	return len(p), nil
+}
+
 func TestExecInterrupted(t *testing.T) {
-	h := newHarness(t)
+	e := newFakeEngine(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	r := h.runCtx(ctx, "exec", "--", "sleep", "10")
-	if r.code != ExitInterrupted || !strings.Contains(r.stderr, "interrupted") {
-		t.Errorf("got %v, want exit 130", r)
+	defer cancel()
+	var stderr bytes.Buffer
+	start := time.Now()
+	code := Run(ctx, Config{Engine: e, Stdout: &cancelOnWrite{cancel: cancel}, Stderr: &stderr, Getenv: func(string) string { return "" }},
+		[]string{"exec", "--", "echo started; exec sleep 10"})
+	if code != ExitInterrupted || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("exit %d, stderr %q; want exit 130", code, stderr.String())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the interrupted command ran on for %v", d)
 	}
 }
 
@@ -391,11 +409,7 @@ func TestBackgroundProcesses(t *testing.T) {
 		sr["session"] != BackgroundSessionPrefix+"2" || sr["pid"] != nil {
 		t.Fatalf("spawn --json: %v: %q", err, r.stdout)
 	}
-	session := sr["session"].(string)
-	waitFor(t, func() bool {
-		s, _ := (&fakeSessions{b: &fakeBox{e: h.e, opts: OpenOptions{StateDir: h.e.defaultDir, ID: DefaultID}}}).GetSession(context.Background(), session)
-		return s != nil && s.Commands[0].ExitCode != nil
-	})
+	h.e.waitExit(t, "2")
 
 	r = h.must("ps")
 	want := "ID  STATUS      COMMAND\n" +
@@ -504,17 +518,6 @@ func TestAgo(t *testing.T) {
 	}
 	if ago(now, time.Time{}) != "-" {
 		t.Error("zero time is not -")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

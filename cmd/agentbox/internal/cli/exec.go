@@ -154,7 +154,7 @@ func (a *app) exec(ctx context.Context, stdout, stderr io.Writer, oo OpenOptions
 	if err != nil {
 		return execFailed(ctx, fmt.Errorf("open sandbox %q: %w", oo.ID, err))
 	}
-	defer box.Close(context.WithoutCancel(ctx))
+	defer box.Detach(context.WithoutCancel(ctx))
 	res, err := box.ExecuteCommand(ctx, command, args, opts)
 	if err != nil {
 		var nr *sandbox.NotReadyError

@@ -1,27 +1,24 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"os"
-	"os/exec"
-	"slices"
+	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/unisolated"
 	"github.com/agentbox-dev/agentbox/sandbox"
-	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
-// fakeEngine is an Engine whose sandboxes run commands unisolated on the
-// host with os/exec. Its state lives in memory, shared by every Run of a
-// test, the way the local engine's lives in the state dir.
+// fakeEngine is an Engine whose sandboxes are unisolated test sandboxes
+// (internal/unisolated: the real toolbox daemon, client and process
+// manager, with commands run on the host WITHOUT ANY ISOLATION). Each
+// sandbox's daemon runs in the test process, shared by every Run of a test
+// the way the local engine's sandboxes are shared through the state dir,
+// and every Open returns a new handle on it with a process manager of its
+// own, as a new agentbox process would get.
 type fakeEngine struct {
 	t          testing.TB
 	defaultDir string
@@ -31,44 +28,32 @@ type fakeEngine struct {
 	opened    []OpenOptions
 	openErr   error // Open fails with it when set
 	listErr   error // List fails with it when set
-	open      int   // handles not yet closed
+	open      int   // handles not yet detached
 }
 
+// fakeState is a sandbox of the engine.
 type fakeState struct {
-	info     sandbox.Info
-	blockNet bool
-	sessions map[string]*fakeSession
-}
-
-type fakeSession struct {
-	cmds []*fakeCmd
-}
-
-type fakeCmd struct {
-	id, line       string
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer // guarded by fakeEngine.mu
-	exit           *int
-	done           chan struct{}
+	info sandbox.Info // its description, but for the status
+	sb   *unisolated.Sandbox
 }
 
 func newFakeEngine(t testing.TB) *fakeEngine {
 	e := &fakeEngine{t: t, defaultDir: t.TempDir(), sandboxes: map[string]*fakeState{}}
 	t.Cleanup(func() {
 		e.mu.Lock()
-		var all []*fakeSession
-		for _, st := range e.sandboxes {
-			for _, s := range st.sessions {
-				all = append(all, s)
-			}
-		}
+		all := e.sandboxes
+		e.sandboxes = nil
 		open := e.open
 		e.mu.Unlock()
-		for _, s := range all {
-			killSession(s)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, st := range all {
+			if err := st.sb.Destroy(ctx); err != nil {
+				t.Errorf("destroy sandbox %s: %v", st.info.ID, err)
+			}
 		}
 		if open != 0 {
-			t.Errorf("%d sandbox handles were not closed", open)
+			t.Errorf("%d sandbox handles were not detached", open)
 		}
 	})
 	return e
@@ -78,6 +63,8 @@ func key(stateDir, id string) string { return stateDir + "\x00" + id }
 
 func (e *fakeEngine) DefaultStateDir() string { return e.defaultDir }
 
+// Open returns a new handle on the sandbox, which it makes (pending, so
+// that nothing exists until the handle starts it) when there is none.
 func (e *fakeEngine) Open(_ context.Context, opts OpenOptions) (Box, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -85,19 +72,55 @@ func (e *fakeEngine) Open(_ context.Context, opts OpenOptions) (Box, error) {
 		return nil, e.openErr
 	}
 	e.opened = append(e.opened, opts)
+	st, ok := e.sandboxes[key(opts.StateDir, opts.ID)]
+	if !ok {
+		sb, err := unisolated.New(unisolated.Options{ID: opts.ID})
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		st = &fakeState{
+			info: sandbox.Info{ID: opts.ID, Name: opts.ID, Provider: "fake", CreatedAt: now, LastUsedAt: now, Metadata: map[string]string{"k": "v"}},
+			sb:   sb,
+		}
+		e.sandboxes[key(opts.StateDir, opts.ID)] = st
+	}
+	h, err := st.sb.Reopen()
+	if err != nil {
+		return nil, err
+	}
 	e.open++
-	return &fakeBox{e: e, opts: opts}, nil
+	return &fakeBox{Sandbox: h, e: e}, nil
+}
+
+// lookup returns the sandbox id of stateDir, or nil when there is none
+// (or it was never started).
+func (e *fakeEngine) lookup(stateDir, id string) *fakeState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.sandboxes[key(stateDir, id)]
+	if st == nil || st.sb.Status() == sandbox.StatusPending {
+		return nil
+	}
+	return st
 }
 
 func (e *fakeEngine) List(_ context.Context, stateDir string) ([]sandbox.Info, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.listErr != nil {
-		return nil, e.listErr
+	err := e.listErr
+	var ids []string
+	for k := range e.sandboxes {
+		if id, ok := strings.CutPrefix(k, stateDir+"\x00"); ok {
+			ids = append(ids, id)
+		}
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
 	var out []sandbox.Info
-	for k, st := range e.sandboxes {
-		if k[:len(stateDir)] == stateDir && k[len(stateDir)] == 0 {
+	for _, id := range ids {
+		if st := e.state(stateDir, id); st != nil {
 			out = append(out, st.info)
 		}
 	}
@@ -105,333 +128,77 @@ func (e *fakeEngine) List(_ context.Context, stateDir string) ([]sandbox.Info, e
 }
 
 func (e *fakeEngine) Lookup(_ context.Context, stateDir, id string) (*sandbox.Info, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st, ok := e.sandboxes[key(stateDir, id)]
-	if !ok {
+	st := e.state(stateDir, id)
+	if st == nil {
 		return nil, fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
 	}
-	in := st.info
-	return &in, nil
+	return &st.info, nil
 }
 
 func (e *fakeEngine) Remove(ctx context.Context, stateDir, id string) error {
-	if err := e.StopByID(ctx, stateDir, id); err != nil {
-		return err
+	st := e.lookup(stateDir, id)
+	if st == nil {
+		return fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
 	}
 	e.mu.Lock()
 	delete(e.sandboxes, key(stateDir, id))
 	e.mu.Unlock()
-	return nil
+	return st.sb.Destroy(ctx)
 }
 
-func (e *fakeEngine) StopByID(_ context.Context, stateDir, id string) error {
-	e.mu.Lock()
-	st, ok := e.sandboxes[key(stateDir, id)]
-	if !ok {
-		e.mu.Unlock()
+func (e *fakeEngine) StopByID(ctx context.Context, stateDir, id string) error {
+	st := e.lookup(stateDir, id)
+	if st == nil {
 		return fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
 	}
-	sessions := st.sessions
-	st.sessions = map[string]*fakeSession{}
-	st.info.Status = sandbox.StatusStopped
-	e.mu.Unlock()
-	for _, s := range sessions {
-		killSession(s)
-	}
-	return nil
+	return st.sb.Stop(ctx)
 }
 
-// state returns the state of a sandbox, or nil.
+// state describes a sandbox with its current status, or returns nil.
 func (e *fakeEngine) state(stateDir, id string) *fakeState {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.sandboxes[key(stateDir, id)]
+	st := e.lookup(stateDir, id)
+	if st == nil {
+		return nil
+	}
+	c := *st
+	c.info.Status = st.sb.Status()
+	return &c
 }
 
-// fakeBox is an opened fake sandbox.
+// fakeBox is an opened fake sandbox: a handle of its own on the sandbox.
 type fakeBox struct {
-	e      *fakeEngine
-	opts   OpenOptions
-	closed bool
+	*unisolated.Sandbox
+	e        *fakeEngine
+	detached bool
 }
 
-func (b *fakeBox) ID() string                        { return b.opts.ID }
-func (b *fakeBox) Name() string                      { return "FakeSandbox" }
-func (b *fakeBox) Provider() string                  { return "fake" }
-func (b *fakeBox) Instructions() string              { return "" }
-func (b *fakeBox) Processes() sandbox.ProcessManager { return nil }
-
-func (b *fakeBox) Status() sandbox.Status {
-	if st := b.e.state(b.opts.StateDir, b.opts.ID); st != nil {
-		return st.info.Status
-	}
-	return sandbox.StatusPending
-}
-
-func (b *fakeBox) Start(context.Context) (sandbox.Outcome, error) {
+func (b *fakeBox) Detach(ctx context.Context) error {
 	b.e.mu.Lock()
-	defer b.e.mu.Unlock()
-	st, ok := b.e.sandboxes[key(b.opts.StateDir, b.opts.ID)]
-	if ok && st.info.Status == sandbox.StatusRunning {
-		return sandbox.OutcomeConnected, nil
+	if b.detached {
+		b.e.t.Errorf("sandbox handle %q detached twice", b.ID())
 	}
-	if !ok {
-		now := time.Now()
-		st = &fakeState{
-			info:     sandbox.Info{ID: b.opts.ID, Name: b.opts.ID, Provider: "fake", CreatedAt: now, LastUsedAt: now, Metadata: map[string]string{"k": "v"}},
-			blockNet: b.opts.NetworkBlockAll,
-			sessions: map[string]*fakeSession{},
-		}
-		b.e.sandboxes[key(b.opts.StateDir, b.opts.ID)] = st
-	}
-	st.info.Status = sandbox.StatusRunning
-	return sandbox.OutcomeCreated, nil
-}
-
-func (b *fakeBox) Stop(ctx context.Context) error {
-	return b.e.StopByID(ctx, b.opts.StateDir, b.opts.ID)
-}
-
-func (b *fakeBox) Destroy(ctx context.Context) error {
-	return b.e.Remove(ctx, b.opts.StateDir, b.opts.ID)
-}
-
-func (b *fakeBox) Info(ctx context.Context) (*sandbox.Info, error) {
-	return b.e.Lookup(ctx, b.opts.StateDir, b.opts.ID)
-}
-
-func (b *fakeBox) Close(context.Context) error {
-	b.e.mu.Lock()
-	defer b.e.mu.Unlock()
-	if b.closed {
-		b.e.t.Errorf("sandbox handle %q closed twice", b.opts.ID)
-	}
-	b.closed = true
+	b.detached = true
 	b.e.open--
-	return nil
+	b.e.mu.Unlock()
+	return b.Sandbox.Detach(ctx)
 }
 
-func (b *fakeBox) ExecuteCommand(ctx context.Context, command string, args []string, opts *sandbox.ExecOptions) (*sandbox.CommandResult, error) {
-	if opts == nil {
-		opts = &sandbox.ExecOptions{}
-	}
-	if err := sandbox.ValidateEnv(opts.Env); err != nil {
-		return nil, err
-	}
-	if _, err := b.Start(ctx); err != nil {
-		return nil, err
-	}
-	timeout := opts.Timeout
-	if timeout == 0 {
-		timeout = sandbox.DefaultTimeout
-	}
-	runCtx, cancel := context.WithCancel(ctx)
+// waitExit waits until background process pid of the default sandbox has
+// exited, through a handle of its own.
+func (e *fakeEngine) waitExit(t *testing.T, pid string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	line := sandbox.CommandLine(command, args)
-	var stdout, stderr bytes.Buffer
-	cmd := hostCommand(runCtx, line)
-	cmd.Dir = opts.Cwd
-	for k, v := range opts.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdin = opts.Stdin
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if opts.Stdout != nil {
-		cmd.Stdout = io.MultiWriter(&stdout, opts.Stdout)
-	}
-	if opts.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(&stderr, opts.Stderr)
-	}
-	start := time.Now()
-	err := cmd.Run()
-	res := &sandbox.CommandResult{Command: line, Stdout: stdout.String(), Stderr: stderr.String(), Duration: time.Since(start)}
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	case runCtx.Err() != nil:
-		res.ExitCode, res.TimedOut, res.Killed = sandbox.ExitTimedOut, true, true
-	case errors.As(err, &ee):
-		res.ExitCode = ee.ExitCode()
-	case err != nil:
-		return nil, err
-	}
-	return res, nil
-}
-
-// hostCommand runs line with sh in its own process group, killed whole.
-func hostCommand(ctx context.Context, line string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "sh", "-c", line)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	return cmd
-}
-
-func (b *fakeBox) Sessions() (Sessions, error) {
-	if b.Status() != sandbox.StatusRunning {
-		return nil, sandbox.ErrNotReady
-	}
-	return &fakeSessions{b: b}, nil
-}
-
-// fakeSessions implements Sessions over a fake sandbox.
-type fakeSessions struct{ b *fakeBox }
-
-func (f *fakeSessions) sessions() (map[string]*fakeSession, error) {
-	st := f.b.e.sandboxes[key(f.b.opts.StateDir, f.b.opts.ID)]
-	if st == nil || st.info.Status != sandbox.StatusRunning {
-		return nil, sandbox.ErrNotReady
-	}
-	return st.sessions, nil
-}
-
-func (f *fakeSessions) ListSessions(context.Context) ([]toolbox.Session, error) {
-	f.b.e.mu.Lock()
-	defer f.b.e.mu.Unlock()
-	m, err := f.sessions()
+	box, err := e.Open(ctx, OpenOptions{StateDir: e.defaultDir, ID: DefaultID})
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	out := []toolbox.Session{}
-	for _, id := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, describe(id, m[id]))
-	}
-	return out, nil
-}
-
-func describe(id string, s *fakeSession) toolbox.Session {
-	out := toolbox.Session{SessionID: id, Commands: []toolbox.Command{}}
-	for _, c := range s.cmds {
-		out.Commands = append(out.Commands, toolbox.Command{ID: c.id, Command: c.line, ExitCode: c.exit})
-	}
-	return out
-}
-
-func (f *fakeSessions) GetSession(_ context.Context, id string) (*toolbox.Session, error) {
-	f.b.e.mu.Lock()
-	defer f.b.e.mu.Unlock()
-	m, err := f.sessions()
+	defer box.Detach(context.Background())
+	p, err := box.Processes().Attach(ctx, pid, nil)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	s, ok := m[id]
-	if !ok {
-		return nil, fmt.Errorf("session %s: %w", id, sandbox.ErrNotFound)
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatalf("wait for process %s: %v", pid, err)
 	}
-	d := describe(id, s)
-	return &d, nil
-}
-
-func (f *fakeSessions) CreateSession(_ context.Context, id string) error {
-	f.b.e.mu.Lock()
-	defer f.b.e.mu.Unlock()
-	m, err := f.sessions()
-	if err != nil {
-		return err
-	}
-	if _, ok := m[id]; ok {
-		return fmt.Errorf("session %s already exists", id)
-	}
-	m[id] = &fakeSession{}
-	return nil
-}
-
-func (f *fakeSessions) DeleteSession(_ context.Context, id string) error {
-	f.b.e.mu.Lock()
-	m, err := f.sessions()
-	if err != nil {
-		f.b.e.mu.Unlock()
-		return err
-	}
-	s, ok := m[id]
-	delete(m, id)
-	f.b.e.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("session %s: %w", id, sandbox.ErrNotFound)
-	}
-	killSession(s)
-	return nil
-}
-
-func killSession(s *fakeSession) {
-	for _, c := range s.cmds {
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
-	}
-}
-
-// lockedWriter appends to a buffer under the engine's lock.
-type lockedWriter struct {
-	mu  *sync.Mutex
-	buf *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (f *fakeSessions) ExecuteAsync(_ context.Context, sid, line string) (string, error) {
-	e := f.b.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	m, err := f.sessions()
-	if err != nil {
-		return "", err
-	}
-	s, ok := m[sid]
-	if !ok {
-		return "", fmt.Errorf("session %s: %w", sid, sandbox.ErrNotFound)
-	}
-	c := &fakeCmd{id: fmt.Sprintf("cmd-%d", len(s.cmds)+1), line: line, done: make(chan struct{})}
-	c.cmd = hostCommand(context.Background(), line)
-	c.cmd.Stdout = lockedWriter{&e.mu, &c.stdout}
-	c.cmd.Stderr = lockedWriter{&e.mu, &c.stderr}
-	if err := c.cmd.Start(); err != nil {
-		return "", err
-	}
-	s.cmds = append(s.cmds, c)
-	go func() {
-		defer close(c.done)
-		err := c.cmd.Wait()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-			if code < 0 {
-				code = sandbox.ExitKilled
-			}
-		}
-		e.mu.Lock()
-		c.exit = &code
-		e.mu.Unlock()
-	}()
-	return c.id, nil
-}
-
-func (f *fakeSessions) CommandLogs(_ context.Context, sid, cid string) ([]byte, []byte, error) {
-	f.b.e.mu.Lock()
-	defer f.b.e.mu.Unlock()
-	m, err := f.sessions()
-	if err != nil {
-		return nil, nil, err
-	}
-	s, ok := m[sid]
-	if !ok {
-		return nil, nil, fmt.Errorf("session %s: %w", sid, sandbox.ErrNotFound)
-	}
-	for _, c := range s.cmds {
-		if c.id == cid {
-			return bytes.Clone(c.stdout.Bytes()), bytes.Clone(c.stderr.Bytes()), nil
-		}
-	}
-	return nil, nil, fmt.Errorf("command %s: %w", cid, sandbox.ErrNotFound)
 }

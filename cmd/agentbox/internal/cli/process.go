@@ -5,44 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
-	"github.com/agentbox-dev/agentbox/toolbox"
 	"github.com/spf13/cobra"
 )
 
-// BackgroundSessionPrefix starts the name of every toolbox session holding a
-// background process started by `agentbox spawn`; the process's ID follows
-// it. Keeping the processes in sessions of the sandbox's own toolbox server,
-// not in the memory of one agentbox process, is what lets a later
-// invocation list, inspect and kill them.
+// BackgroundSessionPrefix starts the name of the toolbox session holding a
+// background process of the local engine (the engines built on the toolbox
+// API name it so); the process's ID follows it. spawn --json reports the
+// session, and logs and kill take its name for an ID.
 //
-// The ID is a number agentbox gives each background process of a sandbox
-// (1, 2, ...), not the process's PID inside the sandbox.
+// The processes live in the sandbox, not in the memory of one agentbox
+// process: any later invocation lists, inspects and kills them through the
+// sandbox's process manager (see sandbox.ProcessManager). The ID is the
+// number the sandbox gives each background process (1, 2, ...), not the
+// process's PID inside the sandbox.
 const BackgroundSessionPrefix = "agentbox-bg-"
-
-// maxSpawnAttempts bounds the retries of spawn when concurrent spawns race
-// for the same ID.
-const maxSpawnAttempts = 8
 
 // idHelp says what the ID argument of logs and kill is.
 const idHelp = `ID is the number 'agentbox spawn' printed, as listed in the ID column of
 'agentbox ps': a number agentbox gives the sandbox's background processes,
 not a PID. --id names the sandbox, as in every command.`
 
-func bgSession(n int) string { return BackgroundSessionPrefix + strconv.Itoa(n) }
-
-// bgID returns the ID of the background process of a session name.
-func bgID(sessionID string) (int, bool) {
-	rest, ok := strings.CutPrefix(sessionID, BackgroundSessionPrefix)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n <= 0 || strconv.Itoa(n) != rest {
+// processNumber reads a process ID as the sandbox writes it: a positive
+// decimal number.
+func processNumber(pid string) (int, bool) {
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 || strconv.Itoa(n) != pid {
 		return 0, false
 	}
 	return n, true
@@ -50,10 +41,7 @@ func bgID(sessionID string) (int, bool) {
 
 // parseProcessID reads a process ID argument: "3" or "agentbox-bg-3".
 func parseProcessID(s string) (int, error) {
-	if n, ok := bgID(s); ok {
-		return n, nil
-	}
-	if n, err := strconv.Atoi(s); err == nil && n > 0 {
+	if n, err := strconv.Atoi(strings.TrimPrefix(s, BackgroundSessionPrefix)); err == nil && n > 0 {
 		return n, nil
 	}
 	return 0, usagef("a process ID must be a positive number as shown by 'agentbox ps', got %q", s)
@@ -107,56 +95,34 @@ func (a *app) spawn(ctx context.Context, w io.Writer, id, line string) error {
 	if err != nil {
 		return fmt.Errorf("open sandbox %q: %w", id, err)
 	}
-	defer box.Close(context.WithoutCancel(ctx))
+	// Detach, not close: the process outlives this invocation.
+	defer box.Detach(context.WithoutCancel(ctx))
 	if _, err := box.Start(ctx); err != nil {
 		return fmt.Errorf("start sandbox %q: %w", id, err)
 	}
-	ss, err := box.Sessions()
+	// No timeout: nobody would be left to enforce it once agentbox exits.
+	p, err := box.Processes().Spawn(ctx, line, &sandbox.ExecOptions{Timeout: -1})
+	if err != nil {
+		return fmt.Errorf("sandbox %q: start the process: %w", id, err)
+	}
+	n, err := processID(p.PID())
 	if err != nil {
 		return fmt.Errorf("sandbox %q: %w", id, err)
 	}
-	n, err := createBackgroundSession(ctx, ss)
-	if err != nil {
-		return fmt.Errorf("sandbox %q: create a session for the process: %w", id, err)
-	}
-	sid := bgSession(n)
-	if _, err := ss.ExecuteAsync(ctx, sid, line); err != nil {
-		_ = ss.DeleteSession(context.WithoutCancel(ctx), sid)
-		return fmt.Errorf("sandbox %q: start the process: %w", id, err)
-	}
 	if a.json {
-		return writeJSON(w, spawnResult{Sandbox: id, ID: n, Session: sid, Command: line})
+		return writeJSON(w, spawnResult{Sandbox: id, ID: n, Session: BackgroundSessionPrefix + p.PID(), Command: line})
 	}
 	fmt.Fprintln(w, n)
 	return nil
 }
 
-// createBackgroundSession creates the session of the next free ID and
-// returns the ID. When a concurrent spawn took that ID first, it tries the
-// next one.
-func createBackgroundSession(ctx context.Context, ss Sessions) (int, error) {
-	var lastErr error
-	for range maxSpawnAttempts {
-		list, err := ss.ListSessions(ctx)
-		if err != nil {
-			return 0, err
-		}
-		next := 1
-		for _, s := range list {
-			if n, ok := bgID(s.SessionID); ok && n >= next {
-				next = n + 1
-			}
-		}
-		err = ss.CreateSession(ctx, bgSession(next))
-		if err == nil {
-			return next, nil
-		}
-		if _, gerr := ss.GetSession(ctx, bgSession(next)); gerr != nil {
-			return 0, err // not a race: the session does not exist
-		}
-		lastErr = err
+// processID reads the id of a process as the engine gives it.
+func processID(pid string) (int, error) {
+	n, ok := processNumber(pid)
+	if !ok {
+		return 0, fmt.Errorf("the engine gave the process id %q, not a positive number", pid)
 	}
-	return 0, fmt.Errorf("gave up after %d attempts racing other spawns: %w", maxSpawnAttempts, lastErr)
+	return n, nil
 }
 
 // processInfo describes a background process; it is the --json form of
@@ -170,17 +136,11 @@ type processInfo struct {
 	ExitCode *int   `json:"exitCode,omitempty"`
 }
 
-// bgProcess describes the background process n held by a session.
-func bgProcess(n int, s *toolbox.Session) processInfo {
-	info := processInfo{ID: n, Running: true}
-	if len(s.Commands) > 0 {
-		info.Command = s.Commands[0].Command
-		last := s.Commands[len(s.Commands)-1]
-		if last.ExitCode != nil {
-			info.Running = false
-			code := *last.ExitCode
-			info.ExitCode = &code
-		}
+// describe describes the process n seen through p.
+func describe(n int, p sandbox.Process) processInfo {
+	info := processInfo{ID: n, Command: p.Command(), Running: true}
+	if code, exited := p.ExitCode(); exited {
+		info.Running, info.ExitCode = false, &code
 	}
 	return info
 }
@@ -198,29 +158,24 @@ func processStatus(running bool, exitCode *int) string {
 
 // attach connects to a sandbox that runs already, without creating or
 // restarting it. It returns a nil Box when the sandbox exists but is not
-// running: it then has no processes.
-func (a *app) attach(ctx context.Context, id string) (Box, Sessions, error) {
+// running: it then has no processes. The caller detaches the Box.
+func (a *app) attach(ctx context.Context, id string) (Box, error) {
 	info, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
 	if err != nil {
-		return nil, nil, notFound(err, id)
+		return nil, notFound(err, id)
 	}
 	if info.Status != sandbox.StatusRunning {
-		return nil, nil, nil
+		return nil, nil
 	}
 	box, err := a.cfg.Engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})
 	if err != nil {
-		return nil, nil, fmt.Errorf("open sandbox %q: %w", id, err)
+		return nil, fmt.Errorf("open sandbox %q: %w", id, err)
 	}
 	if _, err := box.Start(ctx); err != nil {
-		box.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("connect to sandbox %q: %w", id, err)
+		box.Detach(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("connect to sandbox %q: %w", id, err)
 	}
-	ss, err := box.Sessions()
-	if err != nil {
-		box.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("sandbox %q: %w", id, err)
-	}
-	return box, ss, nil
+	return box, nil
 }
 
 func (a *app) psCommand() *cobra.Command {
@@ -244,7 +199,7 @@ PID; 'agentbox logs ID' and 'agentbox kill ID' take it.`,
 }
 
 func (a *app) ps(ctx context.Context, w, errw io.Writer, id string) error {
-	box, ss, err := a.attach(ctx, id)
+	box, err := a.attach(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -254,9 +209,17 @@ func (a *app) ps(ctx context.Context, w, errw io.Writer, id string) error {
 			fmt.Fprintf(errw, "sandbox %q is not running: it has no processes\n", id)
 		}
 	} else {
-		defer box.Close(context.WithoutCancel(ctx))
-		if procs, err = listBackground(ctx, ss); err != nil {
+		defer box.Detach(context.WithoutCancel(ctx))
+		list, err := box.Processes().List(ctx)
+		if err != nil {
 			return fmt.Errorf("sandbox %q: list processes: %w", id, err)
+		}
+		for _, in := range list {
+			n, err := processID(in.PID)
+			if err != nil {
+				return fmt.Errorf("sandbox %q: %w", id, err)
+			}
+			procs = append(procs, processInfo{ID: n, Command: in.Command, Running: in.Running, ExitCode: in.ExitCode})
 		}
 	}
 	if a.json {
@@ -269,51 +232,23 @@ func (a *app) ps(ctx context.Context, w, errw io.Writer, id string) error {
 	return t.flush()
 }
 
-func listBackground(ctx context.Context, ss Sessions) ([]processInfo, error) {
-	list, err := ss.ListSessions(ctx)
+// withProcesses runs f with the process manager of sandbox id, which must
+// be running, and detaches from the sandbox afterwards.
+func (a *app) withProcesses(ctx context.Context, id string, f func(sandbox.ProcessManager) error) error {
+	box, err := a.attach(ctx, id)
 	if err != nil {
-		return nil, err
-	}
-	procs := []processInfo{}
-	for _, s := range list {
-		n, ok := bgID(s.SessionID)
-		if !ok {
-			continue
-		}
-		if s.Commands == nil { // a server that lists sessions without their commands
-			full, err := ss.GetSession(ctx, s.SessionID)
-			if errors.Is(err, sandbox.ErrNotFound) {
-				continue // killed meanwhile
-			}
-			if err != nil {
-				return nil, err
-			}
-			s = *full
-		}
-		procs = append(procs, bgProcess(n, &s))
-	}
-	slices.SortFunc(procs, func(x, y processInfo) int { return x.ID - y.ID })
-	return procs, nil
-}
-
-// lookupBackground finds background process n in sandbox id.
-func (a *app) lookupBackground(ctx context.Context, id string, n int) (Box, Sessions, *toolbox.Session, error) {
-	box, ss, err := a.attach(ctx, id)
-	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
 	if box == nil {
-		return nil, nil, nil, notFoundf("no process %d: sandbox %q is not running", n, id)
+		return notFoundf("sandbox %q is not running: it has no processes", id)
 	}
-	s, err := ss.GetSession(ctx, bgSession(n))
-	if err != nil {
-		box.Close(context.WithoutCancel(ctx))
-		if errors.Is(err, sandbox.ErrNotFound) {
-			return nil, nil, nil, notFoundf("no process %d in sandbox %q (see 'agentbox ps --id %s')", n, id, id)
-		}
-		return nil, nil, nil, fmt.Errorf("sandbox %q: process %d: %w", id, n, err)
-	}
-	return box, ss, s, nil
+	defer box.Detach(context.WithoutCancel(ctx))
+	return f(box.Processes())
+}
+
+// noProcess is the error for a process the sandbox does not know.
+func noProcess(id string, n int) error {
+	return notFoundf("no process %d in sandbox %q (see 'agentbox ps --id %s')", n, id, id)
 }
 
 func (a *app) killCommand() *cobra.Command {
@@ -357,22 +292,28 @@ type killResult struct {
 func (a *app) kill(ctx context.Context, w io.Writer, id string, ns []int) error {
 	var results []killResult
 	var errs []error
-	for _, n := range ns {
-		r, err := a.killOne(ctx, id, n)
-		if err != nil {
-			errs = append(errs, err)
-			if ctx.Err() != nil {
-				break
+	err := a.withProcesses(ctx, id, func(pm sandbox.ProcessManager) error {
+		for _, n := range ns {
+			r, err := killOne(ctx, pm, id, n)
+			if err != nil {
+				errs = append(errs, err)
+				if ctx.Err() != nil {
+					break
+				}
+				continue
 			}
-			continue
+			if a.json {
+				results = append(results, *r)
+			} else if r.Killed {
+				fmt.Fprintf(w, "killed %d\n", r.ID)
+			} else {
+				fmt.Fprintf(w, "removed %d (it had already exited: %s)\n", r.ID, processStatus(false, r.ExitCode))
+			}
 		}
-		if a.json {
-			results = append(results, *r)
-		} else if r.Killed {
-			fmt.Fprintf(w, "killed %d\n", r.ID)
-		} else {
-			fmt.Fprintf(w, "removed %d (it had already exited: %s)\n", r.ID, processStatus(false, r.ExitCode))
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if a.json && len(results) > 0 {
 		if err := writeJSON(w, results); err != nil {
@@ -382,17 +323,27 @@ func (a *app) kill(ctx context.Context, w io.Writer, id string, ns []int) error 
 	return errors.Join(errs...)
 }
 
-func (a *app) killOne(ctx context.Context, id string, n int) (*killResult, error) {
-	box, ss, s, err := a.lookupBackground(ctx, id, n)
+// killOne kills process n, or forgets it when it had exited.
+func killOne(ctx context.Context, pm sandbox.ProcessManager, id string, n int) (*killResult, error) {
+	pid := strconv.Itoa(n)
+	// Get fetches an exited process one last time and forgets it.
+	p, err := pm.Get(ctx, pid)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, noProcess(id, n)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sandbox %q: process %d: %w", id, n, err)
 	}
-	defer box.Close(context.WithoutCancel(ctx))
-	p := bgProcess(n, s)
-	if err := ss.DeleteSession(ctx, s.SessionID); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-		return nil, fmt.Errorf("sandbox %q: kill process %d: %w", id, n, err)
+	r := &killResult{ID: n}
+	if _, exited := p.ExitCode(); !exited {
+		if r.Killed, err = pm.Kill(ctx, pid); err != nil {
+			return nil, fmt.Errorf("sandbox %q: kill process %d: %w", id, n, err)
+		}
 	}
-	return &killResult{ID: p.ID, Killed: p.Running, ExitCode: p.ExitCode}, nil
+	if code, exited := p.ExitCode(); exited && !r.Killed {
+		r.ExitCode = &code
+	}
+	return r, nil
 }
 
 func (a *app) logsCommand() *cobra.Command {
@@ -428,25 +379,23 @@ type logsResult struct {
 }
 
 func (a *app) logs(ctx context.Context, w, errw io.Writer, id string, n int) error {
-	box, ss, s, err := a.lookupBackground(ctx, id, n)
-	if err != nil {
-		return err
-	}
-	defer box.Close(context.WithoutCancel(ctx))
-	p := bgProcess(n, s)
-	var stdout, stderr []byte
-	if len(s.Commands) > 0 {
-		stdout, stderr, err = ss.CommandLogs(ctx, s.SessionID, s.Commands[0].ID)
+	return a.withProcesses(ctx, id, func(pm sandbox.ProcessManager) error {
+		// Attach, not Get: reading the output does not forget the process.
+		p, err := pm.Attach(ctx, strconv.Itoa(n), &sandbox.AttachOptions{MaxRetainedBytes: sandbox.Unlimited})
+		if errors.Is(err, sandbox.ErrNotFound) {
+			return noProcess(id, n)
+		}
 		if err != nil {
 			return fmt.Errorf("sandbox %q: output of process %d: %w", id, n, err)
 		}
-	}
-	if a.json {
-		return writeJSON(w, logsResult{processInfo: p, Stdout: string(stdout), Stderr: string(stderr)})
-	}
-	if _, err := w.Write(stdout); err != nil {
+		stdout, stderr := p.Stdout(), p.Stderr()
+		if a.json {
+			return writeJSON(w, logsResult{processInfo: describe(n, p), Stdout: stdout, Stderr: stderr})
+		}
+		if _, err := io.WriteString(w, stdout); err != nil {
+			return err
+		}
+		_, err = io.WriteString(errw, stderr)
 		return err
-	}
-	_, err = errw.Write(stderr)
-	return err
+	})
 }

@@ -40,7 +40,7 @@ func TestSpawnWait(t *testing.T) {
 			h.warm(t)
 			var out, errb syncBuffer
 			p := spawn(t, h, "echo out; echo err >&2; exit 5", &sandbox.ExecOptions{Stdout: &out, Stderr: &errb})
-			if !strings.HasPrefix(p.PID(), "proc-") || p.Command() != "echo out; echo err >&2; exit 5" {
+			if p.PID() != "1" || p.Command() != "echo out; echo err >&2; exit 5" {
 				t.Errorf("pid %q command %q", p.PID(), p.Command())
 			}
 			r := wait(t, p)
@@ -56,16 +56,23 @@ func TestSpawnWait(t *testing.T) {
 			if code, ok := p.ExitCode(); !ok || code != 5 {
 				t.Errorf("ExitCode() = %d, %v", code, ok)
 			}
-			want := int64(2)
+			// List the sessions, create agentbox-bg-1, exec, follow (and
+			// get the exit code from a plain server).
+			want := int64(4)
 			if plain {
-				want = plainStreamRequests
+				want = 2 + plainStreamRequests
 			}
 			if n, log := h.requests(); n != want {
 				t.Errorf("spawn made %d requests, want %d: %v", n, want, log)
 			}
-			// A normal exit returns the session to the pool.
+			// The process keeps its session, which holds its record; the
+			// pool keeps its own.
 			if idle := h.m.idleSessions(); len(idle) != 1 {
 				t.Errorf("idle sessions = %v", idle)
+			}
+			s, err := h.client.GetSession(context.Background(), "agentbox-bg-1")
+			if err != nil || len(s.Commands) != 1 || s.Commands[0].ExitCode == nil || *s.Commands[0].ExitCode != 5 {
+				t.Errorf("session agentbox-bg-1: %+v, %v", s, err)
 			}
 			// Wait is idempotent and hands out copies.
 			r.Stdout = "changed"
@@ -104,7 +111,7 @@ func TestSpawnListGetForget(t *testing.T) {
 	if p, err := h.m.Get(ctx, running.PID()); err != nil || p != running {
 		t.Errorf("Get(running) again = %v, %v", p, err)
 	}
-	if _, err := h.m.Get(ctx, "proc-999"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := h.m.Get(ctx, "999"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Get(unknown): err = %v", err)
 	}
 	if infos, _ := h.m.List(ctx); len(infos) != 1 || infos[0].PID != running.PID() {
@@ -112,7 +119,7 @@ func TestSpawnListGetForget(t *testing.T) {
 	}
 
 	// Manager.Kill: unknown → false; running → true, then forgotten.
-	if ok, err := h.m.Kill(ctx, "proc-999"); ok || err != nil {
+	if ok, err := h.m.Kill(ctx, "999"); ok || err != nil {
 		t.Errorf("Kill(unknown) = %v, %v", ok, err)
 	}
 	if ok, err := h.m.Kill(ctx, running.PID()); !ok || err != nil {
@@ -134,6 +141,7 @@ func TestSpawnKillTree(t *testing.T) {
 	ctx := context.Background()
 	p := spawn(t, h, "echo up; sh -c 'sleep 60 & echo $! > gc.pid; wait'", nil)
 	pid := readPID(t, filepath.Join(h.dir, "gc.pid"))
+	waitFor(t, "the output before the kill", func() bool { return p.Stdout() == "up\n" })
 	start := time.Now()
 	ok, err := p.Kill(ctx)
 	if !ok || err != nil {
@@ -175,13 +183,7 @@ func TestSpawnStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the echo: the process really runs in the background.
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Stdout() != "got:one\n" {
-		if time.Now().After(deadline) {
-			t.Fatalf("stdout = %q", p.Stdout())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the echo of the first line", func() bool { return p.Stdout() == "got:one\n" })
 	if err := p.SendStdin(ctx, []byte("tw")); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +270,7 @@ func TestSpawnRetention(t *testing.T) {
 
 func TestWaitManyAndCancel(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	p := spawn(t, h, "sleep 0.5; echo done", nil)
+	p := spawn(t, h, "read go; echo done", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := p.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -284,6 +286,9 @@ func TestWaitManyAndCancel(t *testing.T) {
 				t.Errorf("Wait = %+v, %v", r, err)
 			}
 		})
+	}
+	if err := p.SendStdin(context.Background(), []byte("\n")); err != nil {
+		t.Error(err)
 	}
 	wg.Wait()
 }
