@@ -49,38 +49,31 @@ func (w *streamWriter) String() string {
 	return w.buf.String()
 }
 
-// execEnv is what the Exec checks share: one running sandbox and a scratch
-// folder in it.
-type execEnv struct {
+// testSuite is what the Exec checks share: one running sandbox and a
+// scratch folder in it.
+type execSuite struct {
+	*suite
 	sb  sandbox.Sandbox
 	dir string
 }
 
-// execCheck is one property of ExecuteCommand, checked by its own function
-// as testing/fstest does; the suite runs each as a subtest and reports them
-// together.
-type execCheck struct {
-	name  string
-	check func(s *suite, t *testing.T, e *execEnv)
-}
-
-// execChecks lists the Exec checks in the order they run.
-func execChecks() []execCheck {
-	return []execCheck{
-		{"Echo", (*suite).execEcho},
-		{"Quoting", (*suite).execQuoting},
-		{"ExitCodes", (*suite).execExitCodes},
-		{"Stderr", (*suite).execStderr},
-		{"Streaming", (*suite).execStreaming},
-		{"CwdAndEnv", (*suite).execCwdAndEnv},
-		{"EnvOverlay", (*suite).execEnvOverlay},
-		{"Timeout", (*suite).execTimeout},
-		{"ContextCancel", (*suite).execContextCancel},
-		{"Stdin", (*suite).execStdin},
-		{"LargeOutput", (*suite).execLargeOutput},
-		{"BinaryOutput", (*suite).execBinaryOutput},
-		{"MaxRetainedBytes", (*suite).execMaxRetainedBytes},
-		{"Concurrent", (*suite).execConcurrent},
+// checks lists the Exec checks in the order they run.
+func (s *execSuite) checks() []check {
+	return []check{
+		{"Echo", s.testEcho},
+		{"Quoting", s.testQuoting},
+		{"ExitCodes", s.testExitCodes},
+		{"Stderr", s.testStderr},
+		{"Streaming", s.testStreaming},
+		{"CwdAndEnv", s.testCwdAndEnv},
+		{"EnvOverlay", s.testEnvOverlay},
+		{"Timeout", s.testTimeout},
+		{"ContextCancel", s.testContextCancel},
+		{"Stdin", s.testStdin},
+		{"LargeOutput", s.testLargeOutput},
+		{"BinaryOutput", s.testBinaryOutput},
+		{"MaxRetainedBytes", s.testMaxRetainedBytes},
+		{"Concurrent", s.testConcurrent},
 	}
 }
 
@@ -91,15 +84,13 @@ func (s *suite) testExec(t *testing.T) {
 	if _, err := sb.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	e := &execEnv{sb: sb, dir: s.scratch(t, sb)}
-	for _, c := range execChecks() {
-		t.Run(c.name, func(t *testing.T) { c.check(s, t, e) })
-	}
+	e := &execSuite{suite: s, sb: sb, dir: s.scratch(t, sb)}
+	runChecks(t, e.checks())
 }
 
-// execEcho checks a plain command: output, exit code, Command, Duration and no kill flags.
-func (s *suite) execEcho(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testEcho checks a plain command: output, exit code, Command, Duration and no kill flags.
+func (s *execSuite) testEcho(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	r := mustRun(ctx, t, sb, "echo", []string{"hello", "world"}, nil)
 	if r.Stdout != "hello world\n" || r.Stderr != "" || r.ExitCode != 0 || !r.Success() {
@@ -116,9 +107,9 @@ func (s *suite) execEcho(t *testing.T, e *execEnv) {
 	}
 }
 
-// execQuoting checks that awkward arguments reach the command unchanged while the command itself is a shell line.
-func (s *suite) execQuoting(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testQuoting checks that awkward arguments reach the command unchanged while the command itself is a shell line.
+func (s *execSuite) testQuoting(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	r := mustRun(ctx, t, sb, `printf '%s\n'`, quotingArgs, nil)
 	want := strings.Join(quotingArgs, "\n") + "\n"
@@ -135,9 +126,9 @@ func (s *suite) execQuoting(t *testing.T, e *execEnv) {
 	}
 }
 
-// execExitCodes checks exit codes, including exit in the command, which must not end the sandbox's next command.
-func (s *suite) execExitCodes(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testExitCodes checks exit codes, including exit in the command, which must not end the sandbox's next command.
+func (s *execSuite) testExitCodes(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	for _, c := range []struct {
 		cmd  string
@@ -162,9 +153,9 @@ func (s *suite) execExitCodes(t *testing.T, e *execEnv) {
 	}
 }
 
-// execStderr checks that stdout and stderr are kept apart.
-func (s *suite) execStderr(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testStderr checks that stdout and stderr are kept apart.
+func (s *execSuite) testStderr(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	r := mustRun(ctx, t, sb, "echo out; echo err >&2; echo out2; sh -c 'echo err2 >&2; exit 5'", nil, nil)
 	if r.Stdout != "out\nout2\n" || r.Stderr != "err\nerr2\n" || r.ExitCode != 5 {
@@ -172,9 +163,9 @@ func (s *suite) execStderr(t *testing.T, e *execEnv) {
 	}
 }
 
-// execStreaming checks that output reaches the writers while the command runs, in order and without concurrent writes.
-func (s *suite) execStreaming(t *testing.T, e *execEnv) {
-	sb, dir := e.sb, e.dir
+// testStreaming checks that output reaches the writers while the command runs, in order and without concurrent writes.
+func (s *execSuite) testStreaming(t *testing.T) {
+	sb, dir := s.sb, s.dir
 	ctx := s.context(t)
 	gate := dir + "/stream.go"
 	stdout, stderr := newStreamWriter(), newStreamWriter()
@@ -228,9 +219,9 @@ func (s *suite) execStreaming(t *testing.T, e *execEnv) {
 	}
 }
 
-// execCwdAndEnv checks Cwd and per-call Env, which must not leak into the next command, and the error for a bad name.
-func (s *suite) execCwdAndEnv(t *testing.T, e *execEnv) {
-	sb, dir := e.sb, e.dir
+// testCwdAndEnv checks Cwd and per-call Env, which must not leak into the next command, and the error for a bad name.
+func (s *execSuite) testCwdAndEnv(t *testing.T) {
+	sb, dir := s.sb, s.dir
 	ctx := s.context(t)
 	sub := dir + "/dir with space"
 	mustSucceed(ctx, t, sb, "mkdir -p", sub)
@@ -261,9 +252,9 @@ func (s *suite) execCwdAndEnv(t *testing.T, e *execEnv) {
 	}
 }
 
-// execEnvOverlay checks the sandbox's environment overlay against per-call Env (per-call wins), for commands and processes.
-func (s *suite) execEnvOverlay(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testEnvOverlay checks the sandbox's environment overlay against per-call Env (per-call wins), for commands and processes.
+func (s *execSuite) testEnvOverlay(t *testing.T) {
+	sb := s.sb
 	setter, ok := sb.(envSetter)
 	if !ok {
 		t.Skipf("%T has no SetEnv (engines embedding *sandbox.Lifecycle have it)", sb)
@@ -312,9 +303,9 @@ func (s *suite) execEnvOverlay(t *testing.T, e *execEnv) {
 	}
 }
 
-// execTimeout checks that a timeout kills the whole process tree and reports 124, and that a negative timeout means none.
-func (s *suite) execTimeout(t *testing.T, e *execEnv) {
-	sb, dir := e.sb, e.dir
+// testTimeout checks that a timeout kills the whole process tree and reports 124, and that a negative timeout means none.
+func (s *execSuite) testTimeout(t *testing.T) {
+	sb, dir := s.sb, s.dir
 	ctx := s.context(t)
 	tree, pidFiles := treeScript(dir + "/timeout")
 	start := time.Now()
@@ -338,9 +329,9 @@ func (s *suite) execTimeout(t *testing.T, e *execEnv) {
 	}
 }
 
-// execContextCancel checks that cancelling the context kills the whole process tree.
-func (s *suite) execContextCancel(t *testing.T, e *execEnv) {
-	sb, dir := e.sb, e.dir
+// testContextCancel checks that cancelling the context kills the whole process tree.
+func (s *execSuite) testContextCancel(t *testing.T) {
+	sb, dir := s.sb, s.dir
 	tree, pidFiles := treeScript(dir + "/cancel")
 	cctx, cancel := context.WithCancel(s.context(t))
 	defer cancel()
@@ -365,9 +356,9 @@ func (s *suite) execContextCancel(t *testing.T, e *execEnv) {
 	assertAllGone(s.context(t), t, sb, pidFiles)
 }
 
-// execStdin checks that Stdin reaches the command and that no Stdin means an empty input.
-func (s *suite) execStdin(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testStdin checks that Stdin reaches the command and that no Stdin means an empty input.
+func (s *execSuite) testStdin(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	in := "line 1\nline 2 ✓\n\x00 no newline at end"
 	r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(in)})
@@ -388,9 +379,9 @@ func (s *suite) execStdin(t *testing.T, e *execEnv) {
 	}
 }
 
-// execLargeOutput checks 8 MiB of output, both retained and streamed, byte for byte.
-func (s *suite) execLargeOutput(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testLargeOutput checks 8 MiB of output, both retained and streamed, byte for byte.
+func (s *execSuite) testLargeOutput(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	const lines = 1 << 20 // 8 bytes each: 8 MiB
 	stream := newStreamWriter()
@@ -415,9 +406,9 @@ func (s *suite) execLargeOutput(t *testing.T, e *execEnv) {
 	}
 }
 
-// execBinaryOutput checks that every byte value survives on both streams.
-func (s *suite) execBinaryOutput(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testBinaryOutput checks that every byte value survives on both streams.
+func (s *execSuite) testBinaryOutput(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	var format strings.Builder
 	all := allBytes()
@@ -438,9 +429,9 @@ func (s *suite) execBinaryOutput(t *testing.T, e *execEnv) {
 	}
 }
 
-// execMaxRetainedBytes checks that retention keeps the newest bytes, counts the dropped ones and rejects bad values.
-func (s *suite) execMaxRetainedBytes(t *testing.T, e *execEnv) {
-	sb := e.sb
+// testMaxRetainedBytes checks that retention keeps the newest bytes, counts the dropped ones and rejects bad values.
+func (s *execSuite) testMaxRetainedBytes(t *testing.T) {
+	sb := s.sb
 	ctx := s.context(t)
 	r := mustRun(ctx, t, sb, `i=0; while [ $i -lt 100 ]; do printf '%04d\n' $i; i=$((i+1)); done`, nil,
 		&sandbox.ExecOptions{MaxRetainedBytes: 50})
@@ -456,9 +447,9 @@ func (s *suite) execMaxRetainedBytes(t *testing.T, e *execEnv) {
 	}
 }
 
-// execConcurrent checks concurrent commands: no output or environment crosses between them.
-func (s *suite) execConcurrent(t *testing.T, e *execEnv) {
-	sb, dir := e.sb, e.dir
+// testConcurrent checks concurrent commands: no output or environment crosses between them.
+func (s *execSuite) testConcurrent(t *testing.T) {
+	sb, dir := s.sb, s.dir
 	ctx := s.context(t)
 	const n, rounds = 8, 3
 	for round := range rounds {

@@ -87,6 +87,21 @@ func Run(t *testing.T, factory func(t *testing.T) sandbox.Sandbox, opts Options)
 	t.Run("Shutdown", s.testShutdown)
 }
 
+// check is one property the suite checks, in a function of its own (as
+// testing/fstest does); a group runs its checks as subtests, so that one
+// failure does not hide the others.
+type check struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// runChecks runs each check as a subtest of t.
+func runChecks(t *testing.T, checks []check) {
+	for _, c := range checks {
+		t.Run(c.name, c.run)
+	}
+}
+
 type suite struct {
 	factory func(t *testing.T) sandbox.Sandbox
 	opts    Options
