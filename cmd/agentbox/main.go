@@ -37,12 +37,23 @@ func main() {
 }
 
 // run executes the command line args and returns the exit code. SIGINT and
-// SIGTERM cancel the work (killing the command exec runs); a second signal
-// ends agentbox at once.
+// SIGTERM cancel the work (killing the command exec runs), and agentbox
+// exits 130 or 143 (128 + the signal's number); a second signal ends
+// agentbox at once.
 func run(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	context.AfterFunc(ctx, stop)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			cancel(&cli.Interrupt{Signal: sig.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
 	// A closed output pipe (agentbox exec -- yes | head) must not kill
 	// agentbox before it kills the command in the sandbox: with SIGPIPE
 	// caught, writes fail with EPIPE instead and exec ends the command.
