@@ -6,11 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -304,7 +304,7 @@ func TestStopDuringCommand(t *testing.T) {
 			marker := filepath.Join(local.Dir(sb), "home", "started")
 			var opts sandbox.ExecOptions
 			if tt.stream {
-				opts.Stdout = &syncBuffer{}
+				opts.Stdout = io.Discard // streams
 			}
 			done := make(chan error, 1)
 			go func() {
@@ -327,16 +327,4 @@ func TestStopDuringCommand(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a strings.Builder safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
 }

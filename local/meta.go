@@ -232,7 +232,7 @@ func readExitRecord(dir string) (exitRecord, bool) {
 }
 
 // limitsNote says which limits a local sandbox enforces.
-const limitsNote = "no CPU, memory, process-count or disk limit is enforced; the sandbox's processes are confined to its pid namespace and end with it"
+const limitsNote = "no CPU, memory, process-count or disk limit; the sandbox's processes are confined to its pid namespace and end with it"
 
 // describe states who commands of the sandbox shaped by c run as, its
 // network access and its limits; ids are the host ids its ids map to

@@ -253,17 +253,18 @@ func networkText(m sandbox.NetworkMode) string {
 // limitsText says which limits are enforced.
 func limitsText(l *sandbox.Limits) string {
 	var parts []string
-	if l.CPUCores > 0 {
-		parts = append(parts, fmt.Sprintf("%g CPU", l.CPUCores))
-	}
-	if l.MemoryMB > 0 {
-		parts = append(parts, fmt.Sprintf("memory %d MB", l.MemoryMB))
-	}
-	if l.Processes > 0 {
-		parts = append(parts, fmt.Sprintf("%d processes", l.Processes))
-	}
-	if l.DiskMB > 0 {
-		parts = append(parts, fmt.Sprintf("disk %d MB", l.DiskMB))
+	for _, lim := range []struct {
+		set  bool
+		text string
+	}{
+		{l.CPUCores > 0, fmt.Sprintf("%g CPU", l.CPUCores)},
+		{l.MemoryMB > 0, fmt.Sprintf("memory %d MB", l.MemoryMB)},
+		{l.Processes > 0, fmt.Sprintf("%d processes", l.Processes)},
+		{l.DiskMB > 0, fmt.Sprintf("disk %d MB", l.DiskMB)},
+	} {
+		if lim.set {
+			parts = append(parts, lim.text)
+		}
 	}
 	s := "none enforced"
 	if len(parts) > 0 {
