@@ -261,7 +261,10 @@ func TestDefaultStateDirLocal(t *testing.T) {
 	if r := run([]string{"XDG_RUNTIME_DIR=" + runtime}, "--json", "sandbox", "ls"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
 		t.Errorf("with XDG_RUNTIME_DIR: %+v", r)
 	}
-	r = run([]string{"HOME=/nonexistent"}, "--help")
+	if r := run(nil, "help", "json"); r.code != 0 || !strings.Contains(r.stdout, `"code"`) {
+		t.Errorf("help json without a state dir: %+v", r)
+	}
+	r = run(nil, "--help")
 	for _, w := range []string{"$AGENTBOX_STATE_DIR", "$XDG_STATE_HOME/agentbox", "~/.local/state/agentbox", "$XDG_RUNTIME_DIR/agentbox"} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("--help lacks %q: %s", w, r.stdout)

@@ -184,6 +184,9 @@ Every command works on the sandbox "default" unless given --id.
 		Args:          noArgs,
 		RunE:          groupRunE,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Name() == "help" {
+				return nil // the only command that needs no state dir
+			}
 			if err := a.resolveStateDir(cmd); err != nil {
 				return err
 			}
@@ -227,7 +230,7 @@ func (a *app) resolveStateDir(cmd *cobra.Command) error {
 	}
 	d, err := a.cfg.Engine.DefaultStateDir()
 	if err != nil {
-		return withKind(KindStateDir, 0, fmt.Errorf("%w; or pass --state-dir DIR", err))
+		return withKind(KindStateDir, 0, fmt.Errorf("%w, or pass --state-dir DIR", err))
 	}
 	a.stateDir = d
 	return nil

@@ -138,12 +138,12 @@ func classify(ctx context.Context, cmd *cobra.Command, err error) failure {
 	var ue *usageError
 	var sde *stateDirError
 	switch {
+	case errors.As(err, &sde):
+		f.kind = KindStateDir
 	case errors.As(err, &ke):
 		f.kind = ke.kind
 	case errors.As(err, &ue) || errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrInvalidEnv):
 		f.kind, f.help = KindUsage, true
-	case errors.As(err, &sde):
-		f.kind = KindStateDir
 	case errors.Is(err, sandbox.ErrNotFound):
 		f.kind = KindNotFound
 	}

@@ -131,30 +131,18 @@ command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 					return err
 				}
 			}
-			ctx, cancel := context.WithCancelCause(cmd.Context())
-			defer cancel(nil)
-			stdout := &guardedWriter{w: cmd.OutOrStdout(), what: "standard output", cancel: cancel}
+			out := guardOutput(cmd)
+			defer out.cancel(nil)
 			var events *eventStream
 			if a.json {
-				events = newEventStream(stdout)
+				events = newEventStream(out.stdout)
 			} else {
-				opts.Stdout = stdout
-				opts.Stderr = &guardedWriter{w: cmd.ErrOrStderr(), what: "standard error", cancel: cancel}
+				opts.Stdout, opts.Stderr = out.stdout, out.stderr
 			}
 			opts.MaxRetainedBytes = streamTail
-			err = a.exec(ctx, cmd.ErrOrStderr(), events, OpenOptions{
+			return out.explain(a.exec(out.ctx, cmd.ErrOrStderr(), events, OpenOptions{
 				StateDir: a.stateDir, ID: f.id, NetworkBlockAll: blockNet,
-			}, command, args, opts)
-			var oe *outputError
-			if err != nil && errors.As(context.Cause(ctx), &oe) {
-				if errors.Is(oe.err, syscall.EPIPE) {
-					// The reader went away (agentbox exec -- yes | head): end
-					// quietly, as a shell pipeline's writer does.
-					return &exitError{code: ExitBrokenPipe}
-				}
-				return withKind(KindOutput, 0, oe)
-			}
-			return err
+			}, command, args, opts))
 		},
 	}
 	fs := c.Flags()
@@ -187,6 +175,40 @@ type outputError struct {
 
 func (e *outputError) Error() string { return "writing the command's " + e.what + ": " + e.err.Error() }
 func (e *outputError) Unwrap() error { return e.err }
+
+// guardedOutput is the output of a command that agentbox prints: writing
+// it fails once nobody reads it, which cancels ctx, so that the command
+// is killed rather than left running unread.
+type guardedOutput struct {
+	ctx            context.Context
+	cancel         context.CancelCauseFunc
+	stdout, stderr io.Writer
+}
+
+// guardOutput guards the standard output and error of cmd.
+func guardOutput(cmd *cobra.Command) *guardedOutput {
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	return &guardedOutput{
+		ctx: ctx, cancel: cancel,
+		stdout: &guardedWriter{w: cmd.OutOrStdout(), what: "standard output", cancel: cancel},
+		stderr: &guardedWriter{w: cmd.ErrOrStderr(), what: "standard error", cancel: cancel},
+	}
+}
+
+// explain returns err, the error of the work, or the output's failure that
+// caused it.
+func (g *guardedOutput) explain(err error) error {
+	var oe *outputError
+	if err == nil || !errors.As(context.Cause(g.ctx), &oe) {
+		return err
+	}
+	if errors.Is(oe.err, syscall.EPIPE) {
+		// The reader went away (agentbox exec -- yes | head): end quietly,
+		// as a shell pipeline's writer does.
+		return &exitError{code: ExitBrokenPipe}
+	}
+	return withKind(KindOutput, 0, oe)
+}
 
 // guardedWriter passes output on until a write fails; the failure cancels
 // the command, since nobody reads its output any more.

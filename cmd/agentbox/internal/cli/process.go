@@ -406,7 +406,9 @@ stream of JSON lines as exec does (see 'agentbox help json').
 				return err
 			}
 			if follow {
-				return a.follow(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), id, n)
+				out := guardOutput(cmd)
+				defer out.cancel(nil)
+				return out.explain(a.follow(out.ctx, out.stdout, out.stderr, id, n))
 			}
 			return a.logs(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), id, n)
 		},

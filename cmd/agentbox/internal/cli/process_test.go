@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,5 +111,25 @@ func TestHelpJSON(t *testing.T) {
 		if r := h.must(cmd, "--help"); !strings.Contains(r.stdout, "agentbox help json") {
 			t.Errorf("%s --help does not point at 'agentbox help json'", cmd)
 		}
+	}
+}
+
+// TestLogsFollowOutputClosed: logs -f whose output closes ends at once
+// with 141, leaving the process running.
+func TestLogsFollowOutputClosed(t *testing.T) {
+	h := newHarness(t)
+	h.must("spawn", "--", "yes")
+	start := time.Now()
+	code := Run(context.Background(), Config{
+		Engine: h.e, Stdout: &brokenWriter{limit: 10, err: syscall.EPIPE}, Getenv: func(string) string { return "" },
+	}, []string{"logs", "-f", "1"})
+	if code != ExitBrokenPipe {
+		t.Errorf("exit %d, want 141", code)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("logs -f went on for %v after its output closed", d)
+	}
+	if r := h.must("ps"); !strings.Contains(r.stdout, "running") {
+		t.Errorf("the process no longer runs: %q", r.stdout)
 	}
 }
