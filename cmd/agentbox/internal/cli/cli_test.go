@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -705,37 +704,6 @@ func TestAgo(t *testing.T) {
 	}
 	if ago(now, time.Time{}) != "-" {
 		t.Error("zero time is not -")
-	}
-}
-
-func TestPassStdin(t *testing.T) {
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer devnull.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	defer pw.Close()
-	file, err := os.Create(filepath.Join(t.TempDir(), "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	for _, tt := range []struct {
-		name string
-		r    io.Reader
-		want bool
-	}{
-		{"nil", nil, false}, {"reader", strings.NewReader("x"), true}, {"/dev/null", devnull, false},
-		{"pipe", pr, true}, {"file", file, true},
-	} {
-		if got := passStdin(tt.r); got != tt.want {
-			t.Errorf("passStdin(%s) = %v, want %v", tt.name, got, tt.want)
-		}
 	}
 }
 
