@@ -37,7 +37,9 @@
 // [Options] says which sandbox a handle is for (ID, StateDir) and holds the
 // handle's own settings (Env, Timeout, Hooks); its embedded [Config] shapes
 // the sandbox when it is created, is stored with it, and is what every
-// later handle of that sandbox gets, whatever Config it passed.
+// later handle of that sandbox gets: a later handle leaves Config's fields
+// unset, or sets them to the sandbox's values; any other value makes Start
+// fail with a [*ConfigMismatchError] rather than be ignored.
 //
 // Local sandboxes need Linux: elsewhere the package builds, and [New]
 // fails with an error matching [sandbox.ErrIsolationUnavailable].
@@ -60,6 +62,13 @@
 //	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
 //
+// Whoever can write into the state dir can swap a sandbox's socket, so it
+// must be private to its user: every function refuses one owned by another
+// user, or writable by group or others ([CheckStateDir],
+// [ErrUnsafeStateDir]), and the engine makes the folders it creates, the
+// sandbox folders and their homes mode 0700. [DefaultStateDir] never falls
+// back to a folder users share.
+//
 // [List], [Lookup], [StopByID] and [Remove] work on a state dir by id, from
 // any process.
 package local
@@ -67,10 +76,12 @@ package local
 // Where things live (files ending in _linux.go build on Linux only):
 //
 //	options.go          Options (per handle) and Config (create-time, persisted), validation
+//	mismatch.go         a Config that differs from an existing sandbox's: ConfigMismatchError
+//	statedir.go         DefaultStateDir and the state dir's safety checks (CheckStateDir)
 //	sandbox.go          the Sandbox handle: New, start/stop/destroy (driver), Info, Instructions
 //	client.go           the toolbox client of a sandbox's socket
 //	layout.go           names of the state dir's files and folders
-//	meta.go             meta.json: the persisted metadata (and its previous format)
+//	meta.go             meta.json: the persisted metadata (and its previous format), Info's fields
 //	state.go            locking a sandbox's folder; List, Lookup, StopByID, Remove
 //	platform.go         the Linux check; other.go: stubs for other systems
 //	reexec.go           Init, the re-execution entry point

@@ -72,6 +72,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		return nil, nil, err
 	}
 	shifted := shiftedMode()
+	m.HostIDs = hostIDs(shifted)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("control socket: %w", err)

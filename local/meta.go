@@ -25,6 +25,15 @@ type meta struct {
 	// Init and Cgroups describe the running init; nil when stopped.
 	Init    *initRecord `json:"init,omitempty"`
 	Cgroups *cgroupSet  `json:"cgroups,omitempty"`
+	// HostIDs are the host uids and gids the sandbox's ids mapped to when
+	// it last started (kept while it is stopped); nil before.
+	HostIDs *idRange `json:"hostIds,omitempty"`
+}
+
+// idRange is a range of host uids (and the same gids).
+type idRange struct {
+	First int `json:"first"`
+	Count int `json:"count"`
 }
 
 // UnmarshalJSON reads metadata in the current format and in the one
@@ -163,7 +172,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	for k, v := range c.Labels {
 		info.Metadata[k] = v
 	}
-	info.Metadata["user"] = c.User
+	info.Identity, info.Network, info.Limits = describe(c, m.HostIDs)
 	info.Metadata["language"] = c.Language
 	info.Metadata["ephemeral"] = strconv.FormatBool(c.Ephemeral)
 	if c.Name != "" {
@@ -220,4 +229,25 @@ func readExitRecord(dir string) (exitRecord, bool) {
 		return x, false
 	}
 	return x, true
+}
+
+// limitsNote says which limits a local sandbox enforces.
+const limitsNote = "no CPU, memory, process-count or disk limit; the sandbox's processes are confined to its pid namespace and end with it"
+
+// describe states who commands of the sandbox shaped by c run as, its
+// network access and its limits; ids are the host ids its ids map to
+// (those of the next start when nil).
+func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo, *sandbox.Limits) {
+	id := &sandbox.Identity{User: c.User, UID: 0, GID: 0, Home: c.home(), Capabilities: "none"}
+	if ids == nil {
+		ids = nextHostIDs()
+	}
+	if ids != nil {
+		id.HostUID, id.HostUIDCount = ids.First, ids.Count
+	}
+	net := &sandbox.NetworkInfo{Mode: sandbox.NetworkHost}
+	if c.NetworkBlockAll {
+		net.Mode = sandbox.NetworkBlocked
+	}
+	return id, net, &sandbox.Limits{Note: limitsNote}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -33,11 +32,26 @@ const (
 //   - create-time: the embedded [Config] shapes the sandbox when it is
 //     created and is persisted with it; a handle of a sandbox that already
 //     exists adopts the sandbox's own Config in place of this one.
+//
+// # Create-time settings of an existing sandbox
+//
+// A sandbox keeps the Config it was created with. For a sandbox that
+// exists, each field of Config left at its zero value (false, 0, "", or a
+// nil or empty map or slice) means "what the sandbox has": reconnecting by
+// ID alone, with a zero Config, always works. A field set to a value that
+// differs from the sandbox's (after the defaults of a new sandbox are
+// filled in: User "agent" equals an unset User on a sandbox created without
+// one) is never silently dropped: Start fails with a [*ConfigMismatchError]
+// naming each such field with both values, matching [ErrConfigMismatch] and
+// [sandbox.ErrInvalidArgument]. Remove the sandbox to create it anew, or
+// use another ID. (Changing a setting of a live sandbox, such as its
+// network, is not offered yet.)
 type Options struct {
 	// ID names the sandbox in its state dir. Default: a generated "sbx-…".
 	// It must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
 	ID string
 	// StateDir holds every sandbox's folder. Default: DefaultStateDir().
+	// It must be private to this user (see CheckStateDir).
 	StateDir string
 
 	// Env is the runtime environment overlay merged into every command's
@@ -56,7 +70,8 @@ type Options struct {
 // Config holds the settings that shape a sandbox. They take effect when the
 // sandbox is created, are stored as they are in its metadata, and every
 // later handle of the sandbox adopts the stored ones, as a Daytona sandbox
-// keeps what it was created with. The zero value is valid.
+// keeps what it was created with; a later handle that sets a field to
+// another value fails to start (see [Options]). The zero value is valid.
 type Config struct {
 	// A new create-time setting is one field here, with its validation in
 	// Config.normalize when it needs one: the field is persisted, adopted by
@@ -126,22 +141,6 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// DefaultStateDir returns $AGENTBOX_STATE_DIR, else $XDG_STATE_HOME/agentbox,
-// else ~/.local/state/agentbox.
-func DefaultStateDir() string {
-	if d := os.Getenv("AGENTBOX_STATE_DIR"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "agentbox")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".local", "state", "agentbox")
-}
-
 func generateID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -157,7 +156,11 @@ func (o Options) normalize() (Options, error) {
 		return o, err
 	}
 	if o.StateDir == "" {
-		o.StateDir = DefaultStateDir()
+		d, err := DefaultStateDir()
+		if err != nil {
+			return o, err
+		}
+		o.StateDir = d
 	}
 	abs, err := filepath.Abs(o.StateDir)
 	if err != nil {

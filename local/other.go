@@ -35,6 +35,9 @@ func (s *cgroupSet) destroy(context.Context) error { return nil }
 // resources returns nil: no cgroup is made here.
 func (s *cgroupSet) resources() *sandbox.Resources { return nil }
 
+// nextHostIDs returns nil: no sandbox starts here.
+func nextHostIDs() *idRange { return nil }
+
 // shortPath returns dir/name.
 func shortPath(dir, name string) (string, func(), error) {
 	return filepath.Join(dir, name), func() {}, nil

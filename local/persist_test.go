@@ -208,7 +208,8 @@ func TestOldMetadataLoads(t *testing.T) {
 			t.Fatalf("Lookup %s: %v", when, err)
 		}
 		created := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
-		if md := info.Metadata; md["name"] != "old box" || md["team"] != "b" || md["user"] != "bob" || md["language"] != "python" ||
+		if md := info.Metadata; md["name"] != "old box" || md["team"] != "b" || info.Identity == nil || info.Identity.User != "bob" || md["language"] != "python" ||
+			info.Network == nil || info.Network.Mode != sandbox.NetworkBlocked ||
 			!info.CreatedAt.Equal(created) || len(info.Mounts) != 1 || info.Mounts[0].Path != "/data" {
 			t.Errorf("Lookup %s: %+v", when, info)
 		}

@@ -43,6 +43,9 @@ func prepare(dir string, m *meta, stateDir string, shifted bool) (*initConfig, [
 // hostBind is a folder of the host to bind into the sandbox.
 type hostBind struct {
 	host string
+	// private folders (the home) are kept at mode 0700: no other user of
+	// the host, or of the sandbox, may read them.
+	private bool
 	bindSpec
 }
 
@@ -52,17 +55,17 @@ type hostBind struct {
 func stateBinds(dir, stateDir string, c *Config) []hostBind {
 	home, wd := c.home(), c.WorkingDirectory
 	binds := []hostBind{
-		{filepath.Join(dir, homeDir), bindSpec{Target: home}},
-		{filepath.Join(dir, tmpDir), bindSpec{Target: sandboxTmp}},
-		{filepath.Join(dir, toolboxDir), bindSpec{Target: initTmpDir}},
+		{filepath.Join(dir, homeDir), true, bindSpec{Target: home}},
+		{filepath.Join(dir, tmpDir), false, bindSpec{Target: sandboxTmp}},
+		{filepath.Join(dir, toolboxDir), false, bindSpec{Target: initTmpDir}},
 	}
 	covered := within(wd, home) || within(wd, sandboxTmp)
 	for _, v := range c.Volumes {
-		binds = append(binds, hostBind{filepath.Join(stateDir, volumesDir, v.Name), bindSpec{Target: v.MountPath, ReadOnly: v.ReadOnly}})
+		binds = append(binds, hostBind{filepath.Join(stateDir, volumesDir, v.Name), false, bindSpec{Target: v.MountPath, ReadOnly: v.ReadOnly}})
 		covered = covered || within(wd, v.MountPath)
 	}
 	if !covered {
-		binds = append(binds, hostBind{filepath.Join(dir, workDir), bindSpec{Target: wd}})
+		binds = append(binds, hostBind{filepath.Join(dir, workDir), false, bindSpec{Target: wd}})
 	}
 	return binds
 }
@@ -74,7 +77,7 @@ func stateBinds(dir, stateDir string, c *Config) []hostBind {
 // opens the folder by path itself, in its own mount namespace.
 func bindSource(b hostBind, stateDir string, shifted bool) (spec bindSpec, f *os.File, err error) {
 	spec = b.bindSpec
-	if err := ensureOwned(b.host, shifted); err != nil {
+	if err := ensureOwned(b.host, b.private, shifted); err != nil {
 		return spec, nil, stateDirError(stateDir, err)
 	}
 	if !shifted {

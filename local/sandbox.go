@@ -31,6 +31,7 @@ type Sandbox struct {
 	// it becomes the sandbox's own Config when a start finds the sandbox
 	// (adopt); the other fields never change.
 	opts   Options
+	set    []int // the fields of opts.Config New's caller set (setFields)
 	dir    string
 	client *toolbox.Client
 	mgr    *process.Manager
@@ -50,7 +51,10 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 // and reports [sandbox.OutcomeConnected] either way (only a sandbox new to
 // the state dir is [sandbox.OutcomeCreated], as with Mastra's Daytona);
 // such a sandbox keeps the [Config] it was created with, as a Daytona
-// sandbox does, while Env, Timeout and Hooks are this object's.
+// sandbox does, while Env, Timeout and Hooks are this object's. A field of
+// opts.Config left at its zero value takes the sandbox's own value; one set
+// to another value than the sandbox's makes Start fail with a
+// [*ConfigMismatchError] (see [Options]).
 //
 // On systems other than Linux New validates opts, then fails with an error
 // matching [sandbox.ErrIsolationUnavailable]: local sandboxes need Linux.
@@ -62,7 +66,7 @@ func New(opts Options) (*Sandbox, error) {
 	if err := checkPlatform(runtime.GOOS); err != nil {
 		return nil, err
 	}
-	s := &Sandbox{opts: o, dir: sandboxDir(o.StateDir, o.ID)}
+	s := &Sandbox{opts: o, set: setFields(opts.Config), dir: sandboxDir(o.StateDir, o.ID)}
 	lc, err := sandbox.NewLifecycle(o.ID, driver{s}, o.Hooks, o.Env)
 	if err != nil {
 		return nil, err
@@ -96,9 +100,42 @@ func (s *Sandbox) Client() *toolbox.Client { return s.client }
 
 // ExecuteCommand runs command (args quoted with sandbox.ShellQuote) in the
 // sandbox, starting it first if needed.
+//
+// When the sandbox is stopped or removed while the command runs (by
+// another handle or process, e.g. StopByID), the command is killed and
+// the error matches [sandbox.ErrNotReady] and says so; the result, when
+// the command's end was reported, comes with it.
 func (s *Sandbox) ExecuteCommand(ctx context.Context, command string, args []string, opts *sandbox.ExecOptions) (*sandbox.CommandResult, error) {
 	s.noticeDeath()
-	return s.mgr.Execute(ctx, command, args, opts)
+	res, err := s.mgr.Execute(ctx, command, args, opts)
+	killed := err == nil && res.ExitCode > 128 // by a signal: maybe the init's shutdown
+	if (err != nil || killed) && ctx.Err() == nil && s.Status() == sandbox.StatusRunning && s.endedMeanwhile(ctx) {
+		s.SetStatus(sandbox.StatusStopped)
+		cause := err
+		if cause == nil {
+			cause = fmt.Errorf("exit code %d", res.ExitCode)
+		}
+		return res, &sandbox.NotReadyError{ID: s.opts.ID, Err: fmt.Errorf("the sandbox was stopped while the command ran, which killed it: %w", cause)}
+	}
+	return res, err
+}
+
+// stopWait bounds how long endedMeanwhile waits for a stop or removal in
+// progress: longer than terminate's grace periods.
+const stopWait = 15 * time.Second
+
+// endedMeanwhile reports whether the sandbox's init has ended. A stop or
+// removal holds the sandbox's lock until the init has ended: endedMeanwhile
+// waits for the lock first, so that it sees the outcome of one in
+// progress rather than an init about to end.
+func (s *Sandbox) endedMeanwhile(ctx context.Context) bool {
+	lctx, cancel := context.WithTimeout(ctx, stopWait)
+	defer cancel()
+	if l, err := lockSandbox(lctx, s.opts.StateDir, s.opts.ID, false); err == nil {
+		l.unlock()
+	}
+	_, alive := liveInit(s.dir)
+	return !alive
 }
 
 // noticeDeath marks a running sandbox whose init has ended (auto-stop, or
@@ -136,24 +173,35 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 	return info, nil
 }
 
-// Instructions describes the sandbox to an agent, truthfully.
+// Instructions describes the sandbox to an agent, truthfully: from the
+// configuration the sandbox was created with once it exists, else from
+// this object's.
 func (s *Sandbox) Instructions() string {
-	o := s.config()
-	parts := []string{
-		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", o.Language),
-		fmt.Sprintf("Default working directory: %s.", o.WorkingDirectory),
-		fmt.Sprintf("Command timeout: %ds.", int(math.Ceil(s.opts.Timeout.Seconds()))),
-		fmt.Sprintf("Commands run as root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=%s.", o.home()),
-		"/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.",
+	c, ids := s.config(), (*idRange)(nil)
+	if m, err := readMeta(s.dir); err == nil {
+		c, ids = m.Config, m.HostIDs
 	}
-	if o.Ephemeral {
+	id, net, _ := describe(&c, ids)
+	parts := []string{
+		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", c.Language),
+		fmt.Sprintf("Default working directory: %s.", c.WorkingDirectory),
+		fmt.Sprintf("Command timeout: %ds.", int(math.Ceil(s.opts.Timeout.Seconds()))),
+		fmt.Sprintf("Commands run as user %s, uid 0: root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=%s.", id.User, id.Home),
+	}
+	if id.HostUIDCount > 1 {
+		parts = append(parts, fmt.Sprintf("On the host, the sandbox's uids 0-%d are uids %d-%d.", id.HostUIDCount-1, id.HostUID, id.HostUID+id.HostUIDCount-1))
+	} else if id.HostUIDCount == 1 {
+		parts = append(parts, fmt.Sprintf("On the host, uid 0 inside is uid %d, the only uid the sandbox has.", id.HostUID))
+	}
+	parts = append(parts, "/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.")
+	if c.Ephemeral {
 		parts = append(parts, "The sandbox is ephemeral: it and its files are deleted when it stops.")
 	} else {
 		parts = append(parts, "Files written in the home folder, /tmp and the working directory persist across stop and start.")
 	}
-	if n := len(o.Volumes); n > 0 {
+	if n := len(c.Volumes); n > 0 {
 		var paths []string
-		for _, v := range o.Volumes {
+		for _, v := range c.Volumes {
 			p := v.MountPath
 			if v.ReadOnly {
 				p += " (read-only)"
@@ -162,11 +210,12 @@ func (s *Sandbox) Instructions() string {
 		}
 		parts = append(parts, fmt.Sprintf("%d volume(s) attached: %s.", n, strings.Join(paths, ", ")))
 	}
-	if o.NetworkBlockAll {
+	if net.Mode == sandbox.NetworkBlocked {
 		parts = append(parts, "Network access is blocked.")
 	} else {
 		parts = append(parts, "Network access is shared with the host.")
 	}
+	parts = append(parts, "No CPU, memory, process-count or disk limit is enforced.")
 	return strings.Join(parts, " ")
 }
 
@@ -198,7 +247,10 @@ func (d driver) Teardown(ctx context.Context) error                   { return d
 
 func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 	stateDir := s.opts.StateDir
-	if err := os.MkdirAll(filepath.Join(stateDir, sandboxesDir), 0o711); err != nil {
+	if err := CheckStateDir(stateDir); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Join(stateDir, sandboxesDir), 0o700); err != nil {
 		return "", stateDirError(stateDir, err)
 	}
 	if err := unix.Access(filepath.Join(stateDir, sandboxesDir), unix.W_OK); err != nil {
@@ -222,6 +274,9 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 			}
 			l.unlock()
 			return s.acquire(ctx)
+		}
+		if err := checkConfig(s.opts.ID, stateDir, s.set, s.config(), m.Config); err != nil {
+			return "", err
 		}
 		s.adopt(&m)
 		if m.alive() {
@@ -259,8 +314,8 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 }
 
 // adopt takes the Config of an existing sandbox from its metadata: a
-// sandbox keeps what it was created with, whatever options a later New
-// passed, as a Daytona sandbox does.
+// sandbox keeps what it was created with, as a Daytona sandbox does (New's
+// caller set no field to another value: checkConfig).
 func (s *Sandbox) adopt(m *meta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

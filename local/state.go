@@ -30,7 +30,7 @@ func lockSandbox(ctx context.Context, stateDir, id string, create bool) (*locked
 	dir := sandboxDir(stateDir, id)
 	for {
 		if create {
-			if err := os.MkdirAll(dir, 0o711); err != nil {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, stateDirError(stateDir, err)
 			}
 		}
@@ -52,6 +52,10 @@ func lockSandbox(ctx context.Context, stateDir, id string, create bool) (*locked
 		// waited: retry unless the path still names what we locked.
 		var a, b unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &a) == nil && unix.Stat(dir, &b) == nil && a.Ino == b.Ino && a.Dev == b.Dev {
+			if create && a.Mode&0o077 != 0 {
+				// Made by a version that left it open to others.
+				_ = unix.Fchmod(int(f.Fd()), 0o700)
+			}
 			return &lockedDir{path: dir, f: f}, nil
 		}
 		f.Close()
@@ -93,12 +97,12 @@ func notFound(stateDir, id string) error {
 }
 
 // resolveID returns the state dir to use (DefaultStateDir when stateDir is
-// empty) after checking id.
+// empty, checked by CheckStateDir) after checking id.
 func resolveID(stateDir, id string) (string, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir()
+	if err := ValidateID(id); err != nil {
+		return stateDir, err
 	}
-	return stateDir, ValidateID(id)
+	return useStateDir(stateDir)
 }
 
 // lockExisting resolves stateDir and locks the folder of the existing
@@ -123,8 +127,9 @@ func stateDirError(stateDir string, err error) error {
 // sandboxes past their AutoDeleteInterval and stopped ephemeral sandboxes
 // are removed first.
 func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
-	if stateDir == "" {
-		stateDir = DefaultStateDir()
+	stateDir, err := useStateDir(stateDir)
+	if err != nil {
+		return nil, err
 	}
 	ents, err := os.ReadDir(filepath.Join(stateDir, sandboxesDir))
 	if errors.Is(err, fs.ErrNotExist) {

@@ -221,12 +221,13 @@ func TestInfoAndInstructions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.Status != sandbox.StatusRunning || info.Name != "LocalSandbox" || info.Metadata["name"] != "my box" || info.Metadata["team"] != "a" ||
-		info.Metadata["user"] != "dev" || info.Metadata["language"] != "python" || info.CreatedAt.IsZero() {
+		info.Metadata["language"] != "python" || info.CreatedAt.IsZero() {
 		t.Errorf("Info: %+v", info)
 	}
 	if len(info.Mounts) != 1 || info.Mounts[0].Path != "/cache" {
 		t.Errorf("mounts: %+v", info.Mounts)
 	}
+	checkIdentity(t, info, "dev")
 	if os.Geteuid() == 0 && (info.Resources == nil || info.Resources.MemoryUsedMB <= 0) {
 		t.Errorf("resources: %+v", info.Resources)
 	}
@@ -422,23 +423,39 @@ func TestLastUsedAndTimeoutAt(t *testing.T) {
 }
 
 // TestDefaultStateDir: AGENTBOX_STATE_DIR wins over XDG_STATE_HOME, which
-// wins over ~/.local/state/agentbox (the temp dir without a home).
+// wins over ~/.local/state/agentbox, then $XDG_RUNTIME_DIR/agentbox; with
+// none of them, no default (never a folder other users share, such as the
+// temp dir).
 func TestDefaultStateDir(t *testing.T) {
 	for _, c := range []struct {
-		name, agentbox, xdg, home, want string
+		name, agentbox, xdg, home, runtime, want string
 	}{
-		{"all set", "/s/agentbox", "/s/xdg", "/s/home", "/s/agentbox"},
-		{"agentbox only", "/s/agentbox", "", "", "/s/agentbox"},
-		{"xdg over home", "", "/s/xdg", "/s/home", "/s/xdg/agentbox"},
-		{"home", "", "", "/s/home", "/s/home/.local/state/agentbox"},
-		{"no home", "", "", "", filepath.Join(os.TempDir(), ".local/state/agentbox")},
+		{"all set", "/s/agentbox", "/s/xdg", "/s/home", "/s/run", "/s/agentbox"},
+		{"agentbox only", "/s/agentbox", "", "", "", "/s/agentbox"},
+		{"xdg over home", "", "/s/xdg", "/s/home", "/s/run", "/s/xdg/agentbox"},
+		{"relative xdg ignored", "", "xdg", "/s/home", "", "/s/home/.local/state/agentbox"},
+		{"home", "", "", "/s/home", "/s/run", "/s/home/.local/state/agentbox"},
+		{"runtime dir without a home", "", "", "", "/s/run", "/s/run/agentbox"},
+		{"relative runtime dir ignored", "", "", "", "run", ""},
+		{"nothing", "", "", "", "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("AGENTBOX_STATE_DIR", c.agentbox)
 			t.Setenv("XDG_STATE_HOME", c.xdg)
 			t.Setenv("HOME", c.home)
-			if got := local.DefaultStateDir(); got != c.want {
-				t.Errorf("DefaultStateDir() = %q, want %q", got, c.want)
+			t.Setenv("XDG_RUNTIME_DIR", c.runtime)
+			got, err := local.DefaultStateDir()
+			if c.want == "" {
+				if !errors.Is(err, local.ErrNoStateDir) || !strings.Contains(err.Error(), "set AGENTBOX_STATE_DIR") || got != "" {
+					t.Errorf("DefaultStateDir() = %q, %v; want ErrNoStateDir telling to set AGENTBOX_STATE_DIR", got, err)
+				}
+				if _, err := local.New(local.Options{}); !errors.Is(err, local.ErrNoStateDir) {
+					t.Errorf("New without a state dir: %v, want ErrNoStateDir", err)
+				}
+				return
+			}
+			if got != c.want || err != nil {
+				t.Errorf("DefaultStateDir() = %q, %v; want %q", got, err, c.want)
 			}
 		})
 	}

@@ -20,6 +20,19 @@ const (
 	uidSize = 65536
 )
 
+// hostIDs returns the host ids the ids of a sandbox started now map to:
+// the shifted range, or this process's own uid alone.
+func hostIDs(shifted bool) *idRange {
+	if shifted {
+		return &idRange{First: uidBase, Count: uidSize}
+	}
+	return &idRange{First: os.Geteuid(), Count: 1}
+}
+
+// nextHostIDs returns the host ids the ids of a sandbox this process
+// starts map to.
+func nextHostIDs() *idRange { return hostIDs(shiftedMode()) }
+
 // shiftedMode reports whether sandboxes get the shifted uid range: this
 // process is root and its own user namespace maps the whole range (not so
 // as root of a rootless container, which then uses the single-uid mode).
@@ -41,14 +54,23 @@ func shiftedMode() bool {
 }
 
 // ensureOwned creates dir (and parents) and, when shifted, gives it to the
-// sandbox root.
-func ensureOwned(dir string, shifted bool) error {
+// sandbox root. A private dir is made, or set back to, mode 0700.
+func ensureOwned(dir string, private, shifted bool) error {
+	perm := uint32(0o755)
+	if private {
+		perm = 0o700
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err == nil {
+		if private && st.Mode&0o7777 != perm {
+			if err := os.Chmod(dir, os.FileMode(perm)); err != nil {
+				return err
+			}
+		}
 		if !shifted || (st.Uid == uidBase && st.Gid == uidBase) {
 			return nil
 		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	} else if err := os.MkdirAll(dir, os.FileMode(perm)); err != nil {
 		return err
 	}
 	if shifted {

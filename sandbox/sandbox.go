@@ -80,6 +80,62 @@ type Info struct {
 	Mounts     []MountInfo       `json:"mounts,omitempty"`
 	Resources  *Resources        `json:"resources,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// Identity is who commands run as; nil when the engine does not know.
+	Identity *Identity `json:"identity,omitempty"`
+	// Network is the sandbox's network access; nil when the engine does
+	// not know.
+	Network *NetworkInfo `json:"network,omitempty"`
+	// Limits are the resource limits the sandbox enforces; nil when the
+	// engine does not know.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Identity describes who commands run as inside a sandbox.
+type Identity struct {
+	// User is the user name commands see in $USER and $LOGNAME.
+	User string `json:"user"`
+	// UID and GID are the ids commands run with, as seen inside.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// Home is $HOME.
+	Home string `json:"home"`
+	// HostUID is the host uid that UID 0 inside maps to, and HostUIDCount
+	// how many consecutive host uids the sandbox's ids map to (1: only
+	// UID). Zero when the sandbox is not on this host or not known.
+	HostUID      int `json:"hostUid,omitempty"`
+	HostUIDCount int `json:"hostUidCount,omitempty"`
+	// Capabilities lists the Linux capabilities commands hold, "none" when
+	// they hold none; empty when not known.
+	Capabilities string `json:"capabilities,omitempty"`
+}
+
+// NetworkMode is the network access of a sandbox.
+type NetworkMode string
+
+// Network modes.
+const (
+	// NetworkHost: the sandbox shares the host's network namespace: it
+	// reaches everything the host reaches, loopback services included.
+	NetworkHost NetworkMode = "host"
+	// NetworkBlocked: the sandbox has a network namespace of its own with
+	// only a loopback interface.
+	NetworkBlocked NetworkMode = "blocked"
+)
+
+// NetworkInfo describes the network access of a sandbox.
+type NetworkInfo struct {
+	Mode NetworkMode `json:"mode"`
+}
+
+// Limits are the resource limits a sandbox enforces. A zero field means
+// that no limit of that kind is enforced; Note says in words what is and
+// is not enforced.
+type Limits struct {
+	CPUCores  float64 `json:"cpuCores,omitempty"`
+	MemoryMB  int64   `json:"memoryMB,omitempty"`
+	Processes int64   `json:"processes,omitempty"`
+	DiskMB    int64   `json:"diskMB,omitempty"`
+	Note      string  `json:"note,omitempty"`
 }
 
 // MountInfo describes one filesystem mounted in a sandbox.

@@ -11,7 +11,13 @@ import (
 // localEngine is the cli.Engine of the local engine.
 type localEngine struct{}
 
-func (localEngine) DefaultStateDir() string { return local.DefaultStateDir() }
+func (localEngine) DefaultStateDir() (string, error) { return local.DefaultStateDir() }
+
+func (localEngine) DefaultStateDirHelp() string {
+	return "$XDG_STATE_HOME/agentbox, else ~/.local/state/agentbox, else $XDG_RUNTIME_DIR/agentbox; never a shared folder such as /tmp"
+}
+
+func (localEngine) CheckStateDir(stateDir string) error { return local.CheckStateDir(stateDir) }
 
 func (localEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
 	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{NetworkBlockAll: o.NetworkBlockAll}})

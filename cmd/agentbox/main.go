@@ -2,10 +2,11 @@
 //
 // Usage:
 //
-//	agentbox exec [--id SANDBOX] [--timeout DUR] [--env K=V]... [--cwd DIR] [--block-network] -- CMD [ARG...]
-//	agentbox spawn [--id SANDBOX] -- CMD [ARG...]
+//	agentbox exec [--id SANDBOX] [--timeout DUR] [--env K=V]... [--cwd DIR] [-i] [--block-network] -- CMD [ARG...]
+//	agentbox exec -i [flags] < SCRIPT
+//	agentbox spawn [--id SANDBOX] [--timeout DUR] [--env K=V]... [--cwd DIR] -- CMD [ARG...]
 //	agentbox ps [--id SANDBOX]
-//	agentbox logs [--id SANDBOX] ID
+//	agentbox logs [--id SANDBOX] [-f] ID
 //	agentbox kill [--id SANDBOX] ID...
 //	agentbox sandbox ls | info ID | stop ID... | rm ID...
 //
@@ -14,8 +15,14 @@
 // ...), agentbox's numbering, not a PID inside the sandbox.
 //
 // Global flags: --state-dir DIR (default $AGENTBOX_STATE_DIR, else
-// $XDG_STATE_HOME/agentbox) and --json for machine-readable output.
-// Run "agentbox help COMMAND" for details.
+// $XDG_STATE_HOME/agentbox, else ~/.local/state/agentbox, else
+// $XDG_RUNTIME_DIR/agentbox; it must be private to the user) and --json
+// for machine-readable output: event streams for exec and logs -f, JSON
+// errors with a stable code ("agentbox help json"). Run "agentbox help
+// COMMAND" for details, exit codes included.
+//
+// Install it with "go install ./cmd/agentbox", or run it with "go run
+// ./cmd/agentbox".
 //
 // The binary is also the init of every sandbox it creates: the sandbox
 // re-executes it, and local.Init, called first in main, takes over then.
@@ -37,12 +44,23 @@ func main() {
 }
 
 // run executes the command line args and returns the exit code. SIGINT and
-// SIGTERM cancel the work (killing the command exec runs); a second signal
-// ends agentbox at once.
+// SIGTERM cancel the work (killing the command exec runs), and agentbox
+// exits 130 or 143 (128 + the signal's number); a second signal ends
+// agentbox at once.
 func run(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	context.AfterFunc(ctx, stop)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			cancel(&cli.Interrupt{Signal: sig.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
 	// A closed output pipe (agentbox exec -- yes | head) must not kill
 	// agentbox before it kills the command in the sandbox: with SIGPIPE
 	// caught, writes fail with EPIPE instead and exec ends the command.

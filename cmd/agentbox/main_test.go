@@ -150,7 +150,7 @@ func TestExecLocal(t *testing.T) {
 		t.Fatalf("got %+v, want exit 3, hi, oops", r)
 	}
 	// Args are quoted, the command is not; env, cwd and stdin reach it.
-	r = e.run("data in", "exec", "--env", "GREETING=hello there", "--cwd", "/tmp", "--",
+	r = e.run("data in", "exec", "-i", "--env", "GREETING=hello there", "--cwd", "/tmp", "--",
 		`printf '%s|' "$GREETING" "$(pwd)" "$(cat)"`, "a b", "c'd")
 	if want := "hello there|/tmp|data in|a b|c'd|"; r.code != 0 || r.stdout != want {
 		t.Errorf("got %+v, want stdout %q", r, want)
@@ -166,12 +166,12 @@ func TestExecLocal(t *testing.T) {
 		t.Errorf("timeout: got %+v, want exit 124", r)
 	}
 	r = e.run("", "exec", "--json", "--", "sh", "-c", "echo out; exit 2")
-	var jr struct {
-		ExitCode int    `json:"exitCode"`
-		Stdout   string `json:"stdout"`
+	if s := parseEvents(t, r.stdout); r.code != 2 || s.last()["type"] != "exit" || s.last()["exitCode"] != float64(2) || string(s.stdout) != "out\n" {
+		t.Errorf("--json: %+v", r)
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &jr); err != nil || r.code != 2 || jr.ExitCode != 2 || jr.Stdout != "out\n" {
-		t.Errorf("--json: %v: %+v", err, r)
+	// Without -i the command reads an empty input.
+	if r := e.run("data in", "exec", "--", "wc", "-c"); r.code != 0 || strings.TrimSpace(r.stdout) != "0" {
+		t.Errorf("exec without -i: %+v, want no input", r)
 	}
 	r = e.run("", "exec", "--id", "../evil", "--", "true")
 	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "sandbox id") {

@@ -8,7 +8,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,26 +24,18 @@ const DefaultID = "default"
 // dir; the --state-dir flag overrides it in turn.
 const StateDirEnv = "AGENTBOX_STATE_DIR"
 
-// Exit codes of the agentbox command beyond those of the commands it runs.
-const (
-	// ExitError reports that agentbox itself failed (unknown id, engine error).
-	ExitError = 1
-	// ExitUsage reports a bad command line: unknown command or flag, bad value.
-	ExitUsage = 2
-	// ExitExecFailed is the code of `agentbox exec` when the command could
-	// not be run at all (the sandbox failed to start, the engine failed), as
-	// docker and podman do, so that it differs from the command's own codes.
-	ExitExecFailed = 125
-	// ExitInterrupted is the code after SIGINT or SIGTERM cancelled the work.
-	ExitInterrupted = 130
-)
-
 // Engine is the sandbox engine the commands drive. Every id is the logical
 // id of a sandbox inside stateDir.
 type Engine interface {
 	// DefaultStateDir is the state dir used without --state-dir and
-	// AGENTBOX_STATE_DIR.
-	DefaultStateDir() string
+	// AGENTBOX_STATE_DIR, or an error saying why there is none.
+	DefaultStateDir() (string, error)
+	// DefaultStateDirHelp says in words how DefaultStateDir chooses, for
+	// the help of --state-dir.
+	DefaultStateDirHelp() string
+	// CheckStateDir fails when stateDir is not safe to use (another user
+	// could change it); a folder that does not exist yet passes.
+	CheckStateDir(stateDir string) error
 	// Open returns a handle on the sandbox opts.ID without starting it; its
 	// first command (or Start) creates, restarts or connects to it.
 	Open(ctx context.Context, opts OpenOptions) (Box, error)
@@ -64,7 +55,9 @@ type OpenOptions struct {
 	StateDir string
 	ID       string
 	// NetworkBlockAll creates the sandbox without network access. It only
-	// matters when the sandbox is created.
+	// matters when the sandbox is created; false means "whatever the
+	// sandbox has". When the sandbox exists with network access, Start
+	// fails with an error matching sandbox.ErrInvalidArgument.
 	NetworkBlockAll bool
 }
 
@@ -82,8 +75,7 @@ type Box interface {
 // Config is what [Run] needs from its surroundings.
 type Config struct {
 	Engine Engine
-	// Stdin is passed to `agentbox exec` commands unless it is a terminal;
-	// nil means no input.
+	// Stdin is read by `agentbox exec -i` only; nil means no input.
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
@@ -92,9 +84,11 @@ type Config struct {
 }
 
 // Run executes the agentbox command line args (without the program name)
-// and returns the exit code: the command's own for exec, 0 on success,
-// [ExitError], [ExitUsage], [ExitExecFailed] or [ExitInterrupted] otherwise.
-// Errors are printed on cfg.Stderr.
+// and returns the exit code: the command's own for exec (and logs -f), 0
+// on success, or one of the Exit… codes. Errors are printed on
+// cfg.Stderr; under --json as JSON objects, which exec and logs -f print
+// on cfg.Stdout instead, as the last event of their stream. Cancelling ctx
+// stops the work; cancel it with an [*Interrupt] cause to report a signal.
 func Run(ctx context.Context, cfg Config, args []string) int {
 	if cfg.Stdout == nil {
 		cfg.Stdout = io.Discard
@@ -111,75 +105,45 @@ func Run(ctx context.Context, cfg Config, args []string) int {
 		root.SetArgs([]string{})
 	}
 	cmd, err := root.ExecuteContextC(ctx)
-	return report(ctx, cmd, cfg.Stderr, explainStateDir(err, a.stateDir))
-}
-
-// report prints err and turns it into an exit code.
-func report(ctx context.Context, cmd *cobra.Command, stderr io.Writer, err error) int {
 	if err == nil {
 		return 0
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
+	f := classify(ctx, cmd, explainStateDir(err, a.stateDir))
+	asJSON := a.json || f.kind == KindUsage && jsonRequested(args)
+	w := cfg.Stderr
+	if asJSON && streams(cmd) {
+		w = cfg.Stdout
 	}
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		fmt.Fprintln(stderr, "agentbox: interrupted")
-		return ExitInterrupted
+	report(w, cmd, f, asJSON)
+	return f.code
+}
+
+// streams reports whether cmd prints a stream of JSON events under --json:
+// exec, and logs -f.
+func streams(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
 	}
-	var ue *usageError
-	if errors.As(err, &ue) || errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrInvalidEnv) {
-		fmt.Fprintf(stderr, "agentbox: %v\n", err)
-		path := "agentbox"
-		if cmd != nil {
-			path = cmd.CommandPath()
+	if cmd.Name() == "exec" {
+		return true
+	}
+	f := cmd.Flags().Lookup("follow")
+	return cmd.Name() == "logs" && f != nil && f.Value.String() == "true"
+}
+
+// jsonRequested reports whether args ask for --json before any "--": for
+// a command line that failed to parse, whose flags were not all read.
+func jsonRequested(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1":
+			return true
 		}
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
-		return ExitUsage
 	}
-	code := ExitError
-	var ce *codeError
-	if errors.As(err, &ce) {
-		code = ce.code
-	}
-	fmt.Fprintf(stderr, "agentbox: %v\n", err)
-	return code
+	return false
 }
-
-// usageError is a bad command line; it exits with ExitUsage.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-// notFoundError says what was not found and where to look; it matches
-// sandbox.ErrNotFound.
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string        { return e.msg }
-func (e *notFoundError) Is(target error) bool { return target == sandbox.ErrNotFound }
-
-func notFoundf(format string, args ...any) error {
-	return &notFoundError{msg: fmt.Sprintf(format, args...)}
-}
-
-// exitError ends agentbox with code and no message (the command already
-// spoke for itself).
-type exitError struct{ code int }
-
-func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-// codeError is a failure reported with a specific exit code.
-type codeError struct {
-	code int
-	err  error
-}
-
-func (e *codeError) Error() string { return e.err.Error() }
-func (e *codeError) Unwrap() error { return e.err }
 
 // app carries the configuration and global flags to the commands.
 type app struct {
@@ -220,7 +184,13 @@ Every command works on the sandbox "default" unless given --id.
 		Args:          noArgs,
 		RunE:          groupRunE,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return a.resolveStateDir(cmd)
+			if cmd.Name() == "help" {
+				return nil // the only command that needs no state dir
+			}
+			if err := a.resolveStateDir(cmd); err != nil {
+				return err
+			}
+			return a.checkStateDir()
 		},
 	}
 	root.SetIn(orEmpty(cfg.Stdin))
@@ -231,10 +201,12 @@ Every command works on the sandbox "default" unless given --id.
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.stateDir, "state-dir", "", "the `DIR` holding the sandboxes (default $"+StateDirEnv+" or "+cfg.Engine.DefaultStateDir()+")")
-	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text")
+	pf.StringVar(&a.stateDir, "state-dir", "", "the `DIR` holding the sandboxes (default: $"+StateDirEnv+", else "+cfg.Engine.DefaultStateDirHelp()+"); it must be private to you")
+	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text, errors included (see 'agentbox help json')")
 
-	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand())
+	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(),
+		// A help topic: 'agentbox help json'.
+		&cobra.Command{Use: "json", Short: "What --json prints: event streams, documents and error codes", Long: jsonHelp})
 	return root, a
 }
 
@@ -256,7 +228,19 @@ func (a *app) resolveStateDir(cmd *cobra.Command) error {
 		a.stateDir = d
 		return nil
 	}
-	a.stateDir = a.cfg.Engine.DefaultStateDir()
+	d, err := a.cfg.Engine.DefaultStateDir()
+	if err != nil {
+		return withKind(KindStateDir, 0, fmt.Errorf("%w, or pass --state-dir DIR", err))
+	}
+	a.stateDir = d
+	return nil
+}
+
+// checkStateDir fails unless the state dir is safe to use.
+func (a *app) checkStateDir() error {
+	if err := a.cfg.Engine.CheckStateDir(a.stateDir); err != nil {
+		return withKind(KindStateDir, 0, fmt.Errorf("%w (pass --state-dir DIR or set %s to use another)", err, StateDirEnv))
+	}
 	return nil
 }
 

@@ -3,13 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,7 +61,9 @@ func (h *harness) runCtx(ctx context.Context, args ...string) result {
 		Stderr: &stderr,
 		Getenv: func(k string) string { return h.env[k] },
 	}, args)
-	h.stdin = nil
+	if h.stdin != nil { // written only when set: concurrent runs pass none
+		h.stdin = nil
+	}
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -118,15 +121,52 @@ func TestExecOptions(t *testing.T) {
 	}
 }
 
+// TestExecStdin: the command reads agentbox's input only with -i; without
+// it, an empty input (agentbox in a loop must not swallow the loop's
+// input).
 func TestExecStdin(t *testing.T) {
 	h := newHarness(t)
 	h.stdin = strings.NewReader("some input")
-	if r := h.must("exec", "--", "cat"); r.stdout != "some input" {
-		t.Errorf("stdout %q, want the input", r.stdout)
+	if r := h.must("exec", "-i", "--", "cat"); r.stdout != "some input" {
+		t.Errorf("exec -i: stdout %q, want the input", r.stdout)
 	}
-	// Without stdin the command reads an empty input rather than hanging.
+	in := strings.NewReader("left for the next reader")
+	h.stdin = in
 	if r := h.must("exec", "--", "wc", "-c"); strings.TrimSpace(r.stdout) != "0" {
+		t.Errorf("exec without -i read %q of its input", r.stdout)
+	}
+	if in.Len() != len("left for the next reader") {
+		t.Errorf("exec without -i consumed agentbox's input")
+	}
+	// Without stdin at all the command reads an empty input rather than hanging.
+	if r := h.must("exec", "-i", "--", "wc", "-c"); strings.TrimSpace(r.stdout) != "0" {
 		t.Errorf("wc -c of no input: %q", r.stdout)
+	}
+}
+
+// TestExecScript: exec -i without a command runs the script on standard
+// input as the command.
+func TestExecScript(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	h.stdin = strings.NewReader("cd " + dir + "\nA=one\ncat <<EOF\n$A $(pwd)\nEOF\nread x || echo no-input\nexit 7\n")
+	r := h.run("exec", "-i", "-e", "B=2")
+	if want := "one " + dir + "\nno-input\n"; r.code != 7 || r.stdout != want {
+		t.Errorf("exec -i of a script: %v, want exit 7 and stdout %q", r, want)
+	}
+	for _, tt := range []struct {
+		stdin io.Reader
+		want  string
+	}{
+		{nil, "which is empty"},
+		{strings.NewReader(" \n\t\n"), "which is empty"},
+		{strings.NewReader(strings.Repeat("#", maxScript+1)), "larger than 1024 KiB"},
+	} {
+		h.stdin = tt.stdin
+		r := h.run("exec", "-i")
+		if r.code != ExitUsage || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("exec -i: %v, want exit 2 saying %q", r, tt.want)
+		}
 	}
 }
 
@@ -145,24 +185,141 @@ func TestExecTimeout(t *testing.T) {
 	}
 }
 
+// event is any JSON line of a stream.
+type event struct {
+	Type       string  `json:"type"`
+	Sandbox    string  `json:"sandbox"`
+	Process    int     `json:"process"`
+	Command    string  `json:"command"`
+	Data       string  `json:"data"`
+	Encoding   string  `json:"encoding"`
+	ExitCode   *int    `json:"exitCode"`
+	TimedOut   bool    `json:"timedOut"`
+	Killed     bool    `json:"killed"`
+	DurationMs float64 `json:"durationMs"`
+	Code       string  `json:"code"`
+	Message    string  `json:"message"`
+}
+
+// stream parses a stream of JSON lines: its events and the bytes of its
+// stdout and stderr chunks.
+type stream struct {
+	events         []event
+	stdout, stderr []byte
+}
+
+func parseStream(t *testing.T, out string) stream {
+	t.Helper()
+	var s stream
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if line == "" {
+			continue
+		}
+		if !strings.HasSuffix(line, "\n") {
+			t.Errorf("stream does not end with a newline: %q", line)
+		}
+		var e event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("not a JSON line: %v: %q", err, line)
+		}
+		s.events = append(s.events, e)
+		var data []byte
+		switch e.Encoding {
+		case "utf-8":
+			data = []byte(e.Data)
+		case "base64":
+			b, err := base64.StdEncoding.DecodeString(e.Data)
+			if err != nil {
+				t.Fatalf("bad base64: %v: %q", err, line)
+			}
+			data = b
+		case "":
+		default:
+			t.Fatalf("unknown encoding %q", e.Encoding)
+		}
+		switch e.Type {
+		case "stdout":
+			s.stdout = append(s.stdout, data...)
+		case "stderr":
+			s.stderr = append(s.stderr, data...)
+		}
+	}
+	return s
+}
+
+// types returns the types of the events, adjacent chunks of one stream
+// counted once.
+func (s stream) types() []string {
+	var out []string
+	for _, e := range s.events {
+		if len(out) > 0 && out[len(out)-1] == e.Type && (e.Type == "stdout" || e.Type == "stderr") {
+			continue
+		}
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func (s stream) last() event { return s.events[len(s.events)-1] }
+
 func TestExecJSON(t *testing.T) {
 	h := newHarness(t)
-	r := h.run("exec", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 4")
-	if r.code != 4 {
-		t.Fatalf("got %v, want exit 4", r)
+	r := h.run("exec", "--json", "--", "sh", "-c", "echo out; sleep 0.1; printf 'caf\\303\\251 \\377\\000' >&2; exit 4")
+	if r.code != 4 || r.stderr != "" {
+		t.Fatalf("got %v, want exit 4 and nothing on stderr", r)
 	}
-	var got execResult
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-		t.Fatalf("stdout is not JSON: %v: %q", err, r.stdout)
+	s := parseStream(t, r.stdout)
+	if got := strings.Join(s.types(), ","); got != "start,stdout,stderr,exit" {
+		t.Errorf("events %s, want start,stdout,stderr,exit: %s", got, r.stdout)
 	}
-	if got.ExitCode != 4 || got.Stdout != "out\n" || got.Stderr != "err\n" || got.Sandbox != DefaultID || got.Command != "sh -c 'echo out; echo err >&2; exit 4'" {
-		t.Errorf("got %+v", got)
+	if e := s.events[0]; e.Sandbox != DefaultID || e.Command != `sh -c 'echo out; sleep 0.1; printf '\''caf\303\251 \377\000'\'' >&2; exit 4'` {
+		t.Errorf("start event %+v", e)
 	}
-	if !strings.Contains(r.stdout, `"sandbox": "default"`) || !strings.Contains(r.stdout, `echo err >&2`) {
-		t.Errorf("--json names the sandbox under \"sandbox\" and keeps > unescaped: %s", r.stdout)
+	if string(s.stdout) != "out\n" || string(s.stderr) != "caf\u00e9 \xff\x00" {
+		t.Errorf("stdout %q, stderr %q: bytes did not survive", s.stdout, s.stderr)
 	}
-	if r.stderr != "" {
-		t.Errorf("--json streamed stderr %q", r.stderr)
+	if e := s.events[1]; e.Encoding != "utf-8" || e.Data != "out\n" {
+		t.Errorf("text chunk %+v, want utf-8", e)
+	}
+	if e := s.last(); e.Type != "exit" || e.ExitCode == nil || *e.ExitCode != 4 || e.TimedOut || e.Killed || e.DurationMs < 100 {
+		t.Errorf("exit event %+v", e)
+	}
+	if !strings.Contains(r.stdout, `"command":"sh -c 'echo out;`) || !strings.Contains(r.stdout, ">&2") {
+		t.Errorf("the stream escapes the command's > or &: %s", r.stdout)
+	}
+	// A timeout is an exit event, not an error.
+	r = h.run("exec", "--json", "--timeout", "100ms", "--", "sleep", "10")
+	if e := parseStream(t, r.stdout).last(); r.code != sandbox.ExitTimedOut || e.Type != "exit" || *e.ExitCode != 124 || !e.TimedOut || !e.Killed {
+		t.Errorf("timeout under --json: %v", r)
+	}
+}
+
+// TestChunkWriter: a UTF-8 character cut by the end of a write is held
+// back so that text stays text; bytes that cannot become text are base64.
+func TestChunkWriter(t *testing.T) {
+	var out bytes.Buffer
+	s := newEventStream(&out)
+	w := s.output("stdout")
+	euro := "\u20ac" // 3 bytes
+	for _, p := range []string{"a" + euro[:1], euro[1:2], euro[2:] + "b", "\xff", "c" + euro[:2]} {
+		if n, err := w.Write([]byte(p)); n != len(p) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", p, n, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st := parseStream(t, out.String())
+	var got []string
+	for _, e := range st.events {
+		got = append(got, e.Encoding+":"+e.Data)
+	}
+	want := []string{"utf-8:a", "utf-8:" + euro + "b", "base64:/w==", "utf-8:c", "base64:4oI="}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("chunks %q, want %q", got, want)
+	}
+	if string(st.stdout) != "a"+euro+"b\xffc"+euro[:2] {
+		t.Errorf("bytes %q", st.stdout)
 	}
 }
 
@@ -179,16 +336,30 @@ func TestExecEngineFailure(t *testing.T) {
 	}
 }
 
-// cancelOnWrite cancels a context at the first write, as an interrupt
-// arriving once a command has started.
+// cancelOnWrite cancels a context at the first write (holding on, when
+// set), as an interrupt arriving once a command has started, and passes
+// the writes on to w, when set.
 type cancelOnWrite struct {
-	cancel context.CancelFunc
+	cancel func()
+	on     string
+	w      io.Writer
 	once   sync.Once
 }
 
-func (w *cancelOnWrite) Write(p []byte) (int, error) {
-	w.once.Do(w.cancel)
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	if c.on == "" || bytes.Contains(p, []byte(c.on)) {
+		c.once.Do(c.cancel)
+	}
+	if c.w != nil {
+		return c.w.Write(p)
+	}
 	return len(p), nil
+}
+
+// fileExists reports whether path exists.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func TestExecInterrupted(t *testing.T) {
@@ -239,6 +410,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"logs", "agentbox-bg-x"}, `process ID must be a positive number`},
 		{[]string{"logs", "-3"}, `unknown shorthand flag`},
 		{[]string{"spawn"}, "spawn needs a command"},
+		{[]string{"spawn", "--", ""}, "the command is empty: give a shell command line, as in agentbox spawn -- echo hello"},
+		{[]string{"exec", "--", ""}, "the command is empty: give a shell command line, as in agentbox exec -- echo hello"},
+		{[]string{"spawn", "--timeout", "soon", "--", "true"}, "30s, 5m or 1h30m"},
+		{[]string{"spawn", "--env", "1BAD=" + secret, "--", "true"}, `invalid variable name "1BAD"`},
+		{[]string{"spawn", "--id", "", "--", "true"}, "--id is empty"},
+		{[]string{"logs", "-f"}, "the ID of a process"},
+		{[]string{"exec", "-i", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"--state-dir", "", "sandbox", "ls"}, "--state-dir is empty"},
 	}
 	for _, tt := range tests {
@@ -387,7 +565,15 @@ func TestSandboxUnknownID(t *testing.T) {
 		{"logs", "--id", "nope", "1"},
 	} {
 		r := h.run(args...)
-		if r.code != ExitError || !strings.Contains(r.stderr, `no sandbox "nope"`) || !strings.Contains(r.stderr, "agentbox sandbox ls") {
+		msg := r.stderr
+		if slices.Contains(args, "--json") {
+			e := jsonError(t, r.stderr)
+			if e.Code != KindNotFound || e.ExitCode != r.code {
+				t.Errorf("%v: error %+v, want code not_found and the exit code", args, e)
+			}
+			msg = e.Message
+		}
+		if r.code != ExitError || !strings.Contains(msg, `no sandbox "nope"`) || !strings.Contains(msg, "agentbox sandbox ls") {
 			t.Errorf("%v: got %v, want exit 1 naming the id", args, r)
 		}
 	}
@@ -521,37 +707,6 @@ func TestAgo(t *testing.T) {
 	}
 }
 
-func TestPassStdin(t *testing.T) {
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer devnull.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	defer pw.Close()
-	file, err := os.Create(filepath.Join(t.TempDir(), "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	for _, tt := range []struct {
-		name string
-		r    io.Reader
-		want bool
-	}{
-		{"nil", nil, false}, {"reader", strings.NewReader("x"), true}, {"/dev/null", devnull, false},
-		{"pipe", pr, true}, {"file", file, true},
-	} {
-		if got := passStdin(tt.r); got != tt.want {
-			t.Errorf("passStdin(%s) = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
 // brokenWriter accepts limit bytes, then fails with err.
 type brokenWriter struct {
 	limit int
@@ -594,4 +749,16 @@ func TestExecOutputClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jsonError parses the one JSON error object out holds.
+func jsonError(t *testing.T, out string) errorEvent {
+	t.Helper()
+	var e errorEvent
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || dec.More() || e.Type != "error" || e.Code == "" || e.Message == "" || !strings.HasSuffix(out, "}\n") || strings.Count(out, "\n") != 1 {
+		t.Errorf("not one JSON error line: %v: %q", err, out)
+	}
+	return e
 }

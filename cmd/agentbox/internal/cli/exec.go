@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -16,8 +17,11 @@ import (
 // result's copy is not printed, so there is no need to hold it all.
 const streamTail = 4 << 10
 
+// maxScript bounds the script `exec -i` reads from standard input.
+const maxScript = 1 << 20
+
 func addIDFlag(fs *pflag.FlagSet, id *string) {
-	fs.StringVarP(id, "id", "i", DefaultID, "`SANDBOX` id (see 'agentbox sandbox ls')")
+	fs.StringVar(id, "id", DefaultID, "`SANDBOX` id (see 'agentbox sandbox ls')")
 }
 
 func checkID(id string) error {
@@ -27,13 +31,47 @@ func checkID(id string) error {
 	return nil
 }
 
+// checkLine fails unless line, the command line of cmd, holds a command.
+func checkLine(cmd, line string) error {
+	if strings.TrimSpace(line) == "" {
+		return usagef("the command is empty: give a shell command line, as in agentbox %s -- echo hello", cmd)
+	}
+	return nil
+}
+
+// commandFlags are the flags exec and spawn share.
+type commandFlags struct {
+	id       string
+	timeout  timeoutValue
+	envFlags []string
+	cwd      string
+}
+
+func (f *commandFlags) add(fs *pflag.FlagSet, timeoutHelp string) {
+	fs.SetInterspersed(false) // agentbox exec ls -l: -l belongs to ls
+	addIDFlag(fs, &f.id)
+	fs.Var(&f.timeout, "timeout", timeoutHelp)
+	fs.StringArrayVarP(&f.envFlags, "env", "e", nil, "set an environment variable, NAME=VALUE (repeatable)")
+	fs.StringVarP(&f.cwd, "cwd", "w", "", "working directory inside the sandbox (default: the sandbox's working directory, its home unless the sandbox was created with another)")
+}
+
+// options checks the flags and returns the command's options.
+func (f *commandFlags) options() (*sandbox.ExecOptions, error) {
+	if err := checkID(f.id); err != nil {
+		return nil, err
+	}
+	env, err := parseEnv(f.envFlags)
+	if err != nil {
+		return nil, err
+	}
+	return &sandbox.ExecOptions{Timeout: f.timeout.execTimeout(), Cwd: f.cwd, Env: env}, nil
+}
+
 func (a *app) execCommand() *cobra.Command {
 	var (
-		id       string
-		timeout  timeoutValue
-		envFlags []string
-		cwd      string
+		f        commandFlags
 		blockNet bool
+		stdin    bool
 	)
 	c := &cobra.Command{
 		Use:   "exec [flags] [--] COMMAND [ARG...]",
@@ -42,70 +80,92 @@ func (a *app) execCommand() *cobra.Command {
 
 The sandbox is created (or restarted) if needed and keeps running afterwards.
 COMMAND is a shell line, not quoted, so it may hold pipes and redirections;
-each ARG is quoted and reaches the command as one argument. Standard input is
-passed to the command when it is a pipe or a file, not a terminal or /dev/null.
+each ARG is quoted and reaches the command as one argument.
 
-Exit codes: the command's own; 124 when --timeout ended it; 125 when agentbox
-could not run it (the message says why); 2 for a bad command line; 130 when
-interrupted.`,
+Standard input is passed only when asked: without -i the command reads an
+empty input, so that agentbox in a loop never swallows the loop's input.
+With -i and a COMMAND, the command reads agentbox's standard input (exact
+bytes, then end of file). With -i and no COMMAND, agentbox reads a shell
+script from its standard input (1 MiB at most) and runs it as the command,
+which then reads an empty input.
+
+With --json, exec prints a stream of JSON lines: "start", then "stdout" and
+"stderr" chunks (exact bytes, as UTF-8 text or base64), then "exit" or
+"error"; errors have a stable "code". See 'agentbox help json'.
+
+Exit codes: the command's own; 124 when --timeout ended it; 2 for a bad
+command line, or an option the sandbox cannot honour (--block-network on
+a sandbox made without it); 125 when agentbox could not run it (the
+message says why); 137 when the sandbox was stopped or removed while the
+command ran; 141 when agentbox's output was closed; 130 after SIGINT and
+143 after SIGTERM (the command is killed in every case).`,
 		Example: `  agentbox exec -- echo hello
   agentbox exec --id build --env GOFLAGS=-mod=mod --cwd /tmp -- go version
   agentbox exec -- 'ls -l | wc -l'
-  echo data | agentbox exec -- wc -c`,
+  echo data | agentbox exec -i -- wc -c
+  agentbox exec -i < setup.sh
+  agentbox exec --json -- sh -c 'echo out; echo err >&2'`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("exec needs a command: agentbox exec [flags] -- COMMAND [ARG...]")
+			if len(args) == 0 && !stdin {
+				return usagef("exec needs a command: agentbox exec [flags] -- COMMAND [ARG...], or a script on standard input with -i")
+			}
+			if len(args) > 0 {
+				return checkLine("exec", sandbox.CommandLine(args[0], args[1:]))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkID(id); err != nil {
-				return err
-			}
-			env, err := parseEnv(envFlags)
+			opts, err := f.options()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithCancelCause(cmd.Context())
-			defer cancel(nil)
-			opts := &sandbox.ExecOptions{Timeout: timeout.execTimeout(), Cwd: cwd, Env: env}
-			if !a.json {
-				opts.Stdout = &guardedWriter{w: cmd.OutOrStdout(), what: "standard output", cancel: cancel}
-				opts.Stderr = &guardedWriter{w: cmd.ErrOrStderr(), what: "standard error", cancel: cancel}
-				opts.MaxRetainedBytes = streamTail
-			}
-			if passStdin(a.cfg.Stdin) {
-				opts.Stdin = a.cfg.Stdin
-			}
-			err = a.exec(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), OpenOptions{
-				StateDir: a.stateDir, ID: id, NetworkBlockAll: blockNet,
-			}, args[0], args[1:], opts)
-			var oe *outputError
-			if err != nil && errors.As(context.Cause(ctx), &oe) {
-				if errors.Is(oe.err, syscall.EPIPE) {
-					// The reader went away (agentbox exec -- yes | head): end
-					// quietly, as a shell pipeline's writer does.
-					return &exitError{code: ExitBrokenPipe}
+			var command string
+			switch {
+			case len(args) > 0:
+				command, args = args[0], args[1:]
+				if stdin {
+					opts.Stdin = orEmpty(a.cfg.Stdin)
 				}
-				return &codeError{code: ExitExecFailed, err: oe}
+			default:
+				if command, err = readScript(a.cfg.Stdin); err != nil {
+					return err
+				}
 			}
-			return err
+			out := guardOutput(cmd)
+			defer out.cancel(nil)
+			var events *eventStream
+			if a.json {
+				events = newEventStream(out.stdout)
+			} else {
+				opts.Stdout, opts.Stderr = out.stdout, out.stderr
+			}
+			opts.MaxRetainedBytes = streamTail
+			return out.explain(a.exec(out.ctx, cmd.ErrOrStderr(), events, OpenOptions{
+				StateDir: a.stateDir, ID: f.id, NetworkBlockAll: blockNet,
+			}, command, args, opts))
 		},
 	}
 	fs := c.Flags()
-	fs.SetInterspersed(false) // agentbox exec ls -l: -l belongs to ls
-	addIDFlag(fs, &id)
-	fs.Var(&timeout, "timeout", "kill the command after this long, e.g. 30s or 5m (0 = never; default: the sandbox's, 5m)")
-	fs.StringArrayVarP(&envFlags, "env", "e", nil, "set an environment variable, NAME=VALUE (repeatable)")
-	fs.StringVarP(&cwd, "cwd", "w", "", "working directory inside the sandbox (default: the sandbox's working directory, its home unless the sandbox was created with another)")
-	fs.BoolVar(&blockNet, "block-network", false, "create the sandbox without network access (only when it is created)")
+	f.add(fs, "kill the command after this long, e.g. 30s or 5m (0 = never; default: the sandbox's, 5m)")
+	fs.BoolVarP(&stdin, "stdin", "i", false, "pass standard input to COMMAND; without COMMAND, run the script read from standard input")
+	fs.BoolVar(&blockNet, "block-network", false, "create the sandbox without network access; refused for a sandbox that exists with network access")
 	return c
 }
 
-// ExitBrokenPipe is the exit code of exec when its output pipe was closed
-// (128 + SIGPIPE, as a shell reports a writer killed by SIGPIPE). The
-// command is killed then, rather than left running unread.
-const ExitBrokenPipe = 141
+// readScript reads the script of exec -i from r.
+func readScript(r io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(orEmpty(r), maxScript+1))
+	if err != nil {
+		return "", fmt.Errorf("read the script from standard input: %w", err)
+	}
+	if len(b) > maxScript {
+		return "", usagef("the script on standard input is larger than %d KiB: copy it into the sandbox and run it by path", maxScript>>10)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return "", usagef("exec -i without a command runs the script on standard input, which is empty: pipe a script in, or give a command after --")
+	}
+	return string(b), nil
+}
 
 // outputError reports that writing a command's output failed.
 type outputError struct {
@@ -115,6 +175,40 @@ type outputError struct {
 
 func (e *outputError) Error() string { return "writing the command's " + e.what + ": " + e.err.Error() }
 func (e *outputError) Unwrap() error { return e.err }
+
+// guardedOutput is the output of a command that agentbox prints: writing
+// it fails once nobody reads it, which cancels ctx, so that the command
+// is killed rather than left running unread.
+type guardedOutput struct {
+	ctx            context.Context
+	cancel         context.CancelCauseFunc
+	stdout, stderr io.Writer
+}
+
+// guardOutput guards the standard output and error of cmd.
+func guardOutput(cmd *cobra.Command) *guardedOutput {
+	ctx, cancel := context.WithCancelCause(cmd.Context())
+	return &guardedOutput{
+		ctx: ctx, cancel: cancel,
+		stdout: &guardedWriter{w: cmd.OutOrStdout(), what: "standard output", cancel: cancel},
+		stderr: &guardedWriter{w: cmd.ErrOrStderr(), what: "standard error", cancel: cancel},
+	}
+}
+
+// explain returns err, the error of the work, or the output's failure that
+// caused it.
+func (g *guardedOutput) explain(err error) error {
+	var oe *outputError
+	if err == nil || !errors.As(context.Cause(g.ctx), &oe) {
+		return err
+	}
+	if errors.Is(oe.err, syscall.EPIPE) {
+		// The reader went away (agentbox exec -- yes | head): end quietly,
+		// as a shell pipeline's writer does.
+		return &exitError{code: ExitBrokenPipe}
+	}
+	return withKind(KindOutput, 0, oe)
+}
 
 // guardedWriter passes output on until a write fails; the failure cancels
 // the command, since nobody reads its output any more.
@@ -137,37 +231,49 @@ func (g *guardedWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// execResult is the --json form of a command's result.
-type execResult struct {
-	Sandbox    string  `json:"sandbox"`
-	Command    string  `json:"command"`
-	ExitCode   int     `json:"exitCode"`
-	Stdout     string  `json:"stdout"`
-	Stderr     string  `json:"stderr"`
-	DurationMs float64 `json:"durationMs"`
-	TimedOut   bool    `json:"timedOut"`
-	Killed     bool    `json:"killed"`
-}
-
-func (a *app) exec(ctx context.Context, stdout, stderr io.Writer, oo OpenOptions, command string, args []string, opts *sandbox.ExecOptions) error {
+// exec runs command in the sandbox oo names, printing its output through
+// opts' writers, or as JSON events when events is not nil.
+func (a *app) exec(ctx context.Context, stderr io.Writer, events *eventStream, oo OpenOptions, command string, args []string, opts *sandbox.ExecOptions) error {
+	if oo.NetworkBlockAll {
+		if err := a.checkCanBlockNetwork(ctx, oo.ID); err != nil {
+			return err
+		}
+	}
 	box, err := a.cfg.Engine.Open(ctx, oo)
 	if err != nil {
-		return execFailed(ctx, fmt.Errorf("open sandbox %q: %w", oo.ID, err))
+		return fmt.Errorf("open sandbox %q: %w", oo.ID, err)
 	}
 	defer box.Detach(context.WithoutCancel(ctx))
-	res, err := box.ExecuteCommand(ctx, command, args, opts)
-	if err != nil {
-		var nr *sandbox.NotReadyError
-		if errors.As(err, &nr) && nr.Err != nil {
-			return execFailed(ctx, fmt.Errorf("cannot start sandbox %q: %w", oo.ID, nr.Err))
-		}
-		return execFailed(ctx, fmt.Errorf("sandbox %q: %w", oo.ID, err))
+	if _, err := box.Start(ctx); err != nil {
+		return startFailed(ctx, oo.ID, err)
 	}
-	if a.json {
-		if err := writeJSON(stdout, execResult{
-			Sandbox: oo.ID, Command: res.Command, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
-			DurationMs: float64(res.Duration.Microseconds()) / 1000, TimedOut: res.TimedOut, Killed: res.Killed,
-		}); err != nil {
+	flush := func() {}
+	if events != nil {
+		if err := events.start(startEvent{Sandbox: oo.ID, Command: sandbox.CommandLine(command, args)}); err != nil {
+			return err
+		}
+		stdout, stderr := events.output("stdout"), events.output("stderr")
+		opts.Stdout, opts.Stderr = stdout, stderr
+		flush = func() { stdout.Close(); stderr.Close() }
+	}
+	res, err := box.ExecuteCommand(ctx, command, args, opts)
+	flush()
+	if ctx.Err() == nil && (err != nil || res.ExitCode > 128) {
+		if gone := a.sandboxGone(ctx, oo.ID); gone != nil {
+			return gone
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox %q: %w", oo.ID, err)
+	}
+	return a.finish(events, stderr, res)
+}
+
+// finish reports the result of a command that ran to its end, and turns
+// its exit code into agentbox's.
+func (a *app) finish(events *eventStream, stderr io.Writer, res *sandbox.CommandResult) error {
+	if events != nil {
+		if err := events.exit(res); err != nil {
 			return err
 		}
 	} else if res.TimedOut {
@@ -179,14 +285,45 @@ func (a *app) exec(ctx context.Context, stdout, stderr io.Writer, oo OpenOptions
 	return nil
 }
 
-// execFailed marks an error of exec itself with ExitExecFailed, leaving
-// interruptions and usage errors to their own codes.
-func execFailed(ctx context.Context, err error) error {
+// startFailed explains why the sandbox id could not start.
+func startFailed(ctx context.Context, id string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return err
 	}
-	if errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrInvalidEnv) {
-		return err
+	if errors.Is(err, sandbox.ErrInvalidArgument) {
+		return fmt.Errorf("sandbox %q: %w", id, err)
 	}
-	return &codeError{code: ExitExecFailed, err: err}
+	var nr *sandbox.NotReadyError
+	if errors.As(err, &nr) && nr.Err != nil {
+		err = nr.Err
+	}
+	return withKind(KindStartFailed, 0, fmt.Errorf("cannot start sandbox %q: %w", id, err))
+}
+
+// sandboxGone returns the error saying that the sandbox id was stopped or
+// removed while a command ran, or nil when it runs.
+func (a *app) sandboxGone(ctx context.Context, id string) error {
+	info, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	var what string
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		what = "removed"
+	case err != nil || info.Status == sandbox.StatusRunning:
+		return nil
+	default:
+		what = "stopped"
+	}
+	return withKind(KindSandboxGone, 0, fmt.Errorf("sandbox %q was %s while the command ran, which killed the command (exit %d)", id, what, ExitSandboxGone))
+}
+
+// checkCanBlockNetwork fails when the sandbox id exists with network
+// access: --block-network applies only when a sandbox is created.
+func (a *app) checkCanBlockNetwork(ctx context.Context, id string) error {
+	info, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	if err != nil || info.Network == nil || info.Network.Mode == sandbox.NetworkBlocked {
+		return nil // none yet (it will be made blocked), or the engine checks at start
+	}
+	return withKind(KindConfigConflict, 0, fmt.Errorf(
+		"sandbox %q exists with network access (%s), and --block-network applies only when a sandbox is created (a sandbox's network cannot be changed yet): remove it first with 'agentbox sandbox rm %s', or use another sandbox with --id NEW",
+		id, networkText(info.Network.Mode), id))
 }

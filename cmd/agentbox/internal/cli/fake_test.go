@@ -28,6 +28,7 @@ type fakeEngine struct {
 	opened    []OpenOptions
 	openErr   error // Open fails with it when set
 	listErr   error // List fails with it when set
+	checkErr  error // CheckStateDir fails with it when set
 	open      int   // handles not yet detached
 }
 
@@ -61,7 +62,15 @@ func newFakeEngine(t testing.TB) *fakeEngine {
 
 func key(stateDir, id string) string { return stateDir + "\x00" + id }
 
-func (e *fakeEngine) DefaultStateDir() string { return e.defaultDir }
+func (e *fakeEngine) DefaultStateDir() (string, error) { return e.defaultDir, nil }
+
+func (e *fakeEngine) DefaultStateDirHelp() string { return "the fake's" }
+
+func (e *fakeEngine) CheckStateDir(string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.checkErr
+}
 
 // Open returns a new handle on the sandbox, which it makes (pending, so
 // that nothing exists until the handle starts it) when there is none.
@@ -79,9 +88,18 @@ func (e *fakeEngine) Open(_ context.Context, opts OpenOptions) (Box, error) {
 			return nil, err
 		}
 		now := time.Now()
+		network := sandbox.NetworkHost
+		if opts.NetworkBlockAll {
+			network = sandbox.NetworkBlocked
+		}
 		st = &fakeState{
-			info: sandbox.Info{ID: opts.ID, Name: opts.ID, Provider: "fake", CreatedAt: now, LastUsedAt: now, Metadata: map[string]string{"k": "v"}},
-			sb:   sb,
+			info: sandbox.Info{
+				ID: opts.ID, Name: opts.ID, Provider: "fake", CreatedAt: now, LastUsedAt: now, Metadata: map[string]string{"k": "v"},
+				Identity: &sandbox.Identity{User: "agent", Home: "/home/agent", HostUID: 100000, HostUIDCount: 65536, Capabilities: "none"},
+				Network:  &sandbox.NetworkInfo{Mode: network},
+				Limits:   &sandbox.Limits{Note: "none in the fake"},
+			},
+			sb: sb,
 		}
 		e.sandboxes[key(opts.StateDir, opts.ID)] = st
 	}

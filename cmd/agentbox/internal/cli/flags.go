@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -83,21 +81,4 @@ func (v *timeoutValue) execTimeout() time.Duration {
 	default:
 		return v.d
 	}
-}
-
-// passStdin reports whether exec gives r to the command: a pipe, a file or
-// any reader that is not an *os.File is passed; a terminal or another
-// character device such as /dev/null is not, since the command would
-// either wait for typing that agentbox does not forward as a terminal, or
-// read nothing anyway (and the copy costs requests).
-func passStdin(r io.Reader) bool {
-	if r == nil {
-		return false
-	}
-	f, ok := r.(*os.File)
-	if !ok {
-		return true
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice == 0
 }

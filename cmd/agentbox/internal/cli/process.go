@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/spf13/cobra"
@@ -47,8 +48,12 @@ func parseProcessID(s string) (int, error) {
 	return 0, usagef("a process ID must be a positive number as shown by 'agentbox ps', got %q", s)
 }
 
+// spawnKillAfter is how long after the SIGTERM of spawn --timeout a
+// process that is still running gets SIGKILL (timeout(1)'s --kill-after).
+const spawnKillAfter = 10 * time.Second
+
 func (a *app) spawnCommand() *cobra.Command {
-	var id string
+	var f commandFlags
 	c := &cobra.Command{
 		Use:   "spawn [flags] [--] COMMAND [ARG...]",
 		Short: "Start a background process in a sandbox and print its ID",
@@ -56,29 +61,58 @@ func (a *app) spawnCommand() *cobra.Command {
 
 The sandbox is created (or restarted) if needed. The process keeps running
 after agentbox exits; 'agentbox ps' lists it, 'agentbox logs ID' shows its
-output and 'agentbox kill ID' ends it. COMMAND and ARGs are treated as by exec.
+output ('agentbox logs -f ID' follows it to its end) and 'agentbox kill ID'
+ends it. COMMAND and ARGs are treated as by exec; the process reads an empty
+input.
+
+--timeout is enforced inside the sandbox, since agentbox does not stay to
+watch: the command runs under timeout(1), which the sandbox must have
+(coreutils or busybox), and ps shows it so. When the time is up the process
+and its process group get SIGTERM and the process exits 124; one still
+running 10s later gets SIGKILL and exits 137.
 
 The ID is a number agentbox gives the sandbox's background processes (1, 2,
 ...), not a PID: PIDs inside the sandbox are its own, PID 1 being its init.`,
 		Example: `  proc=$(agentbox spawn -- python3 -m http.server 8000)
   agentbox logs "$proc"
-  agentbox kill "$proc"`,
+  agentbox kill "$proc"
+  agentbox spawn --timeout 10m -e MODE=fast -w /tmp -- ./long-job.sh
+  agentbox logs -f "$(agentbox spawn -- make test)"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("spawn needs a command: agentbox spawn [flags] -- COMMAND [ARG...]")
 			}
-			return nil
+			return checkLine("spawn", sandbox.CommandLine(args[0], args[1:]))
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkID(id); err != nil {
+			opts, err := f.options()
+			if err != nil {
 				return err
 			}
-			return a.spawn(cmd.Context(), cmd.OutOrStdout(), id, sandbox.CommandLine(args[0], args[1:]))
+			line := sandbox.CommandLine(args[0], args[1:])
+			if opts.Timeout > 0 {
+				line = timeoutLine(line, opts.Timeout)
+			}
+			// The handle does not enforce a timeout: nobody would be left to
+			// once agentbox exits.
+			opts.Timeout = -1
+			return a.spawn(cmd.Context(), cmd.OutOrStdout(), f.id, line, opts)
 		},
 	}
-	c.Flags().SetInterspersed(false)
-	addIDFlag(c.Flags(), &id)
+	f.add(c.Flags(), "end the process after this long, e.g. 30s or 5m, with timeout(1) in the sandbox (default and 0: never)")
 	return c
+}
+
+// timeoutLine wraps line so that timeout(1) ends it after d inside the
+// sandbox. The line runs in the shell of the session ($BASH when it is
+// bash, else sh), as it would without a timeout.
+func timeoutLine(line string, d time.Duration) string {
+	return fmt.Sprintf(`timeout -k %s %s "${BASH:-sh}" -c %s`, seconds(spawnKillAfter), seconds(d), sandbox.ShellQuote(line))
+}
+
+// seconds writes d as a number of seconds, as timeout(1) reads it.
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
 }
 
 // spawnResult is the --json form of spawn.
@@ -90,7 +124,7 @@ type spawnResult struct {
 	Command string `json:"command"`
 }
 
-func (a *app) spawn(ctx context.Context, w io.Writer, id, line string) error {
+func (a *app) spawn(ctx context.Context, w io.Writer, id, line string, opts *sandbox.ExecOptions) error {
 	box, err := a.cfg.Engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})
 	if err != nil {
 		return fmt.Errorf("open sandbox %q: %w", id, err)
@@ -98,10 +132,9 @@ func (a *app) spawn(ctx context.Context, w io.Writer, id, line string) error {
 	// Detach, not close: the process outlives this invocation.
 	defer box.Detach(context.WithoutCancel(ctx))
 	if _, err := box.Start(ctx); err != nil {
-		return fmt.Errorf("start sandbox %q: %w", id, err)
+		return startFailed(ctx, id, err)
 	}
-	// No timeout: nobody would be left to enforce it once agentbox exits.
-	p, err := box.Processes().Spawn(ctx, line, &sandbox.ExecOptions{Timeout: -1})
+	p, err := box.Processes().Spawn(ctx, line, opts)
 	if err != nil {
 		return fmt.Errorf("sandbox %q: start the process: %w", id, err)
 	}
@@ -347,12 +380,20 @@ func killOne(ctx context.Context, pm sandbox.ProcessManager, id string, n int) (
 }
 
 func (a *app) logsCommand() *cobra.Command {
-	var id string
+	var (
+		id     string
+		follow bool
+	)
 	c := &cobra.Command{
 		Use:   "logs [flags] ID",
-		Short: "Print the output of a background process so far",
+		Short: "Print the output of a background process",
 		Long: `Print the output of a background process so far: its standard output on
 standard output and its standard error on standard error.
+
+With -f, follow the output until the process exits, then exit with its exit
+code (137 when the sandbox was stopped or removed meanwhile). Interrupting
+agentbox stops the following, not the process. With -f and --json, print a
+stream of JSON lines as exec does (see 'agentbox help json').
 
 ` + idHelp,
 		Args: exactArgs(1, "the ID of a process (see 'agentbox ps')"),
@@ -364,10 +405,16 @@ standard output and its standard error on standard error.
 			if err != nil {
 				return err
 			}
+			if follow {
+				out := guardOutput(cmd)
+				defer out.cancel(nil)
+				return out.explain(a.follow(out.ctx, out.stdout, out.stderr, id, n))
+			}
 			return a.logs(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), id, n)
 		},
 	}
 	addIDFlag(c.Flags(), &id)
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the process exits, and exit with its exit code")
 	return c
 }
 
@@ -381,12 +428,9 @@ type logsResult struct {
 func (a *app) logs(ctx context.Context, w, errw io.Writer, id string, n int) error {
 	return a.withProcesses(ctx, id, func(pm sandbox.ProcessManager) error {
 		// Attach, not Get: reading the output does not forget the process.
-		p, err := pm.Attach(ctx, strconv.Itoa(n), &sandbox.AttachOptions{MaxRetainedBytes: sandbox.Unlimited})
-		if errors.Is(err, sandbox.ErrNotFound) {
-			return noProcess(id, n)
-		}
+		p, err := attachProcess(ctx, pm, id, n, &sandbox.AttachOptions{MaxRetainedBytes: sandbox.Unlimited})
 		if err != nil {
-			return fmt.Errorf("sandbox %q: output of process %d: %w", id, n, err)
+			return err
 		}
 		stdout, stderr := p.Stdout(), p.Stderr()
 		if a.json {
@@ -397,5 +441,51 @@ func (a *app) logs(ctx context.Context, w, errw io.Writer, id string, n int) err
 		}
 		_, err = io.WriteString(errw, stderr)
 		return err
+	})
+}
+
+// attachProcess attaches to process n of sandbox id.
+func attachProcess(ctx context.Context, pm sandbox.ProcessManager, id string, n int, opts *sandbox.AttachOptions) (sandbox.Process, error) {
+	p, err := pm.Attach(ctx, strconv.Itoa(n), opts)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, noProcess(id, n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %q: output of process %d: %w", id, n, err)
+	}
+	return p, nil
+}
+
+// follow prints the output of process n as it comes until the process
+// exits, and exits with its code.
+func (a *app) follow(ctx context.Context, w, errw io.Writer, id string, n int) error {
+	return a.withProcesses(ctx, id, func(pm sandbox.ProcessManager) error {
+		opts := &sandbox.AttachOptions{Stdout: w, Stderr: errw, MaxRetainedBytes: streamTail}
+		var events *eventStream
+		flush := func() {}
+		if a.json {
+			events = newEventStream(w)
+			if err := events.start(startEvent{Sandbox: id, Process: n}); err != nil {
+				return err
+			}
+			stdout, stderr := events.output("stdout"), events.output("stderr")
+			opts.Stdout, opts.Stderr = stdout, stderr
+			flush = func() { stdout.Close(); stderr.Close() }
+		}
+		p, err := attachProcess(ctx, pm, id, n, opts)
+		if err != nil {
+			return err
+		}
+		res, err := p.Wait(ctx)
+		flush()
+		if ctx.Err() == nil && (err != nil || res.ExitCode > 128) {
+			if gone := a.sandboxGone(ctx, id); gone != nil {
+				return gone
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("sandbox %q: follow process %d: %w", id, n, err)
+		}
+		return a.finish(events, errw, res)
 	})
 }

@@ -123,6 +123,18 @@ func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
 	if !in.TimeoutAt.IsZero() {
 		t.row("Stops at:", stamp(now, in.TimeoutAt))
 	}
+	if id := in.Identity; id != nil {
+		t.row("User:", identityText(id))
+		if id.HostUIDCount > 0 {
+			t.row("Host uids:", hostUIDsText(id))
+		}
+	}
+	if n := in.Network; n != nil {
+		t.row("Network:", networkText(n.Mode))
+	}
+	if l := in.Limits; l != nil {
+		t.row("Limits:", limitsText(l))
+	}
 	if r := in.Resources; r != nil {
 		t.row("Resources:", resources(r))
 	}
@@ -179,7 +191,7 @@ func (a *app) sandboxEach(ctx context.Context, w io.Writer, ids []string, done s
 func resources(r *sandbox.Resources) string {
 	var parts []string
 	if r.CPUCores > 0 {
-		parts = append(parts, fmt.Sprintf("%g CPU", r.CPUCores))
+		parts = append(parts, fmt.Sprintf("%g CPU available", r.CPUCores))
 	}
 	if r.CPUPercent > 0 {
 		parts = append(parts, fmt.Sprintf("%.1f%% CPU used", r.CPUPercent))
@@ -205,4 +217,61 @@ func usage(what string, used, limit int64) string {
 	default:
 		return fmt.Sprintf("%s %d/%d MB", what, used, limit)
 	}
+}
+
+// identityText describes who commands run as.
+func identityText(id *sandbox.Identity) string {
+	s := fmt.Sprintf("%s (uid %d, gid %d", id.User, id.UID, id.GID)
+	if id.UID == 0 {
+		s += ": root of the sandbox's own user namespace"
+	}
+	if id.Capabilities != "" {
+		s += ", capabilities: " + id.Capabilities
+	}
+	return s + "), HOME=" + id.Home
+}
+
+// hostUIDsText says which host uids the sandbox's ids are.
+func hostUIDsText(id *sandbox.Identity) string {
+	if id.HostUIDCount == 1 {
+		return fmt.Sprintf("%d (uid %d inside; the sandbox has no other)", id.HostUID, id.UID)
+	}
+	return fmt.Sprintf("%d-%d (uids 0-%d inside, unprivileged on the host)", id.HostUID, id.HostUID+id.HostUIDCount-1, id.HostUIDCount-1)
+}
+
+// networkText describes a network mode.
+func networkText(m sandbox.NetworkMode) string {
+	switch m {
+	case sandbox.NetworkHost:
+		return "shared with the host (the host's interfaces and loopback services)"
+	case sandbox.NetworkBlocked:
+		return "blocked (loopback only)"
+	}
+	return string(m)
+}
+
+// limitsText says which limits are enforced.
+func limitsText(l *sandbox.Limits) string {
+	var parts []string
+	for _, lim := range []struct {
+		set  bool
+		text string
+	}{
+		{l.CPUCores > 0, fmt.Sprintf("%g CPU", l.CPUCores)},
+		{l.MemoryMB > 0, fmt.Sprintf("memory %d MB", l.MemoryMB)},
+		{l.Processes > 0, fmt.Sprintf("%d processes", l.Processes)},
+		{l.DiskMB > 0, fmt.Sprintf("disk %d MB", l.DiskMB)},
+	} {
+		if lim.set {
+			parts = append(parts, lim.text)
+		}
+	}
+	s := "none enforced"
+	if len(parts) > 0 {
+		s = strings.Join(parts, ", ")
+	}
+	if l.Note != "" {
+		s += " (" + l.Note + ")"
+	}
+	return s
 }

@@ -1,0 +1,330 @@
+//go:build linux
+
+package local_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// TestConfigMismatch: a handle on an existing sandbox that sets a Config
+// field to another value than the sandbox's fails to start, naming every
+// such field with both values; unset fields, and fields set to the
+// sandbox's values, connect.
+func TestConfigMismatch(t *testing.T) {
+	ctx := context.Background()
+	stateDir := newStateDir(t)
+	first := newSandbox(t, local.Options{ID: "shape", StateDir: stateDir, Config: local.Config{User: "alice", Labels: map[string]string{"a": "1"}}})
+	for _, c := range []local.Config{
+		{}, {User: "alice"}, {Language: local.DefaultLanguage}, {WorkingDirectory: "/home/alice/"},
+		{AutoStopInterval: local.DefaultAutoStopInterval}, {AutoDeleteInterval: -1}, {Labels: map[string]string{"a": "1"}},
+		{Labels: map[string]string{}}, {Volumes: []local.Volume{}},
+	} {
+		sb, err := local.New(local.Options{ID: "shape", StateDir: stateDir, Config: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outcome, err := sb.Start(ctx); err != nil || outcome != sandbox.OutcomeConnected {
+			t.Errorf("Config %+v: start %v, %v; want connected", c, outcome, err)
+		}
+		sb.Close(ctx)
+	}
+
+	sb, err := local.New(local.Options{ID: "shape", StateDir: stateDir, Config: local.Config{
+		User: "bob", Labels: map[string]string{"a": "2"}, NetworkBlockAll: true, AutoStopInterval: time.Minute,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	_, err = sb.Start(ctx)
+	var me *local.ConfigMismatchError
+	if !errors.As(err, &me) || !errors.Is(err, local.ErrConfigMismatch) || !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("start with another Config: %v, want a *ConfigMismatchError matching ErrConfigMismatch and ErrInvalidArgument", err)
+	}
+	want := []local.FieldMismatch{
+		{Field: "Labels", Sandbox: map[string]string{"a": "1"}, Requested: map[string]string{"a": "2"}},
+		{Field: "User", Sandbox: "alice", Requested: "bob"},
+		{Field: "AutoStopInterval", Sandbox: local.DefaultAutoStopInterval, Requested: time.Minute},
+		{Field: "NetworkBlockAll", Sandbox: false, Requested: true},
+	}
+	if me.ID != "shape" || me.StateDir != stateDir || !reflect.DeepEqual(me.Fields, want) {
+		t.Errorf("mismatch %+v, want fields %+v", me, want)
+	}
+	for _, w := range []string{`sandbox "shape"`, `User is "alice", not "bob"`, "NetworkBlockAll is false, not true",
+		"AutoStopInterval is 15m0s, not 1m0s", "remove the sandbox", "another ID"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q: %v", w, err)
+		}
+	}
+	if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); !errors.Is(err, local.ErrConfigMismatch) {
+		t.Errorf("command on the mismatched handle: %v, want ErrConfigMismatch", err)
+	}
+	// Nothing changed: the sandbox still shares the host's network.
+	if info, err := local.Lookup(ctx, stateDir, "shape"); err != nil || info.Network == nil || info.Network.Mode != sandbox.NetworkHost || info.Identity.User != "alice" {
+		t.Errorf("Lookup after the refused start: %+v, %v", info, err)
+	}
+	// Also when the sandbox is stopped: a restart would not apply it either.
+	if err := first.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb2, err := local.New(local.Options{ID: "shape", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb2.Close(ctx)
+	if _, err := sb2.Start(ctx); !errors.As(err, &me) || len(me.Fields) != 1 || me.Fields[0].Field != "NetworkBlockAll" {
+		t.Errorf("start of a stopped sandbox with another network: %v", err)
+	}
+}
+
+// TestUnsafeStateDir: a state dir (or sandboxes folder) that another user
+// could change is refused by every function, before anything is written.
+func TestUnsafeStateDir(t *testing.T) {
+	ctx := context.Background()
+	type setup func(t *testing.T, dir string)
+	chmod := func(rel string, mode os.FileMode) setup {
+		return func(t *testing.T, dir string) {
+			p := filepath.Join(dir, rel)
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name  string
+		setup setup
+		want  string
+	}{
+		{"group-writable", chmod(".", 0o770), "is writable by group or others (mode 0770)"},
+		{"world-writable sticky", chmod(".", os.ModeSticky|0o777), "is writable by group or others (mode 1777)"},
+		{"sandboxes world-writable", chmod("sandboxes", 0o777), "sandboxes is writable by group or others"},
+		{"sandboxes a symlink", func(t *testing.T, dir string) {
+			if err := os.Symlink(t.TempDir(), filepath.Join(dir, "sandboxes")); err != nil {
+				t.Fatal(err)
+			}
+		}, "sandboxes is a symbolic link"},
+		{"owned by another user", func(t *testing.T, dir string) {
+			skipUnless(t, os.Geteuid() == 0, "needs root to give a folder to another user")
+			if err := os.Chown(dir, 2001, 2001); err != nil {
+				t.Fatal(err)
+			}
+		}, "is owned by uid 2001, not by you (uid 0)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tt.setup(t, dir)
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, local.ErrUnsafeStateDir) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), dir) {
+					t.Errorf("%s: %v, want ErrUnsafeStateDir saying %q", what, err, tt.want)
+				}
+			}
+			check("CheckStateDir", local.CheckStateDir(dir))
+			sb, err := local.New(local.Options{ID: "x", StateDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close(ctx)
+			_, err = sb.Start(ctx)
+			check("Start", err)
+			check("Destroy", sb.Destroy(ctx))
+			_, err = local.List(ctx, dir)
+			check("List", err)
+			_, err = local.Lookup(ctx, dir, "x")
+			check("Lookup", err)
+			check("StopByID", local.StopByID(ctx, dir, "x"))
+			check("Remove", local.Remove(ctx, dir, "x"))
+			if ents, _ := os.ReadDir(filepath.Join(dir, "sandboxes")); len(ents) != 0 {
+				t.Errorf("a refused state dir got sandboxes: %v", ents)
+			}
+		})
+	}
+	// A folder that does not exist yet is fine: it is created private.
+	if err := local.CheckStateDir(filepath.Join(t.TempDir(), "new")); err != nil {
+		t.Errorf("CheckStateDir of a new folder: %v", err)
+	}
+}
+
+// TestStateDirSymlink: the state dir may be a symbolic link of this user's
+// to a private folder.
+func TestStateDirSymlink(t *testing.T) {
+	target := newStateDir(t)
+	link := filepath.Join(t.TempDir(), "state")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	sb := newSandbox(t, local.Options{StateDir: link})
+	if got := mustRun(t, sb, "echo ok"); got != "ok\n" {
+		t.Errorf("sandbox in a linked state dir: %q", got)
+	}
+	if err := os.Chmod(target, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(target, 0o700)
+	if _, err := local.List(context.Background(), link); !errors.Is(err, local.ErrUnsafeStateDir) || !strings.Contains(err.Error(), target) {
+		t.Errorf("List through a link to a world-writable folder: %v, want ErrUnsafeStateDir naming %s", err, target)
+	}
+}
+
+// TestPrivateFolders: the state dir's sandboxes folder, each sandbox folder
+// and its home are mode 0700, also for a sandbox made by a version that
+// left them open, and the sandbox (whose root is another host uid when
+// the engine runs as root) still uses its home.
+func TestPrivateFolders(t *testing.T) {
+	ctx := context.Background()
+	stateDir := newStateDir(t)
+	sb := newSandbox(t, local.Options{StateDir: stateDir})
+	home := filepath.Join(local.Dir(sb), "home")
+	checkModes := func(when string) {
+		t.Helper()
+		if got := mustRun(t, sb, "echo hi > ~/f && cat ~/f && stat -c %a ~"); got != "hi\n700\n" {
+			t.Errorf("%s: home inside: %q", when, got)
+		}
+		for _, p := range []string{filepath.Join(stateDir, "sandboxes"), local.Dir(sb), home} {
+			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o700 {
+				t.Errorf("%s: %s: %v, %v; want mode 0700", when, p, fi.Mode(), err)
+			}
+		}
+	}
+	checkModes("new sandbox")
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for p, mode := range map[string]os.FileMode{local.Dir(sb): 0o711, home: 0o755} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkModes("restarted sandbox of an earlier version")
+}
+
+// checkIdentity checks what Info says of who commands run as, the network
+// and the limits of a sandbox with the default network and user user.
+func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
+	t.Helper()
+	host, count := os.Geteuid(), 1
+	if os.Geteuid() == 0 {
+		host, count = 100000, 65536
+	}
+	want := &sandbox.Identity{User: user, UID: 0, GID: 0, Home: "/home/" + user, HostUID: host, HostUIDCount: count, Capabilities: "none"}
+	if !reflect.DeepEqual(info.Identity, want) {
+		t.Errorf("identity %+v, want %+v", info.Identity, want)
+	}
+	if info.Network == nil || info.Network.Mode != sandbox.NetworkHost {
+		t.Errorf("network %+v, want host", info.Network)
+	}
+	if l := info.Limits; l == nil || l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count or disk limit") {
+		t.Errorf("limits %+v, want none enforced, said so", l)
+	}
+	if _, ok := info.Metadata["user"]; ok {
+		t.Errorf("metadata still has a user: %v", info.Metadata)
+	}
+}
+
+// TestInfoIdentityTrue checks what Info and Instructions say about who
+// commands run as against what a command sees, and that they describe the
+// sandbox as it is, not as the handle asked.
+func TestInfoIdentityTrue(t *testing.T) {
+	ctx := context.Background()
+	stateDir := newStateDir(t)
+	sb := newSandbox(t, local.Options{ID: "who", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
+	got := mustRun(t, sb, "id -u; id -g; echo $USER $HOME; grep ^CapEff: /proc/self/status; cat /proc/self/uid_map")
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	info, err := sb.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.Identity
+	inside := fmt.Sprintf("%d\n%d\n%s %s\nCapEff:\t0000000000000000", id.UID, id.GID, id.User, id.Home)
+	if len(lines) != 5 || strings.Join(lines[:4], "\n") != inside ||
+		strings.Join(strings.Fields(lines[4]), " ") != fmt.Sprintf("0 %d %d", id.HostUID, id.HostUIDCount) {
+		t.Errorf("inside: %q; Info says %+v", got, id)
+	}
+	if info.Network.Mode != sandbox.NetworkBlocked {
+		t.Errorf("network %+v, want blocked", info.Network)
+	}
+	// A second handle with a zero Config describes the sandbox as it is,
+	// before it starts too.
+	other, err := local.New(local.Options{ID: "who", StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	ins := other.Instructions()
+	hostIDs := fmt.Sprintf("uids 0-%d are uids %d-%d.", id.HostUIDCount-1, id.HostUID, id.HostUID+id.HostUIDCount-1)
+	if id.HostUIDCount == 1 {
+		hostIDs = fmt.Sprintf("uid 0 inside is uid %d,", id.HostUID)
+	}
+	for _, w := range []string{"Network access is blocked.", "Commands run as user agent, uid 0:", hostIDs, "No CPU, memory, process-count or disk limit is enforced."} {
+		if !strings.Contains(ins, w) {
+			t.Errorf("instructions of a second handle lack %q: %s", w, ins)
+		}
+	}
+	if in, err := other.Info(ctx); err != nil || in.Network.Mode != sandbox.NetworkBlocked {
+		t.Errorf("Info of a second handle: %+v, %v", in, err)
+	}
+}
+
+// TestStopDuringCommand: a command whose sandbox is stopped or removed by
+// another handle while it runs fails with an error saying so (matching
+// ErrNotReady), whether it streams or not.
+func TestStopDuringCommand(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name   string
+		stream bool
+		end    func(ctx context.Context, stateDir, id string) error
+	}{
+		{"stop", false, local.StopByID},
+		{"stop streaming", true, local.StopByID},
+		{"remove", false, local.Remove},
+		{"remove streaming", true, local.Remove},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stateDir := newStateDir(t)
+			sb := newSandbox(t, local.Options{StateDir: stateDir})
+			marker := filepath.Join(local.Dir(sb), "home", "started")
+			var opts sandbox.ExecOptions
+			if tt.stream {
+				opts.Stdout = io.Discard // streams
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := sb.ExecuteCommand(ctx, "touch ~/started; exec sleep 60", nil, &opts)
+				done <- err
+			}()
+			if !poll(10*time.Second, func() bool { _, err := os.Stat(marker); return err == nil }) {
+				t.Fatal("the command did not start")
+			}
+			if err := tt.end(ctx, stateDir, sb.ID()); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, sandbox.ErrNotReady) || !strings.Contains(err.Error(), "stopped while the command ran") {
+					t.Errorf("command: %v, want ErrNotReady saying the sandbox stopped while it ran", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the command did not return")
+			}
+		})
+	}
+}
