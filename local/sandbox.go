@@ -162,6 +162,7 @@ func (s *Sandbox) Instructions() string {
 		}
 		parts = append(parts, fmt.Sprintf("%d volume(s) attached: %s.", n, strings.Join(paths, ", ")))
 	}
+	parts = append(parts, o.Confinement.instructions(landlockABI()))
 	if o.NetworkBlockAll {
 		parts = append(parts, "Network access is blocked.")
 	} else {
