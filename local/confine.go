@@ -15,6 +15,10 @@ const (
 	infoLandlock      = "landlock"
 )
 
+// nestedNamespaces reports whether commands may create nested user
+// namespaces (and hold the CAP_SETFCAP that needs).
+func (c Confinement) nestedNamespaces() bool { return c.AllowNestedNamespaces || c.Unconfined }
+
 // syscallFilterStatus says which system call filter commands run under.
 func (c Confinement) syscallFilterStatus() string {
 	switch {
@@ -49,12 +53,12 @@ func (c Confinement) addInfo(md map[string]string, abi int) {
 // instructions tells an agent what its commands may not do.
 func (c Confinement) instructions(abi int) string {
 	if c.Unconfined {
-		return "Commands run without a system call filter or Landlock."
+		return "Commands run without a system call filter or Landlock, and may create nested user namespaces (they hold CAP_SETFCAP for that)."
 	}
 	var b strings.Builder
 	b.WriteString("A system call filter refuses (EPERM) kernel keyrings, bpf, perf events, io_uring, kernel modules, setting the clock")
 	if c.AllowNestedNamespaces {
-		b.WriteString("; nested user namespaces, mounting inside them and setns are allowed (for tools such as bwrap)")
+		b.WriteString("; nested user namespaces, mounting inside them and setns are allowed (for tools such as bwrap), and commands hold CAP_SETFCAP for that")
 	} else {
 		b.WriteString(", mounting and new namespaces")
 	}

@@ -32,6 +32,19 @@ func confineCommandThread(c Confinement) error {
 	return loadSyscallFilter(c)
 }
 
+// keptCapabilities returns the capabilities commands keep (as uid 0):
+// CAP_SETFCAP where nested user namespaces are allowed, since the kernel
+// lets a process map its namespace's root (commands run as uid 0) into a
+// user namespace it creates only if it held CAP_SETFCAP. no_new_privs
+// keeps the file capabilities it lets commands write from granting
+// anything on execve.
+func (c Confinement) keptCapabilities() []int {
+	if c.nestedNamespaces() {
+		return []int{unix.CAP_SETFCAP}
+	}
+	return nil
+}
+
 // makeUndumpable clears the init's dumpable flag. Commands run as the same
 // uid (0 of the sandbox's user namespace) as the init, so without it they
 // could ptrace the init or read /proc/1/environ, /proc/1/mem and
@@ -52,11 +65,11 @@ func makeUndumpable() error {
 var maskedProcFiles = []string{"keys", "key-users"}
 
 // maskProc binds /dev/null over maskedProcFiles, like Docker's masked
-// paths. With Confinement.AllowNestedNamespaces it does nothing: the
+// paths. Where nested namespaces are allowed it does nothing: the
 // kernel refuses to mount a new /proc (as bwrap or unshare --mount-proc
 // do in a nested namespace) over one with files hidden by mounts.
 func (r *rootfs) maskProc() error {
-	if r.cfg.Confinement.AllowNestedNamespaces {
+	if r.cfg.Confinement.nestedNamespaces() {
 		return nil
 	}
 	for _, f := range maskedProcFiles {

@@ -129,6 +129,12 @@ var escapeProbes = map[string]func(args []string) error{
 		_, err := unix.AddKey("user", "agentbox-probe", []byte("x"), unix.KEY_SPEC_PROCESS_KEYRING)
 		return err
 	},
+	"add_user_key": func(args []string) error {
+		// Into the user keyring: it outlives the probe, as long as the
+		// sandbox's user namespace.
+		_, err := unix.AddKey("user", args[0], []byte("x"), unix.KEY_SPEC_USER_KEYRING)
+		return err
+	},
 	"request_key": func([]string) error {
 		_, err := unix.RequestKey("user", "agentbox-probe-absent", "", unix.KEY_SPEC_PROCESS_KEYRING)
 		return err

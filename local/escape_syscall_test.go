@@ -82,7 +82,7 @@ func newProbeSandbox(t testing.TB, c local.Confinement) *local.Sandbox {
 
 // probeCommand is the shell command that runs probe name with args.
 func probeCommand(name string, args ...string) string {
-	cmd := probeEnv + "=1 " + probeBinary + " " + name
+	cmd := "env " + probeEnv + "=1 " + probeBinary + " " + name
 	for _, a := range args {
 		cmd += " " + sandbox.ShellQuote(a)
 	}

@@ -152,6 +152,7 @@ type pid1 struct {
 func newPID1(cfg *initConfig, env []string) (*pid1, error) {
 	d, err := daemon.New(daemon.Options{
 		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.home(), Env: env, DropCapabilities: true,
+		KeepCapabilities: cfg.Confinement.keptCapabilities(),
 		// The init was cloned into a cgroup namespace rooted where it was
 		// born; on cgroup v1 the host moves it into its own cgroups only
 		// afterwards (before sending the configuration), so commands would

@@ -131,14 +131,21 @@ type Confinement struct {
 	// AllowNestedNamespaces lets commands create user namespaces (and,
 	// inside them, mount, network, PID … namespaces), enter namespaces
 	// (setns) and mount inside them: what bwrap, unshare -r, rootless
-	// Podman or Chromium's sandbox need. It exposes kernel code that only
-	// a namespace's root reaches (nf_tables, for one) to the sandbox's
-	// commands: grant it only to tools that need it.
+	// Podman or Chromium's sandbox need. Commands then hold CAP_SETFCAP
+	// (and no other capability), without which the kernel refuses to map
+	// the sandbox's root, their uid, into a namespace they create;
+	// no_new_privs keeps file capabilities from granting anything. /proc
+	// then shows /proc/keys, which is hidden otherwise (the kernel mounts
+	// no new /proc over one with hidden files). It exposes kernel code that
+	// only a namespace's root reaches (nf_tables, for one) to the
+	// sandbox's commands: grant it only to tools that need it.
 	AllowNestedNamespaces bool `json:"allowNestedNamespaces,omitempty"`
 	// Unconfined turns the seccomp filter and Landlock off, like Docker's
-	// seccomp=unconfined: commands keep only the namespaces, no
-	// capabilities and no_new_privs. Meant for finding out whether the
-	// filter is what breaks a tool, not for untrusted code.
+	// seccomp=unconfined, and allows nested namespaces as
+	// AllowNestedNamespaces does: commands keep the namespaces,
+	// no_new_privs and no capability but CAP_SETFCAP. Meant for finding
+	// out whether the confinement is what breaks a tool, not for
+	// untrusted code.
 	Unconfined bool `json:"unconfined,omitempty"`
 }
 

@@ -134,12 +134,12 @@ func nativeArch() (*arch.Info, error) {
 	return a, nil
 }
 
-// syscallFilter assembles the filter for c into BPF. The policy's program
-// lets the calls of other architectures through (it only checks its own),
-// so a guard in front answers ENOSYS to every call whose audit
-// architecture is not the native one: 32-bit calls (int 0x80 on amd64,
-// AArch32 on arm64) would otherwise bypass the deny list.
-func syscallFilter(c Confinement) ([]unix.SockFilter, error) {
+// filterProgram returns the filter for c as BPF instructions. The
+// policy's program lets the calls of other architectures through (it only
+// checks its own), so a guard in front answers ENOSYS to every call whose
+// audit architecture is not the native one: 32-bit calls (int 0x80 on
+// amd64, AArch32 on arm64) would otherwise bypass the deny list.
+func filterProgram(c Confinement) ([]bpf.Instruction, error) {
 	a, err := nativeArch()
 	if err != nil {
 		return nil, err
@@ -149,31 +149,35 @@ func syscallFilter(c Confinement) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("system call filter: %w", err)
 	}
-	// seccomp_data: int nr; __u32 arch; … : the architecture is at offset 4.
 	guard := []bpf.Instruction{
-		bpf.LoadAbsolute{Off: 4, Size: 4},
+		bpf.LoadAbsolute{Off: seccompDataArch, Size: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.ID), SkipTrue: 1},
 		bpf.RetConstant{Val: uint32(actionENOSYS)},
 	}
-	raw, err := bpf.Assemble(append(guard, insts...))
-	if err != nil {
-		return nil, fmt.Errorf("system call filter: %w", err)
-	}
-	prog := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	return prog, nil
+	return append(guard, insts...), nil
 }
+
+// seccompDataArch is the offset of the architecture in struct
+// seccomp_data { int nr; __u32 arch; __u64 instruction_pointer; __u64
+// args[6]; }.
+const seccompDataArch = 4
 
 // loadSyscallFilter installs the filter for c on the calling OS thread
 // only (no TSYNC): the threads it creates and the processes it forks
 // inherit it, across execve. The thread must hold CAP_SYS_ADMIN in its
 // user namespace or have no_new_privs set.
 func loadSyscallFilter(c Confinement) error {
-	prog, err := syscallFilter(c)
+	insts, err := filterProgram(c)
 	if err != nil {
 		return err
+	}
+	raw, err := bpf.Assemble(insts)
+	if err != nil {
+		return fmt.Errorf("system call filter: %w", err)
+	}
+	prog := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
