@@ -10,9 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -343,11 +343,14 @@ func withChild(f func(pid int) error) error {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	// Wait until the child runs sleep (its environ and fds are then its
 	// own): /proc/PID/exe names it.
-	for i := 0; i < 1000; i++ {
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)); filepath.Base(exe) == "sleep" {
+	exe := fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if l, _ := os.Readlink(exe); filepath.Base(l) == "sleep" {
 			break
 		}
-		runtime.Gosched()
+		if time.Now().After(deadline) {
+			return errors.New("the child never ran sleep")
+		}
 	}
 	return f(cmd.Process.Pid)
 }
@@ -366,29 +369,36 @@ func openFile(name string) error {
 }
 
 // fdLinks tries to resolve and to open each of pid's file descriptors,
-// and returns the first error (nil if every one worked).
+// and returns the first error (nil if every one worked). A descriptor
+// closed meanwhile (ENOENT) is skipped; 0, 1 and 2 must be tried.
 func fdLinks(pid int) error {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
-	if len(ents) == 0 {
-		return errors.New("no file descriptors listed")
-	}
+	tried := 0
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
-		if _, err := os.Readlink(p); err != nil {
+		if _, err := os.Readlink(p); errors.Is(err, unix.ENOENT) {
+			continue
+		} else if err != nil {
 			return err
 		}
 		if fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
 			unix.Close(fd)
-		} else if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.EACCES) {
+		} else if !errors.Is(err, unix.ENXIO) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOENT) {
 			// Sockets cannot be opened (ENXIO) and write-only pipes
 			// refuse O_RDONLY as any file would; the link check above
 			// is what access control decides.
 			return err
 		}
+		if n, _ := strconv.Atoi(e.Name()); n <= 2 {
+			tried++
+		}
+	}
+	if tried < 3 {
+		return fmt.Errorf("file descriptors 0, 1 and 2 not all listed in %s", dir)
 	}
 	return nil
 }
