@@ -29,7 +29,12 @@
 // no capabilities at all (empty bounding, permitted, effective, inheritable
 // and ambient sets, and no_new_privs): root inside cannot mount, remount the
 // read-only system folders, or regain capabilities through setuid or
-// file-capability programs. As root,
+// file-capability programs. Every command also runs under a seccomp filter
+// modelled on Docker's default profile and, where the kernel has it,
+// Landlock scoping (no signals to, nor abstract unix sockets of, processes
+// outside the sandbox); the init is not dumpable, so commands cannot
+// ptrace it or read its memory, environment or file descriptors.
+// [Config.Confinement] holds the explicit opt-outs. As root,
 // each sandbox also gets its own cgroups (v1 or v2), used to account its
 // memory and to make sure Stop and Destroy leave no process; commands see
 // them as the root of a cgroup namespace (/proc/self/cgroup shows "/").
@@ -97,5 +102,10 @@ package local
 //	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd
 //	mountinfo_linux.go  /proc/self/mountinfo
 //	sockpath_linux.go   unix socket paths longer than an address holds
+//	confine.go          Confinement as Info and Instructions tell it
+//	confine_linux.go    confining the thread that starts commands; the init's own hardening
+//	                    (not dumpable, /proc/keys hidden)
+//	seccomp_linux.go    the commands' seccomp filter: the profile, its BPF program, loading it
+//	landlock_linux.go   the commands' Landlock scoping (abstract unix sockets, signals)
 //	cgroup.go           cgroupSet (recorded in meta.json); cgroup_linux.go: creation, removal,
 //	                    cgroup_v1_linux.go and cgroup_v2_linux.go: what differs between versions

@@ -66,6 +66,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 		{"bind system folders", r.bindSystem},
 		{"mount /proc", r.mountProc},
 		{"make /dev", r.makeDev},
+		{"mask host-wide /proc files", r.maskProc},
 		{"bind state folders and volumes", r.bindState},
 		{"make folders", r.makeFolders},
 		{"bind resolv.conf", r.bindResolvConf},
@@ -75,6 +76,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 		{"set hostname", func() error { return unix.Sethostname([]byte(cfg.hostname())) }},
 		{"set up network", func() error { return setupNetwork(&cfg.Config) }},
 		{"enter working directory", func() error { return os.Chdir(cfg.WorkingDirectory) }},
+		{"make the init non-dumpable", makeUndumpable},
 	}
 }
 
@@ -150,13 +152,20 @@ type pid1 struct {
 func newPID1(cfg *initConfig, env []string) (*pid1, error) {
 	d, err := daemon.New(daemon.Options{
 		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.home(), Env: env, DropCapabilities: true,
+		KeepCapabilities: cfg.Confinement.keptCapabilities(),
 		// The init was cloned into a cgroup namespace rooted where it was
 		// born; on cgroup v1 the host moves it into its own cgroups only
 		// afterwards (before sending the configuration), so commands would
 		// see host cgroup paths. A namespace unshared now, on the thread
 		// that starts every command, is rooted at the sandbox's cgroups
-		// (on v2 it is rooted where the first one already was).
-		StartThreadSetup: func() error { return unix.Unshare(unix.CLONE_NEWCGROUP) },
+		// (on v2 it is rooted where the first one already was). Then that
+		// thread gets the commands' Landlock scoping and seccomp filter.
+		StartThreadSetup: func() error {
+			if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+				return err
+			}
+			return confineCommandThread(cfg.Confinement)
+		},
 	})
 	if err != nil {
 		return nil, err

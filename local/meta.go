@@ -178,6 +178,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	if c.Name != "" {
 		info.Metadata["name"] = c.Name
 	}
+	c.Confinement.addInfo(info.Metadata, landlockABI())
 	for _, v := range c.Volumes {
 		info.Mounts = append(info.Mounts, sandbox.MountInfo{Path: v.MountPath, Filesystem: "volume:" + v.Name})
 	}

@@ -110,6 +110,58 @@ type Config struct {
 	// loopback. By default the sandbox shares the host network, as Daytona
 	// sandboxes have network access by default.
 	NetworkBlockAll bool `json:"networkBlockAll,omitempty"`
+	// Confinement holds the explicit opt-outs of the system call filter
+	// and Landlock rules every command runs under. The zero value is the
+	// safe default; Info (Metadata "syscallFilter" and "landlock") and
+	// Instructions say what is in force.
+	Confinement Confinement `json:"confinement,omitzero"`
+}
+
+// Confinement relaxes, explicitly, what every command of a sandbox runs
+// under. By default each command (one-shot, session, background process,
+// and their children) has:
+//   - a seccomp filter modelled on Docker's default profile: it refuses
+//     with EPERM the kernel keyrings (keyctl, add_key, request_key), bpf,
+//     perf_event_open, userfaultfd, io_uring, loading kernels and modules,
+//     file handles (open_by_handle_at, name_to_handle_at), the mount
+//     family (mount, umount2, pivot_root, open_tree, move_mount, fsopen,
+//     fsmount, fsconfig, fspick, mount_setattr), new namespaces (unshare
+//     and clone with a CLONE_NEW* flag, setns), reboot, swap, process
+//     accounting, setting the clock, the kernel log, quotas, vhangup,
+//     fanotify, AF_VSOCK sockets and personality changes other than
+//     Docker's harmless ones; clone3 answers ENOSYS so that libc falls
+//     back to clone, whose flags the filter can see. System calls of the
+//     32-bit ABIs (int 0x80 on amd64, AArch32 on arm64) answer ENOSYS: a
+//     deny list they would bypass is worth nothing, so 32-bit programs do
+//     not run in a sandbox;
+//   - where the kernel has Landlock ABI 6 or later, Landlock scoping:
+//     commands cannot connect to abstract unix sockets, nor send signals,
+//     outside the sandbox's commands (the sandbox's init and every host
+//     process included).
+//
+// The sandbox's init is not dumpable whatever the Confinement, so
+// commands cannot ptrace it or read its memory, environment or file
+// descriptors through /proc/1.
+type Confinement struct {
+	// AllowNestedNamespaces lets commands create user namespaces (and,
+	// inside them, mount, network, PID … namespaces), enter namespaces
+	// (setns) and mount inside them: what bwrap, unshare -r, rootless
+	// Podman or Chromium's sandbox need. Commands then hold CAP_SETFCAP
+	// (and no other capability), without which the kernel refuses to map
+	// the sandbox's root, their uid, into a namespace they create;
+	// no_new_privs keeps file capabilities from granting anything. /proc
+	// then shows /proc/keys, which is hidden otherwise (the kernel mounts
+	// no new /proc over one with hidden files). It exposes kernel code that
+	// only a namespace's root reaches (nf_tables, for one) to the
+	// sandbox's commands: grant it only to tools that need it.
+	AllowNestedNamespaces bool `json:"allowNestedNamespaces,omitempty"`
+	// Unconfined turns the seccomp filter and Landlock off, like Docker's
+	// seccomp=unconfined, and allows nested namespaces as
+	// AllowNestedNamespaces does: commands keep the namespaces,
+	// no_new_privs and no capability but CAP_SETFCAP. Meant for finding
+	// out whether the confinement is what breaks a tool, not for
+	// untrusted code.
+	Unconfined bool `json:"unconfined,omitempty"`
 }
 
 // Volume is a named persistent folder bound into a sandbox.

@@ -210,6 +210,7 @@ func (s *Sandbox) Instructions() string {
 		}
 		parts = append(parts, fmt.Sprintf("%d volume(s) attached: %s.", n, strings.Join(paths, ", ")))
 	}
+	parts = append(parts, c.Confinement.instructions(landlockABI()))
 	if net.Mode == sandbox.NetworkBlocked {
 		parts = append(parts, "Network access is blocked.")
 	} else {

@@ -54,6 +54,13 @@ type Options struct {
 	// otherwise use the capabilities of its user namespace. New fails if
 	// the capabilities cannot be dropped.
 	DropCapabilities bool
+	// KeepCapabilities lists capabilities (CAP_* numbers) that
+	// DropCapabilities leaves in the bounding set of commands, so that a
+	// command running as uid 0 holds those and no other. A sandbox's init
+	// keeps CAP_SETFCAP when it allows nested user namespaces: the kernel
+	// lets a process map its namespace's root into a user namespace it
+	// creates only if it held CAP_SETFCAP.
+	KeepCapabilities []int
 	// StartThreadSetup, when set, runs on the OS thread that starts every
 	// command, before capabilities are dropped (with DropCapabilities);
 	// namespaces it unshares apply to every command. A sandbox's init uses
@@ -149,7 +156,7 @@ func New(opts Options) (*Server, error) {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	if s.starter, err = newStarter(opts.DropCapabilities, opts.StartThreadSetup); err != nil {
+	if s.starter, err = newStarter(opts.DropCapabilities, opts.KeepCapabilities, opts.StartThreadSetup); err != nil {
 		return nil, err
 	}
 	s.tmpDir, err = os.MkdirTemp("", "agentbox-toolbox-")

@@ -26,23 +26,23 @@ type startReq struct {
 }
 
 // newStarter returns a starter that runs setup (when not nil) on its
-// thread, then drops every capability of the commands it starts when drop
-// is set. It returns nil when drop is false and setup nil: commands then
-// start directly.
-func newStarter(drop bool, setup func() error) (*starter, error) {
+// thread, then drops every capability of the commands it starts but those
+// of keep when drop is set. It returns nil when drop is false and setup
+// nil: commands then start directly.
+func newStarter(drop bool, keep []int, setup func() error) (*starter, error) {
 	if !drop && setup == nil {
 		return nil, nil
 	}
 	st := &starter{reqs: make(chan startReq), done: make(chan struct{})}
 	ready := make(chan error, 1)
-	go st.loop(drop, setup, ready)
+	go st.loop(drop, keep, setup, ready)
 	if err := <-ready; err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
-func (st *starter) loop(drop bool, setup func() error, ready chan<- error) {
+func (st *starter) loop(drop bool, keep []int, setup func() error, ready chan<- error) {
 	// The thread is never unlocked: when this goroutine returns, the Go
 	// runtime ends the thread rather than reuse its changed credentials
 	// or namespaces.
@@ -54,7 +54,7 @@ func (st *starter) loop(drop bool, setup func() error, ready chan<- error) {
 		}
 	}
 	if drop {
-		if err := dropThreadCapabilities(); err != nil {
+		if err := dropThreadCapabilities(keep); err != nil {
 			ready <- err
 			return
 		}

@@ -2,17 +2,22 @@ package daemon
 
 import (
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
 
-// dropThreadCapabilities empties the calling thread's bounding, ambient
-// and inheritable capability sets and sets no_new_privs.
-func dropThreadCapabilities() error {
+// dropThreadCapabilities empties the calling thread's ambient and
+// inheritable capability sets, and its bounding set but for keep, and
+// sets no_new_privs.
+func dropThreadCapabilities(keep []int) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("daemon: setting no_new_privs: %w", err)
 	}
 	for c := 0; ; c++ {
+		if slices.Contains(keep, c) {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
 			if err == unix.EINVAL && c > 0 {
 				break // past the last capability the kernel knows

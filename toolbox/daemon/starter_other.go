@@ -9,6 +9,6 @@ import (
 )
 
 // dropThreadCapabilities fails: capabilities and no_new_privs are Linux's.
-func dropThreadCapabilities() error {
+func dropThreadCapabilities([]int) error {
 	return fmt.Errorf("daemon: Options.DropCapabilities needs Linux, not %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }

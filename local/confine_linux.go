@@ -1,0 +1,85 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// confineCommandThread confines, as c says, the OS thread that starts
+// every command of the sandbox (the toolbox server's start thread, see
+// daemon.Options.StartThreadSetup), while it still holds its capabilities:
+// Landlock scoping first, then the system call filter, which would refuse
+// nothing that follows on that thread (the server then drops the thread's
+// capabilities and sets no_new_privs). Both are per thread and inherited
+// by every process forked from it, across execve, so they cover one-shot
+// commands, sessions, background processes and their children.
+//
+// The init's other threads stay unfiltered, by choice: they run no code of
+// the user (commands reach them only through the toolbox API, whose
+// commands start on the confined thread), and a later step of the init
+// may need what the filter refuses (mounting into the running sandbox,
+// changing its network). What protects the init from its commands is that
+// it is not dumpable (makeUndumpable) and outside their Landlock domain.
+func confineCommandThread(c Confinement) error {
+	if c.Unconfined {
+		return nil
+	}
+	if _, err := restrictThreadScopes(); err != nil {
+		return err
+	}
+	return loadSyscallFilter(c)
+}
+
+// keptCapabilities returns the capabilities commands keep (as uid 0):
+// CAP_SETFCAP where nested user namespaces are allowed, since the kernel
+// lets a process map its namespace's root (commands run as uid 0) into a
+// user namespace it creates only if it held CAP_SETFCAP. no_new_privs
+// keeps the file capabilities it lets commands write from granting
+// anything on execve.
+func (c Confinement) keptCapabilities() []int {
+	if c.nestedNamespaces() {
+		return []int{unix.CAP_SETFCAP}
+	}
+	return nil
+}
+
+// makeUndumpable clears the init's dumpable flag. Commands run as the same
+// uid (0 of the sandbox's user namespace) as the init, so without it they
+// could ptrace the init or read /proc/1/environ, /proc/1/mem and
+// /proc/1/fd (the toolbox and control sockets): the kernel lets only a
+// holder of CAP_SYS_PTRACE in the init's user namespace, which commands
+// never hold, at a process that is not dumpable. It runs as the last
+// step: the host has written the init's id maps by then, and the flag
+// survives until the init ends (execve would reset it; the init never
+// executes anything itself). The init still reads /proc of its commands,
+// which execve made dumpable again.
+func makeUndumpable() error {
+	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+}
+
+// maskedProcFiles are kernel-wide /proc files that /dev/null hides unless
+// nested namespaces are allowed: the kernel keys of every process with the
+// sandbox's host uid (other sandboxes included) and their quotas.
+var maskedProcFiles = []string{"keys", "key-users"}
+
+// maskProc binds /dev/null over maskedProcFiles, like Docker's masked
+// paths. Where nested namespaces are allowed it does nothing: the
+// kernel refuses to mount a new /proc (as bwrap or unshare --mount-proc
+// do in a nested namespace) over one with files hidden by mounts.
+func (r *rootfs) maskProc() error {
+	if r.cfg.Confinement.nestedNamespaces() {
+		return nil
+	}
+	for _, f := range maskedProcFiles {
+		t := r.at("proc/" + f)
+		if err := unix.Mount(r.at("dev/null"), t, "", unix.MS_BIND, ""); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // not in this kernel
+			}
+			return fmt.Errorf("mask /proc/%s: %w", f, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package local
+
+// landlockABI returns 0: Landlock is Linux's.
+func landlockABI() int { return 0 }
