@@ -25,6 +25,9 @@ type meta struct {
 	// Init and Cgroups describe the running init; nil when stopped.
 	Init    *initRecord `json:"init,omitempty"`
 	Cgroups *cgroupSet  `json:"cgroups,omitempty"`
+	// EgressProxy is the running egress proxy helper of a sandbox with a
+	// DomainAllowList; nil when stopped.
+	EgressProxy *initRecord `json:"egressProxy,omitempty"`
 }
 
 // UnmarshalJSON reads metadata in the current format and in the one
@@ -52,7 +55,7 @@ func (m *meta) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// initRecord identifies a running init process.
+// initRecord identifies a running init process (or helper process).
 type initRecord struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22
@@ -175,6 +178,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
 		info.Resources = m.Cgroups.resources()
 	}
+	addNetworkInfo(dir, m, info.Metadata)
 	return info
 }
 

@@ -37,6 +37,8 @@ type Sandbox struct {
 
 	transport *http.Transport // our own transport when the socket path is long, else nil
 
+	egressTest egressTestHooks // tests only (export_test.go)
+
 	mu      sync.Mutex
 	started bool            // this object acquired the sandbox at least once
 	waits   []chan struct{} // reapers of inits this process started
@@ -162,11 +164,7 @@ func (s *Sandbox) Instructions() string {
 		}
 		parts = append(parts, fmt.Sprintf("%d volume(s) attached: %s.", n, strings.Join(paths, ", ")))
 	}
-	if o.NetworkBlockAll {
-		parts = append(parts, "Network access is blocked.")
-	} else {
-		parts = append(parts, "Network access is shared with the host.")
-	}
+	parts = append(parts, networkInstructions(&o))
 	return strings.Join(parts, " ")
 }
 

@@ -14,8 +14,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # Debian packages the tests use: a shell and the usual tools commands run
 # with, util-linux (unshare, nsenter, mount) and procps (ps, pkill in
-# sandboxes) for the local engine.
-APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils)
+# sandboxes) for the local engine, curl for its DomainAllowList probes.
+APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils curl)
 
 step() { printf '\n==> %s\n' "$*"; }
 

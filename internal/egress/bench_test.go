@@ -18,7 +18,9 @@ const benchPayload = 64 << 20
 // alternately in the same run, and reports both rates and their ratio
 // (x-direct: proxy rate / direct rate). connect and socks5 carry raw
 // bytes through a tunnel; http is an absolute-URI request whose response
-// the proxy parses and relays.
+// the proxy parses and relays. These connect to the proxy's unix socket;
+// connect-tcp and http-tcp to its TCP socket, as a sandbox's clients do
+// (the proxy copies between two TCP sockets then).
 func BenchmarkThroughput(b *testing.B) {
 	raw := payloadServer(b, false)
 	web := payloadServer(b, true)
@@ -45,6 +47,20 @@ func BenchmarkThroughput(b *testing.B) {
 		}},
 		{name: "http", port: web, http: true, proxy: func() (net.Conn, io.Reader) {
 			c := tp.open(b)
+			return c, c
+		}},
+		{name: "connect-tcp", port: raw, proxy: func() (net.Conn, io.Reader) {
+			c := tp.dial(b, "tcp", tp.tcp)
+			br := bufio.NewReader(c)
+			io.WriteString(c, "CONNECT allowed.test:"+raw+" HTTP/1.1\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatal(resp, err)
+			}
+			return c, br
+		}},
+		{name: "http-tcp", port: web, http: true, proxy: func() (net.Conn, io.Reader) {
+			c := tp.dial(b, "tcp", tp.tcp)
 			return c, c
 		}},
 	} {
@@ -101,36 +117,18 @@ func download(b *testing.B, c net.Conn, r io.Reader, web bool, target string) {
 // payloadServer serves benchPayload bytes on loopback to each connection:
 // raw, or as the response to an HTTP request.
 func payloadServer(b *testing.B, web bool) (port string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	chunk := make([]byte, 1<<20)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	return serveTCP(b, func(c net.Conn) {
+		if web {
+			if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				if web {
-					if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-						return
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(benchPayload)+"\r\n\r\n")
-				}
-				for sent := 0; sent < benchPayload; sent += len(chunk) {
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(benchPayload)+"\r\n\r\n")
 		}
-	}()
-	b.Cleanup(func() { ln.Close(); <-done })
-	_, port, _ = net.SplitHostPort(ln.Addr().String())
-	return port
+		for sent := 0; sent < benchPayload; sent += len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
 }

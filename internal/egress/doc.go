@@ -2,9 +2,10 @@
 // domain allow list: a host-side proxy that lets the sandbox reach the
 // names on its list, and nothing else.
 //
-// One listener (a unix socket in production, bound into the sandbox and
-// bridged to 127.0.0.1:3128 inside it by [Bridge]) serves three protocols,
-// told apart by the first byte of a connection: plain HTTP forwarding
+// A proxy serves any listeners (in production, TCP sockets listening on
+// 127.0.0.1:3128 and [::1]:3128 in the sandbox's network namespace,
+// accepted from outside it) three protocols, told apart by the first
+// byte of a connection: plain HTTP forwarding
 // (absolute-URI requests, "GET http://name/ HTTP/1.1"), HTTP CONNECT, and
 // SOCKS5 CONNECT with domain names (what clients call socks5h: the proxy
 // resolves the name).

@@ -154,7 +154,7 @@ func (fw *forwarder) exchange(req *http.Request) bool {
 			}
 			drain(fw.br, up)
 			drain(fw.upr, fw.s.client)
-			join(&fw.p.g, fw.s.client, up)
+			join(&fw.p.g, &fw.p.bufs, fw.s.client, up)
 			return false
 		case resp.StatusCode < 200:
 			continue // 100 Continue, 103 Early Hints: the final response follows
@@ -186,8 +186,8 @@ func (fw *forwarder) writeResponse(resp *http.Response) error {
 	if err := fw.cw.Flush(); err != nil {
 		return err
 	}
-	buf := fw.p.buffer()
-	defer fw.p.bufs.Put(buf)
+	buf := fw.p.bufs.get()
+	defer fw.p.bufs.put(buf)
 	_, err := io.CopyBuffer(fw.s.client, resp.Body, *buf)
 	return err
 }

@@ -46,15 +46,18 @@ func testResolver() *StaticResolver {
 // testAllow is the allow list of most tests.
 const testAllow = "allowed.test,*.wild.test,metadata.test,private.test,v6.test,mapped.test,nat64.test,ula.test,shared.test,unresolved.test"
 
-// testProxy is a proxy serving on a unix socket, as in production.
+// testProxy is a proxy serving on a unix socket and on a TCP socket on
+// loopback (as in production, where the TCP socket is in the sandbox's
+// network namespace).
 type testProxy struct {
 	*Proxy
 	sock string
+	tcp  string
 }
 
 // startProxy starts a proxy configured by cfg (allow list, resolver and
-// AllowNonPublic defaulted for the tests) on a unix socket; it is closed
-// when the test ends.
+// AllowNonPublic defaulted for the tests) on a unix socket and a TCP
+// socket; it is closed when the test ends.
 func startProxy(t testing.TB, cfg Config) *testProxy {
 	t.Helper()
 	if cfg.Allow == nil {
@@ -73,23 +76,38 @@ func startProxy(t testing.TB, cfg Config) *testProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 2)
 	go func() { served <- p.Serve(ln) }()
+	go func() { served <- p.Serve(tln) }()
 	t.Cleanup(func() {
 		if err := p.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
-		if err := <-served; err != ErrProxyClosed {
-			t.Errorf("Serve returned %v, want ErrProxyClosed", err)
+		for i := 0; i < 2; i++ {
+			if err := <-served; err != ErrProxyClosed {
+				t.Errorf("Serve returned %v, want ErrProxyClosed", err)
+			}
 		}
 	})
-	return &testProxy{Proxy: p, sock: sock}
+	return &testProxy{Proxy: p, sock: sock, tcp: tln.Addr().String()}
 }
 
-// open returns a new connection to the proxy, closed when the test ends.
+// open returns a new connection to the proxy's unix socket, closed when
+// the test ends.
 func (tp *testProxy) open(t testing.TB) net.Conn {
 	t.Helper()
-	c, err := net.Dial("unix", tp.sock)
+	return tp.dial(t, "unix", tp.sock)
+}
+
+// dial returns a new connection to the proxy at address, closed when the
+// test ends.
+func (tp *testProxy) dial(t testing.TB, network, address string) net.Conn {
+	t.Helper()
+	c, err := net.Dial(network, address)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +143,19 @@ func origin(t testing.TB) (port string) {
 // one line; a server-first protocol such as SMTP or SSH.
 func bannerServer(t testing.TB) (port string) {
 	t.Helper()
+	return serveTCP(t, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "220 banner\r\n")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		io.WriteString(c, "echo "+line)
+	})
+}
+
+// serveTCP runs handle, on a goroutine of its own, for each connection to
+// a TCP server on loopback, which it closes afterwards; it returns the
+// server's port. The server stops when the test ends.
+func serveTCP(t testing.TB, handle func(net.Conn)) (port string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -139,10 +170,7 @@ func bannerServer(t testing.TB) (port string) {
 			}
 			go func() {
 				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				io.WriteString(c, "220 banner\r\n")
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				io.WriteString(c, "echo "+line)
+				handle(c)
 			}()
 		}
 	}()

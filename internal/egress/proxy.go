@@ -23,8 +23,8 @@ const (
 	DefaultLogSize          = 100
 )
 
-// copyBufSize is the buffer of a body copied in user space.
-const copyBufSize = 256 << 10
+// copyBufSize is the buffer of bytes copied in user space.
+const copyBufSize = 64 << 10
 
 // headBufSize bounds the head of a request or response (request line or
 // status line and headers) and a TLS ClientHello record.
@@ -77,7 +77,7 @@ type Proxy struct {
 	stop  context.CancelFunc
 	g     goroutine.Group
 
-	bufs sync.Pool // of *[]byte, copyBufSize long
+	bufs bufPool
 
 	mu       sync.Mutex
 	closed   bool
@@ -303,15 +303,6 @@ func (p *Proxy) addSession(s *session) bool {
 		p.g.Go(p.sweep)
 	}
 	return true
-}
-
-// buffer returns a buffer of copyBufSize bytes, to be put back in p.bufs.
-func (p *Proxy) buffer() *[]byte {
-	if b, ok := p.bufs.Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, copyBufSize)
-	return &b
 }
 
 // active returns the number of connections being served.

@@ -30,6 +30,13 @@ func TestAllowedName(t *testing.T) {
 			t.Errorf("through the tunnel: %q", got)
 		}
 	})
+	t.Run("tcp-listener", func(t *testing.T) {
+		c := tp.dial(t, "tcp", tp.tcp)
+		r := roundTrip(t, c, bufio.NewReader(c), "GET http://allowed.test:"+port+"/t HTTP/1.1\r\n\r\n")
+		if got := body(t, r); got != "origin: GET /t host=allowed.test:"+port+" body=0" {
+			t.Errorf("through the TCP listener: %q", got)
+		}
+	})
 	t.Run("socks5h", func(t *testing.T) {
 		c, br, rep := tp.socks5(t, "a.b.wild.test", port)
 		if rep != socksOK {

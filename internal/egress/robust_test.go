@@ -1,14 +1,12 @@
 package egress
 
 import (
-	"bufio"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -243,50 +241,6 @@ func TestPolicyLogBounded(t *testing.T) {
 	if s := rs[2].String(); !strings.HasSuffix(s, " http n5.test:80: n5.test is not on the sandbox's domain allow list") {
 		t.Errorf("String() = %q", s)
 	}
-}
-
-// TestBridge: a TCP listener bridged to the proxy's socket serves as the
-// proxy itself, and Bridge ends, with its connections, when the listener
-// closes.
-func TestBridge(t *testing.T) {
-	tp := startProxy(t, Config{AllowNonPublic: true})
-	port := origin(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bridged := make(chan error, 1)
-	go func() { bridged <- Bridge(ln, tp.sock, 4) }()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReader(c)
-	r := roundTrip(t, c, br, "GET http://allowed.test:"+port+"/b HTTP/1.1\r\n\r\n")
-	if got := body(t, r); got != "origin: GET /b host=allowed.test:"+port+" body=0" {
-		t.Errorf("through the bridge: %q", got)
-	}
-	ln.Close()
-	if err := <-bridged; !errors.Is(err, net.ErrClosed) {
-		t.Errorf("Bridge returned %v", err)
-	}
-	if _, err := br.ReadByte(); err == nil {
-		t.Error("a bridged connection outlives Bridge")
-	}
-	// A bridge to a socket where no proxy listens closes what it accepts.
-	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
-	go func() { bridged <- Bridge(ln2, filepath.Join(t.TempDir(), "none.sock"), 4) }()
-	c2, err := net.Dial("tcp", ln2.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c2.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("no proxy: %v, want EOF", err)
-	}
-	c2.Close()
-	ln2.Close()
-	<-bridged
 }
 
 // waitIdle waits until tp serves no connection.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,7 +42,7 @@ func (p *Proxy) tunnel(s *session, br *bufio.Reader, up net.Conn, name string, p
 	tn := &tunnel{p: p, s: s, br: br, up: up, name: name, port: port, down: make(chan struct{})}
 	p.g.Go(func() {
 		defer close(tn.down)
-		_, err := io.Copy(s.client, up)
+		err := copyOnce(s.client, up, &p.bufs)
 		switch {
 		case tn.hush.Load(): // a refusal is being written to the client
 		case err != nil:
@@ -53,7 +54,7 @@ func (p *Proxy) tunnel(s *session, br *bufio.Reader, up net.Conn, name string, p
 	switch tn.inspect() {
 	case pass:
 		drain(br, up)
-		copyHalf(up, s.client)
+		copyHalf(up, s.client, &p.bufs)
 	case done:
 		closeWrite(up)
 	case stop:
@@ -257,29 +258,59 @@ func drain(br *bufio.Reader, w io.Writer) {
 
 // join copies between a and b both ways (one way on a goroutine of g)
 // until both directions end, then closes both.
-func join(g *goroutine.Group, a, b net.Conn) {
+func join(g *goroutine.Group, bufs *bufPool, a, b net.Conn) {
 	done := make(chan struct{})
 	g.Go(func() {
 		defer close(done)
-		copyHalf(b, a)
+		copyHalf(b, a, bufs)
 	})
-	copyHalf(a, b)
+	copyHalf(a, b, bufs)
 	<-done
 	a.Close()
 	b.Close()
 }
 
-// copyHalf copies src to dst with io.Copy, so that Linux splices between
-// sockets. At src's end it half-closes dst, so that the other direction
-// may finish; on an error it closes both.
-func copyHalf(dst, src net.Conn) {
-	if _, err := io.Copy(dst, src); err != nil {
+// copyHalf copies src to dst (copyOnce). At src's end it half-closes dst,
+// so that the other direction may finish; on an error it closes both.
+func copyHalf(dst, src net.Conn, bufs *bufPool) {
+	if err := copyOnce(dst, src, bufs); err != nil {
 		dst.Close()
 		src.Close()
 		return
 	}
 	closeWrite(dst)
 }
+
+// copyOnce copies src to dst until src's end: with io.Copy when dst is a
+// unix socket, so that Linux splices from the socket src into it, the
+// fastest way; through a buffer of bufs otherwise. Splicing into a TCP
+// socket on loopback is about half as fast as a 64 KiB user-space copy
+// (BenchmarkThroughput's tunnels went from 0.5x to 1.0x of a direct
+// download with this rule).
+func copyOnce(dst, src net.Conn, bufs *bufPool) error {
+	if _, ok := dst.(*net.UnixConn); ok {
+		_, err := io.Copy(dst, src)
+		return err
+	}
+	buf := bufs.get()
+	defer bufs.put(buf)
+	// The wrappers hide ReaderFrom and WriterTo, which would splice.
+	_, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *buf)
+	return err
+}
+
+// bufPool holds copy buffers of copyBufSize bytes.
+type bufPool struct{ p sync.Pool }
+
+func (b *bufPool) get() *[]byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return buf
+	}
+	buf := make([]byte, copyBufSize)
+	return &buf
+}
+
+func (b *bufPool) put(buf *[]byte) { b.p.Put(buf) }
 
 // closeWrite half-closes c (closes it when it cannot).
 func closeWrite(c net.Conn) {
