@@ -111,9 +111,9 @@ type egressProxyConfig struct {
 	egressTestHooks
 }
 
-// egressTestHooks let tests resolve made-up names and reach their
-// loopback servers; they are set only through export_test.go and never
-// persisted.
+// egressTestHooks let tests resolve made-up names (and only them) and
+// reach their loopback servers; they are set only through export_test.go
+// and never persisted.
 type egressTestHooks struct {
 	Hosts          map[string][]netip.Addr `json:"hosts,omitempty"`
 	AllowNonPublic bool                    `json:"allowNonPublic,omitempty"`

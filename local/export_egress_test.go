@@ -3,9 +3,9 @@ package local
 import "net/netip"
 
 // SetEgressTestHooks makes the egress proxy that the next boot of s starts
-// resolve the names of hosts (name → address) before the system's
-// resolver and, when allowNonPublic, reach non-public addresses: test
-// origin servers listen on the host's loopback.
+// resolve the names of hosts (name → address), and no other name, and,
+// when allowNonPublic, reach non-public addresses: test origin servers
+// listen on the host's loopback.
 func SetEgressTestHooks(s *Sandbox, hosts map[string]string, allowNonPublic bool) {
 	h := egressTestHooks{Hosts: map[string][]netip.Addr{}, AllowNonPublic: allowNonPublic}
 	for name, addr := range hosts {
