@@ -52,8 +52,12 @@
 // that is itself a proxy or a CDN serving other names over TLS (domain
 // fronting with a matching SNI and another Host inside the encryption) is
 // reached as allowed, since the proxy does not decrypt TLS. Inside a
-// cleartext tunnel every request is checked until one asks for a protocol
-// upgrade; after it the bytes are passed on unread.
+// cleartext tunnel every request is checked (it is parsed and written
+// anew, so that the destination reads what was checked); after a request
+// that may switch protocols (an upgrade, a CONNECT) the next bytes are
+// judged again: HTTP is still checked, TLS must name the tunnel's host,
+// anything else (WebSocket frames) passes unread. A request line longer
+// than the head buffer is refused rather than passed unread.
 //
 // # Resources
 //

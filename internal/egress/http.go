@@ -60,6 +60,9 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, hosts [
 // bytes), with the values of its Host headers, which http.ReadRequest
 // drops when the request line has an absolute URI.
 func readRequest(br *bufio.Reader) (*http.Request, []string, error) {
+	if err := skipEmptyLines(br); err != nil {
+		return nil, nil, err
+	}
 	head, err := peekHead(br)
 	if err != nil {
 		return nil, nil, err
@@ -77,6 +80,24 @@ func readRequest(br *bufio.Reader) (*http.Request, []string, error) {
 		return nil, nil, err
 	}
 	return req, h.Values("Host"), nil
+}
+
+// skipEmptyLines discards the CRs and LFs before a request line, which
+// servers skip (RFC 9112 §2.2), up to a buffer's worth.
+func skipEmptyLines(br *bufio.Reader) error {
+	for n := 0; ; n++ {
+		b, err := br.Peek(1)
+		if err != nil {
+			return err
+		}
+		if b[0] != '\r' && b[0] != '\n' {
+			return nil
+		}
+		if n == br.Size() {
+			return errors.New("too many empty lines")
+		}
+		_, _ = br.Discard(1)
+	}
 }
 
 // peekHead waits until br holds a whole head (up to the empty line) and

@@ -211,6 +211,55 @@ func TestRelayedConnect(t *testing.T) {
 	}
 }
 
+// TestTunnelBypasses: ways to slip a request for another host past the
+// tunnel's checks: empty lines before it (servers skip them), a first
+// request that only claims to switch protocols, a CONNECT to the tunnel's
+// own name that the destination refuses, and a request line too long to
+// read whole.
+func TestTunnelBypasses(t *testing.T) {
+	tp := startProxy(t, Config{AllowNonPublic: true})
+	port := origin(t)
+	spoof := "GET /s HTTP/1.1\r\nHost: other.test\r\n\r\n"
+	for name, c := range map[string]struct{ first, then string }{
+		"empty-lines":    {"", "\r\n\r\n\n" + spoof},
+		"lower-case":     {"", strings.Replace(spoof, "GET", "get", 1)},
+		"fake-upgrade":   {"GET /1 HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\n\r\n", spoof},
+		"refused-inner":  {"CONNECT allowed.test:" + port + " HTTP/1.1\r\nHost: allowed.test\r\n\r\n", spoof},
+		"upgrade-then-h": {"GET /1 HTTP/1.1\r\nHost: allowed.test\r\nConnection: keep-alive, Upgrade\r\nUpgrade: x\r\n\r\n", "\r\n" + spoof},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c2, br, resp, _ := tp.connect(t, "allowed.test:"+port)
+			if resp.StatusCode != 200 {
+				t.Fatal(resp.Status)
+			}
+			if c.first != "" {
+				r := roundTrip(t, c2, br, c.first)
+				body(t, r)
+				if r.StatusCode == 403 {
+					t.Fatalf("the first request was refused")
+				}
+			}
+			r := roundTrip(t, c2, br, c.then)
+			if text := body(t, r); r.StatusCode != 403 || !strings.Contains(text, "names other.test") {
+				t.Errorf("%d %q", r.StatusCode, text)
+			}
+		})
+	}
+	t.Run("long-line", func(t *testing.T) {
+		c, br, resp, _ := tp.connect(t, "allowed.test:"+port)
+		if resp.StatusCode != 200 {
+			t.Fatal(resp.Status)
+		}
+		go io.WriteString(c, "GET /"+strings.Repeat("a", headBufSize)+" HTTP/1.1\r\nHost: other.test\r\n\r\n")
+		if _, err := br.ReadByte(); err == nil {
+			t.Error("the tunnel stays open")
+		}
+		if r := tp.lastRefusal(t); !strings.Contains(r.Reason, "request line longer than") {
+			t.Errorf("policy log: %+v", r)
+		}
+	})
+}
+
 // TestServerFirstAndOpaque: bytes that are neither TLS nor HTTP pass both
 // ways, and the destination may speak first.
 func TestServerFirstAndOpaque(t *testing.T) {
@@ -287,20 +336,10 @@ func TestForwarding(t *testing.T) {
 	}
 }
 
-// TestUpgrade: a 101 answer to an absolute-URI request turns the
-// connection into a raw one (a WebSocket over ws://).
+// TestUpgrade: after a 101 answer the connection carries another
+// protocol (a WebSocket over ws://), through forwarding and in a tunnel.
 func TestUpgrade(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	port := serveTCP(t, func(c net.Conn) {
 		br := bufio.NewReader(c)
 		if _, err := http.ReadRequest(br); err != nil {
 			return
@@ -308,17 +347,28 @@ func TestUpgrade(t *testing.T) {
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
 		line, _ := br.ReadString('\n')
 		io.WriteString(c, "echo "+line)
-	}()
+	})
 	tp := startProxy(t, Config{AllowNonPublic: true})
-	c := tp.open(t)
-	br := bufio.NewReader(c)
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	r := roundTrip(t, c, br, "GET http://allowed.test:"+port+"/ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-	if r.StatusCode != 101 {
-		t.Fatalf("status %d", r.StatusCode)
+	const upgrade = "HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"
+	fwd := tp.open(t)
+	tun, tbr, resp, _ := tp.connect(t, "allowed.test:"+port)
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
 	}
-	io.WriteString(c, "raw bytes\n")
-	if got, _ := br.ReadString('\n'); got != "echo raw bytes\n" {
-		t.Errorf("after the upgrade: %q", got)
+	for name, c := range map[string]struct {
+		conn net.Conn
+		br   *bufio.Reader
+		req  string
+	}{
+		"forward": {fwd, bufio.NewReader(fwd), "GET http://allowed.test:" + port + "/ws " + upgrade},
+		"tunnel":  {tun, tbr, "GET /ws " + upgrade},
+	} {
+		if r := roundTrip(t, c.conn, c.br, c.req); r.StatusCode != 101 {
+			t.Fatalf("%s: status %d", name, r.StatusCode)
+		}
+		io.WriteString(c.conn, "\x81raw bytes\n")
+		if got, _ := c.br.ReadString('\n'); got != "echo \x81raw bytes\n" {
+			t.Errorf("%s: after the upgrade: %q", name, got)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,32 +73,58 @@ const (
 	stop                // refused, or broken: close the tunnel
 )
 
-// inspect checks the first bytes the client sends into the tunnel, and
-// with HTTP every request until one upgrades the connection.
+// inspect checks what the client sends into the tunnel: its first bytes;
+// while it speaks HTTP, every request; and after a request that may
+// switch protocols (an upgrade, a CONNECT), the first bytes that follow,
+// whether the switch happened or not.
 func (tn *tunnel) inspect() verdict {
+	for {
+		switch kind, err := tn.classify(); {
+		case err != nil:
+			return ended(err)
+		case kind == tlsHello:
+			return tn.checkClientHello()
+		case kind == http1:
+			if v, switched := tn.checkRequests(); !switched {
+				return v
+			}
+		case kind == http2:
+			tn.p.refuse(Refusal{Protocol: "tunnel-http", Host: tn.name, Port: tn.port, Reason: "cleartext HTTP/2 (prior knowledge) cannot be checked; use TLS or HTTP/1.1"})
+			return stop
+		case kind == longLine:
+			tn.p.refuse(Refusal{Protocol: "tunnel-http", Host: tn.name, Port: tn.port, Reason: "a request line longer than " + strconv.Itoa(headBufSize) + " bytes cannot be checked"})
+			return stop
+		default:
+			return pass
+		}
+	}
+}
+
+// What the client's next bytes in a tunnel are.
+type streamKind int
+
+const (
+	opaque   streamKind = iota // another protocol
+	tlsHello                   // a TLS handshake record
+	http1                      // an HTTP/1.x request line
+	http2                      // the HTTP/2 preface
+	longLine                   // "METHOD " and no end of line in sight
+)
+
+// classify waits for the client's next bytes, then (within
+// HandshakeTimeout) for as many as tell what they are.
+func (tn *tunnel) classify() (streamKind, error) {
 	first, err := tn.br.Peek(1)
 	if err != nil {
-		return ended(err)
+		return opaque, err
 	}
-	// Once the client has begun, it has HandshakeTimeout to send a whole
-	// ClientHello or request line.
 	c := tn.s.client
 	_ = c.SetReadDeadline(time.Now().Add(tn.p.cfg.HandshakeTimeout))
 	defer c.SetReadDeadline(time.Time{})
-	switch {
-	case first[0] == tlsHandshake:
-		return tn.checkClientHello()
-	case first[0] >= 'A' && first[0] <= 'Z':
-		switch requestLine(tn.br) {
-		case "HTTP/1":
-			_ = c.SetReadDeadline(time.Time{})
-			return tn.checkRequests()
-		case "HTTP/2":
-			tn.p.refuse(Refusal{Protocol: "tunnel-http", Host: tn.name, Port: tn.port, Reason: "cleartext HTTP/2 (prior knowledge) cannot be checked; use TLS or HTTP/1.1"})
-			return stop
-		}
+	if first[0] == tlsHandshake {
+		return tlsHello, nil
 	}
-	return pass
+	return requestLine(tn.br), nil
 }
 
 // ended is the verdict when reading the client failed with err: done at
@@ -115,6 +142,9 @@ const tlsHandshake = 0x16
 // checkClientHello reads the client's first TLS record and refuses a
 // ClientHello whose server name is not the tunnel's.
 func (tn *tunnel) checkClientHello() verdict {
+	c := tn.s.client
+	_ = c.SetReadDeadline(time.Now().Add(tn.p.cfg.HandshakeTimeout))
+	defer c.SetReadDeadline(time.Time{})
 	h, err := tn.br.Peek(5)
 	if err != nil {
 		return ended(err)
@@ -143,65 +173,74 @@ func (tn *tunnel) silence() {
 	<-tn.down
 }
 
-// requestLinePattern matches an HTTP/1.x or HTTP/2 request line.
-var requestLinePattern = regexp.MustCompile(`^[A-Z]{1,20} [!-~]+ HTTP/([12])\.\d\r?\n$`)
+// requestLinePattern matches an HTTP/1.x or HTTP/2 request line. A method
+// is any token (RFC 9110 §5.6.2): servers take "get" for a method too.
+var requestLinePattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,20} [!-~]+ HTTP/([12])\\.\\d\r?\n$")
 
 // methodPrefix matches the start of a request line, a method token and a
 // space, or what could still become one.
-var methodPrefix = regexp.MustCompile(`^[A-Z]{1,20}( |$)`)
+var methodPrefix = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,20}( |$)")
 
-// requestLine returns "HTTP/1" or "HTTP/2" when the client's first line is
-// a request line, else "" (another protocol, possibly one of text lines).
-// It waits for more bytes only while they could still start a request.
-func requestLine(br *bufio.Reader) string {
+// requestLine tells whether the client's next line, after any empty
+// lines (which servers skip), is an HTTP/1.x request line, the HTTP/2
+// preface, or something else (opaque). It waits for more bytes only while
+// they could still start a request.
+func requestLine(br *bufio.Reader) streamKind {
 	for {
 		b, _ := br.Peek(br.Buffered())
-		m := methodPrefix.FindSubmatch(b)
+		line := bytes.TrimLeft(b, "\r\n")
+		m := methodPrefix.FindSubmatch(line)
 		switch {
+		case len(line) == 0: // empty lines so far
 		case m == nil:
-			return ""
+			return opaque
 		case len(m[1]) == 1: // "METHOD ": a text line follows; read it whole
-			if i := bytes.IndexByte(b, '\n'); i >= 0 {
-				v := requestLinePattern.FindSubmatch(b[:i+1])
-				if v == nil {
-					return ""
+			if i := bytes.IndexByte(line, '\n'); i >= 0 {
+				switch v := requestLinePattern.FindSubmatch(line[:i+1]); {
+				case v == nil:
+					return opaque
+				case v[1][0] == '2':
+					return http2
 				}
-				return "HTTP/" + string(v[1])
-			}
-			if len(b) >= br.Size() {
-				return ""
+				return http1
 			}
 		}
+		if len(b) >= br.Size() {
+			if len(line) == 0 {
+				return opaque
+			}
+			return longLine
+		}
 		if _, err := br.Peek(len(b) + 1); err != nil {
-			return ""
+			return opaque
 		}
 	}
 }
 
 // checkRequests passes the client's HTTP requests on to the destination,
 // each checked to name it, until the client stops (done), a request is
-// refused (it answers 403: stop), or a request upgrades the connection
-// (pass: the rest passes unread).
-func (tn *tunnel) checkRequests() verdict {
+// refused (it answers 403: stop), or a request may switch protocols
+// (switched: what follows is to be classified again).
+func (tn *tunnel) checkRequests() (v verdict, switched bool) {
 	for {
 		req, hosts, err := readRequest(tn.br)
 		if err != nil {
-			return ended(err)
+			return ended(err), false
 		}
 		if h := foreignHost(req, hosts, tn.name); h != "" {
 			f := tn.p.fail("tunnel-http", h, tn.port, refused("a request inside the tunnel to %s names %s", tn.name, printable(h)))
 			tn.silence()
 			writeFailure(tn.s.client, f)
-			return stop
+			return stop, false
 		}
 		if _, ok := req.Header["User-Agent"]; !ok {
 			req.Header["User-Agent"] = []string{""} // no Go default
 		}
 		if err := req.Write(tn.up); err != nil {
-			return stop
+			return stop, false
 		}
 		if req.Method == http.MethodConnect || headerHasToken(req.Header, "Connection", "upgrade") {
-			return pass
+			return pass, true
 		}
 	}
 }
