@@ -158,7 +158,8 @@ func runEgressProxy(config string) int {
 	}
 	p := egress.New(egress.Config{Allow: allow, Resolver: resolver, AllowNonPublic: cfg.AllowNonPublic, OnRefusal: rec.add})
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	signal.Ignore(unix.SIGHUP) // free for a reload of the policy, one day
 	served := make(chan struct{}, len(listeners))
 	for _, ln := range listeners {
 		go func() {
