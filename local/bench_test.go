@@ -113,27 +113,7 @@ func BenchmarkExecuteTrue(b *testing.B) {
 // It runs once whatever b.N.
 func BenchmarkIdleMemory(b *testing.B) {
 	const n = 100
-	ctx := context.Background()
-	stateDir := newStateDir(b)
-	var boxes []*local.Sandbox
-	defer func() {
-		for _, sb := range boxes {
-			if err := sb.Destroy(ctx); err != nil {
-				b.Error(err)
-			}
-		}
-	}()
-	for i := 0; i < n; i++ {
-		sb, err := local.New(local.Options{ID: fmt.Sprintf("mem-%03d", i), StateDir: stateDir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		boxes = append(boxes, sb)
-		if r, err := sb.ExecuteCommand(ctx, "true", nil, nil); err != nil || r.ExitCode != 0 {
-			b.Fatal(err, r)
-		}
-	}
-	time.Sleep(time.Second)            // let them go idle
+	boxes := idleSandboxes(b, n, local.Config{})
 	var pss, rss, initPSS, procs int64 // KiB, KiB, KiB, count
 	for _, sb := range boxes {
 		pid := local.InitPID(sb)
@@ -151,6 +131,34 @@ func BenchmarkIdleMemory(b *testing.B) {
 	b.ReportMetric(float64(initPSS)/n/1024, "MB-PSS/init")
 	b.ReportMetric(float64(rss)/n/1024, "MB-RSS/sandbox")
 	b.ReportMetric(float64(procs)/n, "procs/sandbox")
+}
+
+// idleSandboxes starts n sandboxes shaped by cfg, runs one command in
+// each, and returns them a second later, idle; they are destroyed when
+// the benchmark ends.
+func idleSandboxes(b *testing.B, n int, cfg local.Config) []*local.Sandbox {
+	ctx := context.Background()
+	stateDir := newStateDir(b)
+	var boxes []*local.Sandbox
+	b.Cleanup(func() {
+		for _, sb := range boxes {
+			if err := sb.Destroy(ctx); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	for i := 0; i < n; i++ {
+		sb, err := local.New(local.Options{ID: fmt.Sprintf("mem-%03d", i), StateDir: stateDir, Config: cfg})
+		if err != nil {
+			b.Fatal(err)
+		}
+		boxes = append(boxes, sb)
+		if r, err := sb.ExecuteCommand(ctx, "true", nil, nil); err != nil || r.ExitCode != 0 {
+			b.Fatal(err, r)
+		}
+	}
+	time.Sleep(time.Second) // let them go idle
+	return boxes
 }
 
 // smapsRollup returns the Pss and Rss of pid in KiB.

@@ -15,7 +15,9 @@ import (
 // The control socket joins the host process that launches an init and the
 // init (SOCK_SEQPACKET, the init's fd 3). The host sends one message: the
 // initConfig as JSON, with the descriptors it names; the init answers "ok"
-// once it serves, or an error message, and closes its end.
+// once it serves, with the descriptors it hands over (the egress proxy's
+// listening sockets, made in the sandbox's network namespace), or an
+// error message, and closes its end.
 
 // fdControl is the init's end of the control socket.
 const fdControl = 3
@@ -30,6 +32,9 @@ type initConfig struct {
 	// Binds are the folders of the state dir and the volumes, in the order
 	// prepare made them.
 	Binds []bindSpec `json:"binds"`
+
+	// handOver are the descriptors the init sends the host with its "ok".
+	handOver []*os.File
 }
 
 // bindSpec binds a host folder at Target.
@@ -57,12 +62,13 @@ func (cfg *initConfig) hostname() string { return cfg.ID[:min(len(cfg.ID), 63)] 
 // env returns the environment of the toolbox server and of every command.
 func (cfg *initConfig) env() []string {
 	home, user := cfg.home(), cfg.User
-	return []string{
+	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + home, "USER=" + user, "LOGNAME=" + user,
 		"SHELL=/bin/bash", "LANG=C.UTF-8", "TERM=xterm-256color",
 		"HOSTNAME=" + cfg.hostname(), "TMPDIR=" + sandboxTmp,
 	}
+	return append(env, egressEnv(&cfg.Config)...)
 }
 
 // sendConfig sends cfg and files (the descriptors its binds name) to the
@@ -128,6 +134,44 @@ func receivedFDs(oob []byte) ([]int, error) {
 		fds = append(fds, r...)
 	}
 	return fds, nil
+}
+
+// sendReady tells the host that the init serves, handing it files (which
+// it closes).
+func sendReady(ctl *os.File, files []*os.File) {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	_ = unix.Sendmsg(int(ctl.Fd()), []byte("ok"), oob, nil, 0)
+	closeFiles(files)
+}
+
+// initAnswer is the init's answer on its control socket.
+type initAnswer struct {
+	text  string
+	files []*os.File
+}
+
+// receiveAnswer reads the init's answer; an empty text means it died
+// without one.
+func receiveAnswer(ctl *os.File) initAnswer {
+	b := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(8*4))
+	n, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), b, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return initAnswer{}
+	}
+	a := initAnswer{text: string(b[:n])}
+	fds, _ := receivedFDs(oob[:oobn])
+	for _, fd := range fds {
+		a.files = append(a.files, os.NewFile(uintptr(fd), "handed-over"))
+	}
+	return a
 }
 
 // initError is the error of an init that answered s instead of "ok".

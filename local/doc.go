@@ -2,7 +2,8 @@
 // namespaces: the embedded default engine of agentbox.
 //
 // A sandbox is a set of namespaces (user, mount, pid, ipc, uts, cgroup,
-// and net when [Config.NetworkBlockAll] is set) whose PID 1 is this very
+// and net when [Config.NetworkBlockAll] or [Config.DomainAllowList] is
+// set) whose PID 1 is this very
 // program, re-executed: call [Init] first thing in main (and in TestMain),
 // so that the re-executed copy becomes the sandbox's init instead of
 // running your program again. The package's own init function calls Init
@@ -39,6 +40,18 @@
 // memory and to make sure Stop and Destroy leave no process; commands see
 // them as the root of a cgroup namespace (/proc/self/cgroup shows "/").
 //
+// With [Config.DomainAllowList] the sandbox has only loopback, and reaches
+// the names on its list through an egress proxy on the host
+// (http://127.0.0.1:3128 and socks5h://127.0.0.1:3128 inside, named by
+// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY): a helper process,
+// "agentbox-netproxy", this program re-executed outside the sandbox's
+// namespaces (as nobody when started by root), recorded beside the init
+// and ending with it. The proxy resolves names itself and refuses other
+// names, IP addresses, names that lead to non-public addresses, and
+// spoofed Host headers or TLS server names; Info shows the list and the
+// last refusals (Metadata "domainAllowList", "networkRefusals",
+// "networkPolicyLog", "egressProxy").
+//
 // [Options] says which sandbox a handle is for (ID, StateDir) and holds the
 // handle's own settings (Env, Timeout, Hooks); its embedded [Config] shapes
 // the sandbox when it is created, is stored with it, and is what every
@@ -64,7 +77,8 @@
 //
 // State lives under a state dir (see [DefaultStateDir]):
 //
-//	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/
+//	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/,
+//	                             egress-log.json (DomainAllowList)
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
 //
 // Whoever can write into the state dir can swap a sandbox's socket, so it
@@ -97,6 +111,9 @@ package local
 //	init_linux.go       the init: its named setup steps, then PID 1 (toolbox server, signals, idle stop)
 //	rootfs_linux.go     the init's root file system steps (tmpfs root, binds, /proc, /dev, pivot_root)
 //	network_linux.go    the sandbox's network namespace (host side) and interfaces (init side)
+//	domainproxy.go      DomainAllowList: validation, proxy variables, Info, Instructions, policy log file
+//	domainproxy_linux.go  DomainAllowList: the egress proxy helper (start, its main), the init's
+//	                    listening sockets handed to it
 //	activity_linux.go   activity stamps (LastUsedAt) and idleness
 //	reaper_linux.go     the init's orphan reaper
 //	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd

@@ -75,6 +75,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 		{"make / read-only", r.rootReadOnly},
 		{"set hostname", func() error { return unix.Sethostname([]byte(cfg.hostname())) }},
 		{"set up network", func() error { return setupNetwork(&cfg.Config) }},
+		{"listen for the egress proxy", func() error { return listenForEgress(cfg) }},
 		{"enter working directory", func() error { return os.Chdir(cfg.WorkingDirectory) }},
 		{"make the init non-dumpable", makeUndumpable},
 	}
@@ -100,7 +101,8 @@ func initFail(ctl *os.File, err error) {
 
 // runInit is PID 1 of the sandbox: it serves the toolbox API on the
 // listening socket lnFD, reaps orphans, stops itself when idle and shuts
-// down on SIGTERM. It tells the host "ok" on ctl once it serves.
+// down on SIGTERM. It tells the host "ok" on ctl once it serves, handing
+// over what the setup steps made for it.
 func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
 	lf := os.NewFile(uintptr(lnFD), socketFile)
 	ln, err := net.FileListener(lf)
@@ -118,7 +120,7 @@ func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGCHLD)
 	go func() { p.served <- p.srv.Serve(ln) }()
 
-	ctl.WriteString("ok")
+	sendReady(ctl, cfg.handOver)
 	ctl.Close()
 
 	reason := p.wait(sigs)

@@ -27,8 +27,9 @@ const sandboxNamespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEW
 // readyTimeout bounds the wait for a new init to serve.
 const readyTimeout = 30 * time.Second
 
-// boot starts the init of the locked folder dir and records it in m. On
-// failure the caller cleans up with killInit(m).
+// boot starts the init of the locked folder dir (and its egress proxy
+// helper, with a DomainAllowList) and records it in m. On failure the
+// caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	cg, err := newCgroupSet(cgroupKey(s.opts.StateDir, m.ID))
 	if err != nil {
@@ -39,22 +40,25 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reap the init when it ends while we live
-		close(done)
-	}()
-	s.mu.Lock()
-	s.waits = append(s.waits, done)
-	s.mu.Unlock()
+	s.reap(cmd)
 	pid := cmd.Process.Pid
 	st, _ := procStartTime(pid)
 	m.Init = &initRecord{PID: pid, StartTime: st}
 	m.Status = sandbox.StatusRunning
 	m.StoppedAt = time.Time{}
+	proxy, perr := s.startEgressProxy(m)
+	defer proxy.close()
 	// Record the init while it builds its root, then wait for it.
 	werr := writeMeta(dir, m)
-	if err := ready(); err != nil {
+	handed, err := ready()
+	defer closeFiles(handed)
+	if err != nil {
+		return err
+	}
+	if perr != nil {
+		return perr
+	}
+	if err := proxy.serve(handed); err != nil {
 		return err
 	}
 	if werr != nil {
@@ -64,10 +68,25 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	return nil
 }
 
+// reap waits for cmd, a child process that outlives this one (an init, an
+// egress proxy helper), on a goroutine that waitInits waits for.
+func (s *Sandbox) reap(cmd *exec.Cmd) {
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // reap it when it ends while we live
+		close(done)
+	}()
+	s.mu.Lock()
+	s.waits = append(s.waits, done)
+	s.mu.Unlock()
+}
+
 // launch starts the init of the sandbox folder dir (locked by the caller).
-// ready waits until it serves, or kills it and reports why it could not;
-// the caller reaps cmd. The init outlives this process.
-func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (cmd *exec.Cmd, ready func() error, err error) {
+// ready waits until it serves, and returns the descriptors it handed over
+// with its answer (the egress proxy's listening sockets), or kills it and
+// reports why it could not; the caller reaps cmd. The init outlives this
+// process.
+func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (cmd *exec.Cmd, ready func() ([]*os.File, error), err error) {
 	if err := checkUserns(); err != nil {
 		return nil, nil, err
 	}
@@ -105,7 +124,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		_ = cmd.Wait()
 		return nil, nil, err
 	}
-	return cmd, func() error { return awaitReady(ctx, cmd, ctl) }, nil
+	return cmd, func() ([]*os.File, error) { return awaitReady(ctx, cmd, ctl) }, nil
 }
 
 // initCommand returns the command of the init of the sandbox m, in its new
@@ -166,33 +185,33 @@ func configure(pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, 
 	return sendConfig(ctl, cfg, files)
 }
 
-// awaitReady waits for the init's "ok" or error message on ctl, then
-// closes ctl; EOF without a word means the init died. On failure it kills
-// the init (the caller reaps it).
-func awaitReady(ctx context.Context, cmd *exec.Cmd, ctl *os.File) error {
-	msg := make(chan string, 1)
+// awaitReady waits for the init's "ok" (with the descriptors it hands
+// over) or error message on ctl, then closes ctl; EOF without a word means
+// the init died. On failure it kills the init (the caller reaps it).
+func awaitReady(ctx context.Context, cmd *exec.Cmd, ctl *os.File) ([]*os.File, error) {
+	msg := make(chan initAnswer, 1)
 	go func() {
-		b := make([]byte, 4096)
-		n, _ := ctl.Read(b)
+		a := receiveAnswer(ctl)
 		ctl.Close()
-		msg <- string(b[:max(n, 0)])
+		msg <- a
 	}()
 	kill := func() { _ = cmd.Process.Kill() }
 	select {
-	case s := <-msg:
-		if s == "ok" {
-			return nil
+	case a := <-msg:
+		if a.text == "ok" {
+			return a.files, nil
 		}
+		closeFiles(a.files)
 		kill()
-		return initError(s)
+		return nil, initError(a.text)
 	case <-ctx.Done():
 		kill()
-		<-msg
-		return ctx.Err()
+		closeFiles((<-msg).files)
+		return nil, ctx.Err()
 	case <-time.After(readyTimeout):
 		kill()
-		<-msg
-		return fmt.Errorf("sandbox init: not ready after %v", readyTimeout)
+		closeFiles((<-msg).files)
+		return nil, fmt.Errorf("sandbox init: not ready after %v", readyTimeout)
 	}
 }
 

@@ -12,6 +12,8 @@ import "path/filepath"
 //	<StateDir>/sandboxes/<id>/toolbox/      the toolbox server's files, the init's exit
 //	                                        record and its activity stamp (/run/agentbox
 //	                                        inside), emptied each boot
+//	<StateDir>/sandboxes/<id>/egress-log.json  with DomainAllowList: the policy log of its
+//	                                        egress proxy (domainproxy.go; host side only)
 //
 // One file holds everything a host process needs: creating files is the
 // slowest step of a start on some disks.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,9 @@ type meta struct {
 	// HostIDs are the host uids and gids the sandbox's ids mapped to when
 	// it last started (kept while it is stopped); nil before.
 	HostIDs *idRange `json:"hostIds,omitempty"`
+	// EgressProxy is the running egress proxy helper of a sandbox with a
+	// DomainAllowList; nil when stopped.
+	EgressProxy *initRecord `json:"egressProxy,omitempty"`
 }
 
 // idRange is a range of host uids (and the same gids).
@@ -61,7 +65,7 @@ func (m *meta) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// initRecord identifies a running init process.
+// initRecord identifies a running init process (or helper process).
 type initRecord struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22
@@ -185,6 +189,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
 		info.Resources = m.Cgroups.resources()
 	}
+	addNetworkInfo(dir, m, info.Metadata)
 	return info
 }
 
@@ -247,8 +252,12 @@ func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo,
 		id.HostUID, id.HostUIDCount = ids.First, ids.Count
 	}
 	net := &sandbox.NetworkInfo{Mode: sandbox.NetworkHost}
-	if c.NetworkBlockAll {
+	switch {
+	case c.NetworkBlockAll:
 		net.Mode = sandbox.NetworkBlocked
+	case c.DomainAllowList != "":
+		net.Mode = sandbox.NetworkDomainAllowList
+		net.DomainAllowList = strings.Split(c.DomainAllowList, ",")
 	}
 	return id, net, &sandbox.Limits{Note: limitsNote}
 }

@@ -3,14 +3,16 @@ package local
 import "golang.org/x/sys/unix"
 
 // The sandbox's network. By default a sandbox shares the host's network
-// namespace; with NetworkBlockAll it gets its own, with only loopback.
-// The host side chooses the namespace (networkCloneFlags); the init side
-// sets up the interfaces inside it (setupNetwork).
+// namespace; with NetworkBlockAll or DomainAllowList it gets its own, with
+// only loopback (and, with DomainAllowList, the bridge to its egress
+// proxy: domainproxy_linux.go). The host side chooses the namespace
+// (networkCloneFlags); the init side sets up the interfaces inside it
+// (setupNetwork).
 
 // networkCloneFlags returns the clone flags of the sandbox's network
 // namespace: CLONE_NEWNET for a sandbox of its own network.
 func networkCloneFlags(c *Config) uintptr {
-	if c.NetworkBlockAll {
+	if c.ownNetwork() {
 		return unix.CLONE_NEWNET
 	}
 	return 0
@@ -19,7 +21,7 @@ func networkCloneFlags(c *Config) uintptr {
 // setupNetwork runs in the init: it brings up loopback in a network
 // namespace of the sandbox's own.
 func setupNetwork(c *Config) error {
-	if !c.NetworkBlockAll {
+	if !c.ownNetwork() {
 		return nil
 	}
 	return loopbackUp()

@@ -110,6 +110,19 @@ type Config struct {
 	// loopback. By default the sandbox shares the host network, as Daytona
 	// sandboxes have network access by default.
 	NetworkBlockAll bool `json:"networkBlockAll,omitempty"`
+	// DomainAllowList limits the sandbox's network to the names it lists,
+	// comma-separated as Daytona's domainAllowList: "pypi.org,*.github.com".
+	// "*.example.com" covers every name below example.com, not
+	// example.com itself. The sandbox gets a network namespace of its own
+	// with loopback only; commands reach the listed names through an
+	// egress proxy on the host (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
+	// name it: http://127.0.0.1:3128, socks5h://127.0.0.1:3128) that
+	// resolves names itself and refuses IP addresses, other names, and
+	// names that lead to non-public addresses. DNS does not resolve inside.
+	// At most 100 entries (egress.MaxEntries); names in ASCII (punycode
+	// for internationalized ones). Not together with NetworkBlockAll.
+	// Refusals are logged; Info shows the last of them.
+	DomainAllowList string `json:"domainAllowList,omitempty"`
 	// Confinement holds the explicit opt-outs of the system call filter
 	// and Landlock rules every command runs under. The zero value is the
 	// safe default; Info (Metadata "syscallFilter" and "landlock") and
@@ -259,6 +272,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	c.Labels = maps.Clone(c.Labels)
 	if c.Volumes, err = normalizeVolumes(c.Volumes, home); err != nil {
+		return c, err
+	}
+	if c.DomainAllowList, err = normalizeDomainAllowList(&c); err != nil {
 		return c, err
 	}
 	if reservedPath(c.WorkingDirectory) && !within(c.WorkingDirectory, sandboxTmp) {

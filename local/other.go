@@ -18,6 +18,9 @@ import (
 // initMain does nothing: no process is a sandbox init here.
 func initMain() {}
 
+// egressProxyMain does nothing: no sandbox has an egress proxy here.
+func egressProxyMain() {}
+
 // boot fails: local sandboxes need Linux.
 func (s *Sandbox) boot(context.Context, string, *meta) error {
 	return checkPlatform(runtime.GOOS)

@@ -38,6 +38,8 @@ type Sandbox struct {
 
 	transport *http.Transport // our own transport when the socket path is long, else nil
 
+	egressTest egressTestHooks // tests only (export_test.go)
+
 	mu      sync.Mutex
 	started bool            // this object acquired the sandbox at least once
 	waits   []chan struct{} // reapers of inits this process started
@@ -181,7 +183,7 @@ func (s *Sandbox) Instructions() string {
 	if m, err := readMeta(s.dir); err == nil {
 		c, ids = m.Config, m.HostIDs
 	}
-	id, net, _ := describe(&c, ids)
+	id, _, _ := describe(&c, ids)
 	parts := []string{
 		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", c.Language),
 		fmt.Sprintf("Default working directory: %s.", c.WorkingDirectory),
@@ -211,11 +213,7 @@ func (s *Sandbox) Instructions() string {
 		parts = append(parts, fmt.Sprintf("%d volume(s) attached: %s.", n, strings.Join(paths, ", ")))
 	}
 	parts = append(parts, c.Confinement.instructions(landlockABI()))
-	if net.Mode == sandbox.NetworkBlocked {
-		parts = append(parts, "Network access is blocked.")
-	} else {
-		parts = append(parts, "Network access is shared with the host.")
-	}
+	parts = append(parts, networkInstructions(&c))
 	parts = append(parts, "No CPU, memory, process-count or disk limit is enforced.")
 	return strings.Join(parts, " ")
 }

@@ -120,11 +120,18 @@ const (
 	// NetworkBlocked: the sandbox has a network namespace of its own with
 	// only a loopback interface.
 	NetworkBlocked NetworkMode = "blocked"
+	// NetworkDomainAllowList: the sandbox has a network namespace of its
+	// own with only a loopback interface, and reaches the names of its
+	// allow list through an egress proxy.
+	NetworkDomainAllowList NetworkMode = "domainAllowList"
 )
 
 // NetworkInfo describes the network access of a sandbox.
 type NetworkInfo struct {
 	Mode NetworkMode `json:"mode"`
+	// DomainAllowList lists the names (and "*." wildcards) the sandbox may
+	// reach in mode NetworkDomainAllowList.
+	DomainAllowList []string `json:"domainAllowList,omitempty"`
 }
 
 // Limits are the resource limits a sandbox enforces. A zero field means

@@ -131,6 +131,9 @@ func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
 	}
 	if n := in.Network; n != nil {
 		t.row("Network:", networkText(n.Mode))
+		if len(n.DomainAllowList) > 0 {
+			t.row("Domains:", strings.Join(n.DomainAllowList, ", "))
+		}
 	}
 	if l := in.Limits; l != nil {
 		t.row("Limits:", limitsText(l))
@@ -246,6 +249,8 @@ func networkText(m sandbox.NetworkMode) string {
 		return "shared with the host (the host's interfaces and loopback services)"
 	case sandbox.NetworkBlocked:
 		return "blocked (loopback only)"
+	case sandbox.NetworkDomainAllowList:
+		return "listed domains only, through an egress proxy"
 	}
 	return string(m)
 }

@@ -1,0 +1,192 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/egress"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// The DomainAllowList network mode. The sandbox has a network namespace
+// of its own with loopback only, as with NetworkBlockAll. A helper process
+// on the host side, this program re-executed as "agentbox-netproxy"
+// outside every namespace of the sandbox, serves the egress proxy
+// (package internal/egress); commands get the proxy variables naming
+// 127.0.0.1:3128. Nothing inside resolves names: no resolver is
+// reachable, and names resolve only through the proxy.
+//
+// The sockets listening on 127.0.0.1:3128 and [::1]:3128 belong to the
+// sandbox's network namespace, where the init makes them; it hands them
+// to the host with its "ok", and the host to the helper. So the helper
+// accepts the sandbox's connections itself and dials out from the host's
+// namespace: no byte is relayed by the init, nor through a unix socket
+// bound into the sandbox (a first version did so, and the extra hop
+// halved the throughput; see BenchmarkDomainProxyDownload).
+//
+// The helper is started with the init and recorded in meta.json beside
+// it; it ends when the init ends (it watches it through a pidfd, so an
+// init that stops itself when idle takes its helper along), and Stop and
+// Destroy end it as they end the init. Started by root, it runs as
+// nobody (65534), with no_new_privs: it needs no privilege, only the
+// descriptors it is given (its listening sockets, its policy log file).
+
+// Names of the DomainAllowList mode.
+const (
+	// egressProxyAddr is where commands find the proxy inside.
+	egressProxyAddr = "127.0.0.1:3128"
+	// egressLogFile, in the sandbox's folder, is the policy log.
+	egressLogFile = "egress-log.json"
+	// egressLogKeep is how many refusals the policy log file keeps.
+	egressLogKeep = 32
+)
+
+// normalizeDomainAllowList returns the canonical form of c's
+// DomainAllowList ("" when unset), or why it is invalid.
+func normalizeDomainAllowList(c *Config) (string, error) {
+	if strings.TrimSpace(c.DomainAllowList) == "" {
+		return "", nil
+	}
+	if c.NetworkBlockAll {
+		return "", fmt.Errorf("%w: DomainAllowList and NetworkBlockAll are two network modes, and a sandbox has one: NetworkBlockAll allows nothing, DomainAllowList only the names it lists; set one of them", sandbox.ErrInvalidArgument)
+	}
+	l, err := egress.ParseAllowList(c.DomainAllowList)
+	if err != nil {
+		return "", fmt.Errorf("%w: DomainAllowList: %v", sandbox.ErrInvalidArgument, err)
+	}
+	if l.Len() == 0 {
+		return "", fmt.Errorf("%w: DomainAllowList %q names no domain; to block all traffic set NetworkBlockAll instead", sandbox.ErrInvalidArgument, c.DomainAllowList)
+	}
+	return l.String(), nil
+}
+
+// ownNetwork reports whether the sandbox of c has a network namespace of
+// its own.
+func (c *Config) ownNetwork() bool { return c.NetworkBlockAll || c.DomainAllowList != "" }
+
+// egressEnv returns the proxy variables of a sandbox with a domain allow
+// list: every usual client (curl, git, pip, npm, Go) goes through the
+// proxy, SOCKS clients with names resolved by it (socks5h), and loopback
+// stays direct.
+func egressEnv(c *Config) []string {
+	if c.DomainAllowList == "" {
+		return nil
+	}
+	const httpProxy, socksProxy, direct = "http://" + egressProxyAddr, "socks5h://" + egressProxyAddr, "localhost,127.0.0.1,::1"
+	return []string{
+		"HTTP_PROXY=" + httpProxy, "HTTPS_PROXY=" + httpProxy, "http_proxy=" + httpProxy, "https_proxy=" + httpProxy,
+		"ALL_PROXY=" + socksProxy, "all_proxy=" + socksProxy, "NO_PROXY=" + direct, "no_proxy=" + direct,
+	}
+}
+
+// networkInstructions is the sentence of Instructions about the network.
+func networkInstructions(c *Config) string {
+	switch {
+	case c.NetworkBlockAll:
+		return "Network access is blocked."
+	case c.DomainAllowList != "":
+		return fmt.Sprintf("Network access is limited to these domains: %s (*.name covers the names below name, not name itself). "+
+			"Connections go through the proxy at %s that HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name; other names, IP addresses and direct connections are refused, and DNS does not resolve inside the sandbox.",
+			strings.ReplaceAll(c.DomainAllowList, ",", ", "), egressProxyAddr)
+	}
+	return "Network access is shared with the host."
+}
+
+// egressProxyConfig is what the host tells a new egress proxy helper.
+type egressProxyConfig struct {
+	ID    string `json:"id"`
+	Allow string `json:"allow"`
+	// InitPID and InitStart identify the init whose end ends the helper.
+	InitPID   int    `json:"initPid"`
+	InitStart uint64 `json:"initStart"`
+	egressTestHooks
+}
+
+// egressTestHooks let tests resolve made-up names (and only them) and
+// reach their loopback servers; they are set only through export_test.go
+// and never persisted.
+type egressTestHooks struct {
+	Hosts          map[string][]netip.Addr `json:"hosts,omitempty"`
+	AllowNonPublic bool                    `json:"allowNonPublic,omitempty"`
+}
+
+// policyLog is the policy log file of a sandbox folder (egressLogFile):
+// the last refusals of its egress proxy, oldest first, and how many there
+// were since the sandbox was created.
+type policyLog struct {
+	Total    uint64           `json:"total"`
+	Refusals []egress.Refusal `json:"refusals"`
+}
+
+// readPolicyLogFile reads the policy log from f, under a shared lock
+// (the helper rewrites it under an exclusive one).
+func readPolicyLogFile(f *os.File) (policyLog, error) {
+	var l policyLog
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+		return l, err
+	}
+	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	if err != nil || len(b) == 0 {
+		return l, err
+	}
+	return l, json.Unmarshal(b, &l)
+}
+
+// readPolicyLog reads the policy log of the sandbox folder dir.
+func readPolicyLog(dir string) (policyLog, error) {
+	f, err := os.OpenFile(filepath.Join(dir, egressLogFile), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return policyLog{}, err
+	}
+	defer f.Close()
+	return readPolicyLogFile(f)
+}
+
+// addNetworkInfo describes the network mode of the sandbox of the folder
+// dir (metadata m) in md, Info's Metadata: in DomainAllowList mode, the
+// list ("domainAllowList"), whether its proxy runs while the sandbox does
+// ("egressProxy"), the number of refusals ("networkRefusals") and the
+// last of them, one per line, oldest first ("networkPolicyLog").
+func addNetworkInfo(dir string, m *meta, md map[string]string) {
+	c := &m.Config
+	if c.DomainAllowList == "" {
+		return
+	}
+	md["domainAllowList"] = c.DomainAllowList
+	if m.alive() {
+		md["egressProxy"] = "not running (restart the sandbox)"
+		if r := m.EgressProxy; r != nil {
+			if st, ok := procStartTime(r.PID); ok && st == r.StartTime {
+				md["egressProxy"] = "running"
+			}
+		}
+	}
+	l, _ := readPolicyLog(dir)
+	md["networkRefusals"] = strconv.FormatUint(l.Total, 10)
+	if len(l.Refusals) > 0 {
+		lines := make([]string, len(l.Refusals))
+		for i, r := range l.Refusals {
+			lines[i] = r.String()
+		}
+		md["networkPolicyLog"] = strings.Join(lines, "\n")
+	}
+}
+
+// stopEgressProxy ends the egress proxy helper recorded in m, if it still
+// runs, and forgets it.
+func stopEgressProxy(ctx context.Context, m *meta) {
+	if m.EgressProxy != nil {
+		terminate(ctx, *m.EgressProxy)
+		m.EgressProxy = nil
+	}
+}
