@@ -185,7 +185,8 @@ func TestStateDirSymlink(t *testing.T) {
 }
 
 // TestPrivateFolders: the state dir's sandboxes folder, each sandbox folder
-// and its home are mode 0700, also for a sandbox made by a version that
+// and its home (a folder of the sandbox folder, or of its disk image, which
+// is mode 0600) are mode 0700, also for a sandbox made by a version that
 // left them open, and the sandbox (whose root is another host uid when
 // the engine runs as root) still uses its home.
 func TestPrivateFolders(t *testing.T) {
@@ -193,14 +194,21 @@ func TestPrivateFolders(t *testing.T) {
 	stateDir := newStateDir(t)
 	sb := newSandbox(t, local.Options{StateDir: stateDir})
 	home := filepath.Join(local.Dir(sb), "home")
+	private := map[string]os.FileMode{filepath.Join(stateDir, "sandboxes"): 0o700, local.Dir(sb): 0o700, home: 0o700}
+	opened := map[string]os.FileMode{local.Dir(sb): 0o711, home: 0o755}
+	if _, err := os.Stat(local.DiskImage(sb)); err == nil {
+		delete(private, home)
+		delete(opened, home)
+		private[local.DiskImage(sb)] = 0o600
+	}
 	checkModes := func(when string) {
 		t.Helper()
 		if got := mustRun(t, sb, "echo hi > ~/f && cat ~/f && stat -c %a ~"); got != "hi\n700\n" {
 			t.Errorf("%s: home inside: %q", when, got)
 		}
-		for _, p := range []string{filepath.Join(stateDir, "sandboxes"), local.Dir(sb), home} {
-			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o700 {
-				t.Errorf("%s: %s: %v, %v; want mode 0700", when, p, fi.Mode(), err)
+		for p, mode := range private {
+			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != mode {
+				t.Errorf("%s: %s: %v, %v; want mode %v", when, p, fi.Mode(), err, mode)
 			}
 		}
 	}
@@ -208,7 +216,7 @@ func TestPrivateFolders(t *testing.T) {
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for p, mode := range map[string]os.FileMode{local.Dir(sb): 0o711, home: 0o755} {
+	for p, mode := range opened {
 		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)
 		}

@@ -26,3 +26,23 @@ func CgroupDirs(s *Sandbox) []string {
 	}
 	return m.Cgroups.dirs()
 }
+
+// CgroupDir returns the running sandbox's cgroup folder of the v1
+// controller (v2: "unified"), or its commands' below it when cmds; "" when
+// it has none.
+func CgroupDir(s *Sandbox, controller string, cmds bool) string {
+	var m meta
+	if readJSON(filepath.Join(s.dir, metaFile), &m) != nil || m.Cgroups == nil {
+		return ""
+	}
+	if cmds {
+		return m.Cgroups.Commands[controller]
+	}
+	return m.Cgroups.Paths[controller]
+}
+
+// DiskImage returns the path of the sandbox's disk image.
+func DiskImage(s *Sandbox) string { return filepath.Join(s.dir, diskImage) }
+
+// LoopOf returns the loop device backed by the file img, or "".
+func LoopOf(img string) string { return loopOf(img) }

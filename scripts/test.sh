@@ -15,8 +15,9 @@ STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # Debian packages the tests use: a shell and the usual tools commands run
 # with, util-linux (unshare, nsenter, mount) and procps (ps, pkill in
 # sandboxes) for the local engine; bubblewrap, which the escape probes run
-# in a sandbox that allows nested namespaces.
-APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap)
+# in a sandbox that allows nested namespaces; e2fsprogs (mkfs.ext4), which
+# formats the disk images of sandboxes' disk limits.
+APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap e2fsprogs)
 
 step() { printf '\n==> %s\n' "$*"; }
 
