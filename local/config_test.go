@@ -224,6 +224,28 @@ func TestPrivateFolders(t *testing.T) {
 	checkModes("restarted sandbox of an earlier version")
 }
 
+// checkLimitsStated checks that Info states the limits of a sandbox with
+// the default Resources: all of them as root, none otherwise, said so.
+func checkLimitsStated(t *testing.T, l *sandbox.Limits) {
+	t.Helper()
+	switch {
+	case l == nil:
+		t.Error("no limits in Info")
+	case os.Geteuid() == 0 && (l.CPUCores == 0 || l.MemoryMB == 0 || l.Processes == 0 || l.DiskMB == 0 || strings.Contains(l.Note, "no ")):
+		t.Errorf("limits %+v, want all enforced as root", l)
+	case os.Geteuid() != 0 && (l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count, disk limit: cgroups need root")):
+		t.Errorf("limits %+v, want none enforced, said so", l)
+	}
+}
+
+// limitsSentence is how Instructions begins to state the default limits.
+func limitsSentence() string {
+	if os.Geteuid() == 0 {
+		return "Limits: "
+	}
+	return "No CPU, memory, process-count, disk limit is enforced."
+}
+
 // checkIdentity checks what Info says of who commands run as, the network
 // and the limits of a sandbox with the default network and user user.
 func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
@@ -239,9 +261,7 @@ func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 	if info.Network == nil || info.Network.Mode != sandbox.NetworkHost {
 		t.Errorf("network %+v, want host", info.Network)
 	}
-	if l := info.Limits; l == nil || l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count or disk limit") {
-		t.Errorf("limits %+v, want none enforced, said so", l)
-	}
+	checkLimitsStated(t, info.Limits)
 	if _, ok := info.Metadata["user"]; ok {
 		t.Errorf("metadata still has a user: %v", info.Metadata)
 	}
@@ -281,7 +301,7 @@ func TestInfoIdentityTrue(t *testing.T) {
 	if id.HostUIDCount == 1 {
 		hostIDs = fmt.Sprintf("uid 0 inside is uid %d,", id.HostUID)
 	}
-	for _, w := range []string{"Network access is blocked.", "Commands run as user agent, uid 0:", hostIDs, "No CPU, memory, process-count or disk limit is enforced."} {
+	for _, w := range []string{"Network access is blocked.", "Commands run as user agent, uid 0:", hostIDs, limitsSentence()} {
 		if !strings.Contains(ins, w) {
 			t.Errorf("instructions of a second handle lack %q: %s", w, ins)
 		}
@@ -309,7 +329,7 @@ func TestStopDuringCommand(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			stateDir := newStateDir(t)
 			sb := newSandbox(t, local.Options{StateDir: stateDir})
-			marker := filepath.Join(local.Dir(sb), "home", "started")
+			marker := local.HomeFile(sb, "started")
 			var opts sandbox.ExecOptions
 			if tt.stream {
 				opts.Stdout = io.Discard // streams

@@ -454,3 +454,30 @@ func TestLimitsInfo(t *testing.T) {
 		t.Errorf("memory limit %s, Info says %d MiB", got, l.MemoryMB)
 	}
 }
+
+// TestResourcesBadInput: a Resources out of range is an error of New that
+// says what is wrong, and nothing is created.
+func TestResourcesBadInput(t *testing.T) {
+	stateDir := t.TempDir()
+	for _, tt := range []struct {
+		r    local.Resources
+		want string
+	}{
+		{local.Resources{PIDs: -1}, "negative"},
+		{local.Resources{MemoryMB: 32}, "below 64 MiB"},
+		{local.Resources{DiskMB: 1}, "below 64 MiB"},
+		{local.Resources{CPU: float64(runtime.NumCPU() + 1)}, "cores"},
+		{local.Resources{MemoryMB: 1 << 40}, "MiB"},
+	} {
+		_, err := local.New(local.Options{StateDir: stateDir, Config: local.Config{Resources: tt.r}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v; want an error about %q", tt.r, err, tt.want)
+		}
+		if !errorsIs(err, sandbox.ErrInvalidArgument) && !errorsIs(err, local.ErrLimitUnavailable) {
+			t.Errorf("%+v: %v matches neither ErrInvalidArgument nor ErrLimitUnavailable", tt.r, err)
+		}
+	}
+	if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {
+		t.Errorf("New created %v", ents)
+	}
+}

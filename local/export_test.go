@@ -1,6 +1,9 @@
 package local
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strconv"
+)
 
 // InitPID returns the host pid of the sandbox's running init, or 0.
 func InitPID(s *Sandbox) int { return InitPIDOf(s.opts.StateDir, s.opts.ID) }
@@ -46,3 +49,15 @@ func DiskImage(s *Sandbox) string { return filepath.Join(s.dir, diskImage) }
 
 // LoopOf returns the loop device backed by the file img, or "".
 func LoopOf(img string) string { return loopOf(img) }
+
+// HomeFile returns a host path of the file name in the home of the
+// sandbox: in its state folder or, when the home is on its disk image
+// (mounted in the sandbox's mount namespace only), through its running
+// init's root.
+func HomeFile(s *Sandbox, name string) string {
+	m, err := readMeta(s.dir)
+	if err != nil || m.Limits == nil || m.Limits.DiskMB == 0 || m.Init == nil {
+		return filepath.Join(s.dir, homeDir, name)
+	}
+	return filepath.Join("/proc", strconv.Itoa(m.Init.PID), "root", m.Config.home(), name)
+}

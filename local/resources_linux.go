@@ -68,11 +68,15 @@ func freeDiskMB(stateDir string) (int64, error) {
 // checkResources checks, before anything is created, that this host can
 // enforce what r asks for explicitly, within its bounds.
 func checkResources(r Resources, stateDir string) error {
-	ask := r.explicit()
-	if ask == 0 {
+	if r.explicit() == 0 {
 		return nil
 	}
-	h := probeHost()
+	return checkResourcesOn(probeHost(), r, stateDir)
+}
+
+// checkResourcesOn is checkResources on a host offering h.
+func checkResourcesOn(h hostLimits, r Resources, stateDir string) error {
+	ask := r.explicit()
 	var off limitSet
 	var why []string
 	if miss := ask & (limitCPU | limitMemory | limitPIDs) &^ h.cgroups.have; miss != 0 {
