@@ -124,7 +124,7 @@ func TestPlanLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := planLimits(fakeHost(), Resources{}, dir, 0, true)
-	want := limits{CPU: 8, MemoryMB: 4 << 10, PIDs: DefaultPIDs, DiskMB: max(min(free/4, maxDefaultDiskMB), MinDiskMB), Cgroup: 1}
+	want := limits{CPU: 8, MemoryMB: 4 << 10, PIDs: DefaultPIDs, DiskMB: defaultDiskMB(free), Cgroup: 1}
 	if l != want {
 		t.Errorf("defaults %+v, want %+v", l, want)
 	}
@@ -152,6 +152,14 @@ func TestPlanLimits(t *testing.T) {
 		err := checkResourcesOn(unprivileged, r, dir)
 		if !errors.Is(err, ErrLimitUnavailable) || !errors.Is(err, sandbox.ErrIsolationUnavailable) || !strings.Contains(err.Error(), "need root") {
 			t.Errorf("%+v unprivileged: %v", r, err)
+		}
+	}
+}
+
+func TestDefaultDiskMB(t *testing.T) {
+	for free, want := range map[int64]int64{0: 64, 300: 64, 1000: 128, 20000: 4096, 1 << 20: 16384} {
+		if got := defaultDiskMB(free); got != want {
+			t.Errorf("defaultDiskMB(%d) = %d, want %d", free, got, want)
 		}
 	}
 }

@@ -27,22 +27,27 @@ type Resources struct {
 	// (fractions allowed, at least 0.01): a CFS quota of CPU × 100 ms of
 	// CPU time every 100 ms, and a weight of CPU × 1024 shares (cgroup v1;
 	// the same proportion of cgroup v2's default weight of 100) against
-	// the host's other work. Default: every core of the host, which caps
-	// nothing but still weighs the sandbox, all of its processes together,
-	// as one busy process per core; the sandboxes' cgroups all sit in one
-	// "agentbox" cgroup, which weighs as much as one busy host process, so
-	// sandboxes cannot starve the host. At most the host's core count.
+	// the other sandboxes. Default: every core of the host, which caps
+	// nothing; the sandboxes' cgroups all sit in one "agentbox" cgroup of
+	// the default weight, which under contention weighs as much as one busy
+	// process of the engine's own cgroup, so sandboxes together cannot
+	// starve the host. At most the host's core count.
 	CPU float64 `json:"cpu,omitempty"`
 	// MemoryMB is the memory of the sandbox's commands, in MiB: their
 	// anonymous memory, page cache (files written in /tmp and /dev/shm
-	// included) and kernel memory; with swap on the host, swap counts
-	// against the same limit. A command that allocates beyond it is killed
-	// by the kernel's out-of-memory killer (exit code 137); the sandbox's
-	// init, which serves the toolbox API, has up to 64 MiB of its own
-	// besides and is not a candidate. Default: a quarter of the memory this
-	// process may use (the host's, or less when its own cgroup is limited).
-	// At least 64 MiB (less cannot run a shell and a package manager next to
-	// each other), at most that memory.
+	// included) and kernel memory. A command that allocates beyond it is
+	// killed by the kernel's out-of-memory killer (exit code 137); the
+	// sandbox's init, which serves the toolbox API, has up to 64 MiB of its
+	// own besides and is not a candidate (on cgroup v2, whose memory
+	// controller cannot tell the init's threads apart, the init and the
+	// commands share MemoryMB + 64 MiB, and the killer takes the largest
+	// process, a command in practice). With swap on the host, cgroup v1
+	// counts swap against the same limit and v2 gives the sandbox none.
+	// Default: a quarter of the memory this process may use (the host's, or
+	// less when its own cgroup is limited): room for the host and a few busy
+	// sandboxes. At least 64 MiB (less cannot run a shell and a package
+	// manager side by side; a smaller value is most likely GiB mistaken for
+	// MiB), at most that memory.
 	MemoryMB int64 `json:"memoryMB,omitempty"`
 	// DiskMB is the size, in MiB, of the file system holding everything
 	// the sandbox writes but its volumes: the home, /tmp, the working
@@ -51,13 +56,15 @@ type Resources struct {
 	// filled. It is a sparse ext4 image in the sandbox's state folder, so it
 	// takes only the space its files use, and its size is fixed when the
 	// sandbox is created. Default: a quarter of the space free on the state
-	// dir's file system at creation, at most 16 GiB. At least 64 MiB, at
+	// dir's file system at creation (so that one sandbox cannot fill it),
+	// rounded down to a power of two, at most 16 GiB. At least 64 MiB, at
 	// most that free space.
 	DiskMB int64 `json:"diskMB,omitempty"`
 	// PIDs is the number of processes and threads the sandbox's commands
 	// may have at once; a fork beyond it fails (EAGAIN). The init's own
 	// threads (a few, plus one per running command) are counted apart.
-	// Default: 1024.
+	// Default: 1024, plenty for builds and language servers, and a small
+	// fraction of the host's pid space (a fork bomb stops there).
 	PIDs int64 `json:"pids,omitempty"`
 }
 

@@ -157,8 +157,19 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 			why = append(why, err.Error())
 			break
 		}
-		l.DiskMB = max(min(free/4, maxDefaultDiskMB), MinDiskMB)
+		l.DiskMB = defaultDiskMB(free)
 	}
 	l.Why = strings.Join(why, "; ")
 	return l
+}
+
+// defaultDiskMB returns the default DiskMB on a file system with free MiB
+// free: a quarter of it, rounded down to a power of two (so that a few
+// sizes, each formatted once, serve every sandbox), within bounds.
+func defaultDiskMB(free int64) int64 {
+	mb := int64(MinDiskMB)
+	for mb*2 <= min(free/4, maxDefaultDiskMB) {
+		mb *= 2
+	}
+	return mb
 }
