@@ -233,7 +233,7 @@ func checkLimitsStated(t *testing.T, l *sandbox.Limits) {
 		t.Error("no limits in Info")
 	case os.Geteuid() == 0 && (l.CPUCores == 0 || l.MemoryMB == 0 || l.Processes == 0 || l.DiskMB == 0 || strings.Contains(l.Note, "no ")):
 		t.Errorf("limits %+v, want all enforced as root", l)
-	case os.Geteuid() != 0 && (l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count, disk limit: cgroups need root")):
+	case os.Geteuid() != 0 && (l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count or disk limit: cgroups need root")):
 		t.Errorf("limits %+v, want none enforced, said so", l)
 	}
 }
@@ -243,7 +243,7 @@ func limitsSentence() string {
 	if os.Geteuid() == 0 {
 		return "Limits: "
 	}
-	return "No CPU, memory, process-count, disk limit is enforced."
+	return "No CPU, memory, process-count or disk limit is enforced."
 }
 
 // checkIdentity checks what Info says of who commands run as, the network

@@ -25,7 +25,7 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	r := m.Config.Resources
 	l := planLimits(h, r, s.opts.StateDir, imageMB(dir), newSandbox)
 	if off := r.explicit() & l.unenforced(); off != 0 {
-		return nil, fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s", ErrLimitUnavailable, strings.Join(off.names(), ", "), l.Why)
+		return nil, fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s", ErrLimitUnavailable, orList(off.names()), l.Why)
 	}
 	cg, err := newCgroupSet(h.cgroups, cgroupKey(s.opts.StateDir, m.ID), &l)
 	if err != nil {

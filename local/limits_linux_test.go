@@ -142,10 +142,10 @@ func TestPlanLimits(t *testing.T) {
 
 	unprivileged := hostLimits{cores: 8, memoryMB: 16 << 10, cgroups: cgroupHost{why: "cgroups need root"}, disk: errors.New("disk limits need root")}
 	l = planLimits(unprivileged, Resources{}, dir, 0, true)
-	if l.unenforced() != allLimits || l.note() != "no CPU, memory, process-count, disk limit: cgroups need root; disk limits need root" {
+	if l.unenforced() != allLimits || l.note() != "no CPU, memory, process-count or disk limit: cgroups need root; disk limits need root" {
 		t.Errorf("unprivileged: %+v, note %q", l, l.note())
 	}
-	if got := l.instructions(); got != "No CPU, memory, process-count, disk limit is enforced." {
+	if got := l.instructions(); got != "No CPU, memory, process-count or disk limit is enforced." {
 		t.Errorf("unprivileged instructions %q", got)
 	}
 	for _, r := range []Resources{{CPU: 1}, {MemoryMB: 100}, {PIDs: 10}, {DiskMB: 100}} {

@@ -211,7 +211,7 @@ func (l *limits) note() string {
 		parts = append(parts, "a sparse ext4 image of its own holds the home, /tmp, the working directory and the toolbox's logs (ENOSPC beyond its size or inodes); volumes are not size-limited")
 	}
 	if off := l.unenforced(); off != 0 {
-		msg := "no " + strings.Join(off.names(), ", ") + " limit"
+		msg := "no " + orList(off.names()) + " limit"
 		if l.Why != "" {
 			msg += ": " + l.Why
 		}
@@ -240,7 +240,15 @@ func (l *limits) instructions() string {
 		out = append(out, "Limits: "+strings.Join(have, ", ")+".")
 	}
 	if off := l.unenforced(); off != 0 {
-		out = append(out, "No "+strings.Join(off.names(), ", ")+" limit is enforced.")
+		out = append(out, "No "+orList(off.names())+" limit is enforced.")
 	}
 	return strings.Join(out, " ")
+}
+
+// orList joins words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }

@@ -88,7 +88,7 @@ func checkResourcesOn(h hostLimits, r Resources, stateDir string) error {
 		why = append(why, h.disk.Error())
 	}
 	if off != 0 {
-		return fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s; leave the field 0 for best effort", ErrLimitUnavailable, strings.Join(off.names(), ", "), strings.Join(why, "; "))
+		return fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s; leave the field 0 for best effort", ErrLimitUnavailable, orList(off.names()), strings.Join(why, "; "))
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: Resources: %s", sandbox.ErrInvalidArgument, fmt.Sprintf(format, args...))

@@ -221,11 +221,13 @@ func TestSandboxInfoLocal(t *testing.T) {
 	uid := e.must("exec", "--", "id -u; cat /proc/self/uid_map").stdout
 	r := e.must("sandbox", "info", cli.DefaultID)
 	hostUIDs := fmt.Sprintf("%d (uid 0 inside; the sandbox has no other)", os.Geteuid())
+	limits := "none enforced (no CPU, memory, process-count or disk limit"
 	if os.Geteuid() == 0 {
 		hostUIDs = "100000-165535 (uids 0-65535 inside, unprivileged on the host)"
+		limits = "1024 processes"
 	}
 	for _, w := range []string{"User:", "agent (uid 0, gid 0: root of the sandbox's own user namespace, capabilities: none), HOME=/home/agent",
-		"Host uids:", hostUIDs, "Network:", "shared with the host", "Limits:", "none enforced (no CPU, memory, process-count or disk limit"} {
+		"Host uids:", hostUIDs, "Network:", "shared with the host", "Limits:", limits} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("info lacks %q: %s", w, r.stdout)
 		}
