@@ -83,6 +83,7 @@ func createImage(dir, stateDir string, sizeMB int64) error {
 	}
 	img := filepath.Join(dir, diskImage)
 	tmp := img + ".tmp"
+	_ = os.Remove(tmp) // left by a process that died creating it
 	if err := copySparse(tmp, tpl); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("create disk image: %w", err)

@@ -1,12 +1,16 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -201,4 +205,52 @@ func TestResourcesBounds(t *testing.T) {
 	if err := checkResourcesOn(h, Resources{CPU: 8, MemoryMB: 16 << 10, PIDs: 1, DiskMB: 64}, dir); err != nil {
 		t.Errorf("values at the bounds: %v", err)
 	}
+}
+
+// BenchmarkDiskImage measures what a disk limit adds to a sandbox's
+// creation (copying the template, attaching a loop device, mounting) and
+// its removal (waiting for the loop device to clear), against os/exec of
+// `true` in the same run.
+func BenchmarkDiskImage(b *testing.B) {
+	if probeDisk() != nil {
+		b.Skip("disk images need root, loop devices and mkfs.ext4")
+	}
+	stateDir := b.TempDir()
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := diskTemplate(stateDir, 16<<10); err != nil { // formatted once
+		b.Fatal(err)
+	}
+	var create, release, base time.Duration
+	for i := 0; i < b.N; i++ {
+		dir := filepath.Join(stateDir, strconv.Itoa(i))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := createImage(dir, stateDir, 16<<10); err != nil {
+			b.Fatal(err)
+		}
+		disk, err := mountDisk(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		disk.Close()
+		if err := waitDiskReleased(context.Background(), dir); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if err := exec.Command(truePath).Run(); err != nil {
+			b.Fatal(err)
+		}
+		create, release, base = create+t1.Sub(t0), release+t2.Sub(t1), base+time.Since(t2)
+		os.RemoveAll(dir)
+	}
+	b.ReportMetric(float64(create.Microseconds())/1000/float64(b.N), "ms/create")
+	b.ReportMetric(float64(release.Microseconds())/1000/float64(b.N), "ms/release")
+	b.ReportMetric(float64(base.Microseconds())/1000/float64(b.N), "ms/os-exec")
+	b.ReportMetric(float64(create)/float64(base), "x-os-exec")
 }
