@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,12 +33,18 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 		}
 		// Defaults are best effort: say why they are off.
 		cg, l.CPU, l.MemoryMB, l.PIDs, l.Cgroup = nil, 0, 0, 0, 0
-		l.Why = strings.TrimPrefix(l.Why+"; "+err.Error(), "; ")
+		l.addWhy(err.Error())
 	}
 	if newSandbox && l.DiskMB > 0 {
 		if err := createImage(dir, s.opts.StateDir, l.DiskMB); err != nil {
-			_ = cg.destroy(context.Background())
-			return nil, err
+			if r.explicit()&limitDisk != 0 {
+				_ = cg.destroy(context.Background())
+				return nil, err
+			}
+			// The default is best effort: the folders stay in the state
+			// folder, and Info says why.
+			l.DiskMB = 0
+			l.addWhy(err.Error())
 		}
 	}
 	m.Limits = &l

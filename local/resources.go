@@ -168,6 +168,14 @@ type limits struct {
 	Why string `json:"why,omitempty"`
 }
 
+// addWhy adds why to the reasons of the limits l does not enforce.
+func (l *limits) addWhy(why string) {
+	if l.Why != "" {
+		why = l.Why + "; " + why
+	}
+	l.Why = why
+}
+
 // unenforced returns the kinds l does not enforce.
 func (l *limits) unenforced() limitSet {
 	var s limitSet
