@@ -19,6 +19,9 @@ import (
 // sandboxes' cgroups.
 const cgroupParent = "agentbox"
 
+// cfsPeriod is the CFS period of a sandbox's CPU quota, in microseconds.
+const cfsPeriod = 100000
+
 // cgroupKey names the cgroups of a sandbox, unique per state dir: an FNV-1a
 // hash of the state dir, then the id.
 func cgroupKey(stateDir, id string) string {
@@ -36,8 +39,14 @@ type cgroupMount struct {
 	controllers []string // v1: the controllers we use that it offers
 }
 
+// usedV1Controller reports whether a sandbox uses the v1 controller c:
+// those of the limits, and cpuacct for CPU accounting.
+func usedV1Controller(c string) bool {
+	return c == "memory" || c == "pids" || c == "cpu" || c == "cpuacct"
+}
+
 // cgroupMounts lists the cgroup2 hierarchy and the v1 hierarchies offering
-// a controller we use (memory, pids).
+// a controller we use.
 func cgroupMounts() ([]cgroupMount, error) {
 	mounts, err := readMountinfo()
 	if err != nil {
@@ -51,8 +60,7 @@ func cgroupMounts() ([]cgroupMount, error) {
 		case "cgroup":
 			var ctrls []string
 			for _, o := range strings.Split(m.superOptions, ",") {
-				switch o {
-				case "memory", "pids":
+				if usedV1Controller(o) {
 					ctrls = append(ctrls, o)
 				}
 			}
@@ -88,45 +96,165 @@ func ownCgroups() map[string]string {
 	return m
 }
 
-// newCgroupSet creates the cgroups of a sandbox named key: v1 ones when
-// the host mounts any v1 hierarchy we use (a hybrid host accounts there),
-// else a v2 one. It returns nil (no error) when this host offers no cgroups
-// we may use, e.g. when not running as root: the sandbox then relies on its
-// pid namespace alone.
-func newCgroupSet(key string) (*cgroupSet, error) {
+// cgroupHost is what cgroups this host offers sandboxes.
+type cgroupHost struct {
+	version int
+	v1      []cgroupMount
+	v2      *cgroupMount
+	have    limitSet // the limits its controllers enforce
+	why     string   // why the others are not, when some are not
+}
+
+// probeCgroups finds the cgroups sandboxes get: v1 ones when the host
+// mounts any v1 hierarchy we use (a hybrid host accounts there), else v2
+// ones. Only root may create them.
+func probeCgroups() cgroupHost {
 	if os.Geteuid() != 0 {
-		return nil, nil
+		return cgroupHost{why: "cgroups need root (this engine runs as uid " + strconv.Itoa(os.Geteuid()) + ")"}
 	}
 	mounts, err := cgroupMounts()
 	if err != nil {
-		return nil, nil
+		return cgroupHost{why: "cannot read the mount table: " + err.Error()}
 	}
-	var v1 []cgroupMount
-	var v2 *cgroupMount
+	var h cgroupHost
 	for i, m := range mounts {
 		if m.v2 {
-			v2 = &mounts[i]
+			h.v2 = &mounts[i]
 		} else {
-			v1 = append(v1, m)
+			h.v1 = append(h.v1, m)
 		}
 	}
+	var ctrls []string
 	switch {
-	case len(v1) > 0:
-		return newCgroupSetV1(v1, key)
-	case v2 != nil:
-		return newCgroupSetV2(*v2, key)
+	case len(h.v1) > 0:
+		h.version = 1
+		for _, m := range h.v1 {
+			ctrls = append(ctrls, m.controllers...)
+		}
+	case h.v2 != nil:
+		h.version = 2
+		b, _ := os.ReadFile(filepath.Join(h.v2.dir, "cgroup.controllers"))
+		ctrls = strings.Fields(string(b))
+	default:
+		return cgroupHost{why: "no cgroup hierarchy is mounted"}
+	}
+	for _, c := range ctrls {
+		switch c {
+		case "cpu":
+			h.have |= limitCPU
+		case "memory":
+			h.have |= limitMemory
+		case "pids":
+			h.have |= limitPIDs
+		}
+	}
+	if missing := (limitCPU | limitMemory | limitPIDs) &^ h.have; missing != 0 {
+		h.why = fmt.Sprintf("this host's cgroup v%d has no controller for %s", h.version, strings.Join(missing.names(), ", "))
+	}
+	return h
+}
+
+// newCgroupSet creates the cgroups of a sandbox named key and writes the
+// limits l into them. It returns nil (no error) when h offers no cgroups:
+// the sandbox then relies on its pid namespace alone.
+func newCgroupSet(h cgroupHost, key string, l *limits) (*cgroupSet, error) {
+	switch h.version {
+	case 1:
+		return newCgroupSetV1(h.v1, key, l)
+	case 2:
+		return newCgroupSetV2(*h.v2, key, l)
 	}
 	return nil, nil
 }
 
-// add moves pid (with all its threads) into every cgroup of the set.
+// cgroupWrite is one setting of a sandbox's cgroups: value into file, in
+// the sandbox's cgroup of the hierarchy of controller ("" on v2), or in
+// the commands' cgroup below it when cmds.
+type cgroupWrite struct {
+	controller string
+	cmds       bool
+	file       string
+	value      string
+}
+
+// applyWrites writes ws into the set's folders, in order.
+func (s *cgroupSet) applyWrites(ws []cgroupWrite) error {
+	for _, w := range ws {
+		key := w.controller
+		if s.Version == 2 {
+			key = "unified"
+		}
+		dirs := s.Paths
+		if w.cmds {
+			dirs = s.Commands
+		}
+		d, ok := dirs[key]
+		if !ok {
+			continue // no such hierarchy: the limit was not planned
+		}
+		if err := os.WriteFile(filepath.Join(d, w.file), []byte(w.value), 0); err != nil {
+			return fmt.Errorf("cgroup %s: write %s to %s: %w", d, w.value, w.file, err)
+		}
+	}
+	return nil
+}
+
+// mkdirCgroup creates the cgroup folder dir (and the shared parent), also
+// when a concurrent destroy removes the parent meanwhile.
+func mkdirCgroup(dir string) error {
+	err := os.MkdirAll(dir, 0o755)
+	if errors.Is(err, os.ErrNotExist) {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	return nil
+}
+
+// add moves pid (with all its threads) into every cgroup of the set but
+// the commands'.
 func (s *cgroupSet) add(pid int) error {
-	for _, d := range s.dirs() {
+	seen := map[string]bool{}
+	for _, d := range s.Paths {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("place sandbox init in cgroup %s: %w", d, err)
 		}
 	}
 	return nil
+}
+
+// openCommandCgroups opens, for writing, the files through which a thread
+// of the init joins the commands' cgroups (v1 "tasks", v2
+// "cgroup.threads"): the kernel checks the opener's credentials, so the
+// init, which may not open them, can write its thread's id into them.
+func (s *cgroupSet) openCommandCgroups() ([]*os.File, error) {
+	if s == nil {
+		return nil, nil
+	}
+	file := "tasks"
+	if s.Version == 2 {
+		file = "cgroup.threads"
+	}
+	var out []*os.File
+	seen := map[string]bool{}
+	for _, d := range s.Commands {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		f, err := os.OpenFile(filepath.Join(d, file), os.O_WRONLY, 0)
+		if err != nil {
+			closeFiles(out)
+			return nil, fmt.Errorf("open the commands' cgroup %s: %w", d, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // destroy kills every process left in the set and removes its folders.
@@ -135,12 +263,12 @@ func (s *cgroupSet) destroy(ctx context.Context) error {
 		return nil
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	if s.Version == 2 {
+		killCgroupV2(s.Paths["unified"])
+	}
 	for _, d := range s.dirs() {
 		if _, err := os.Stat(d); err != nil {
 			continue
-		}
-		if s.Version == 2 {
-			killCgroupV2(d)
 		}
 		if err := emptyAndRemove(ctx, d, deadline); err != nil {
 			return err
@@ -203,6 +331,15 @@ func (s *cgroupSet) resources() *sandbox.Resources {
 func newResources() *sandbox.Resources {
 	return &sandbox.Resources{CPUCores: float64(runtime.NumCPU())}
 }
+
+// cpuShares returns the v1 CPU shares of cpu cores: 1024 per core, as
+// Kubernetes converts CPU requests, within the kernel's bounds.
+func cpuShares(cpu float64) int64 {
+	return min(max(int64(cpu*1024), 2), 262144)
+}
+
+// mib returns n MiB in bytes, as a cgroup file takes it.
+func mib(n int64) string { return strconv.FormatInt(n<<20, 10) }
 
 // bytesToMB converts a byte count to MB, rounding up when up.
 func bytesToMB(n int64, up bool) int64 {

@@ -5,14 +5,26 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
+// On cgroup v2 every process sits in one cgroup, and the memory
+// controller cannot tell the threads of one process apart: the init and
+// the commands share the sandbox's memory limit (MemoryMB plus the init's
+// margin), and the kernel's out-of-memory killer picks the largest process
+// among them, a command in practice. The pids and cpu controllers are
+// "threaded": the sandbox's cgroup is made a threaded domain with a
+// threaded "cmds" cgroup below it, which the init's thread that starts
+// commands joins (cgroup.threads), so that the commands' process limit
+// leaves the init room for its own threads.
+
 // newCgroupSetV2 creates the sandbox's cgroup named key in the v2
-// hierarchy m, under a shared parent whose controllers it enables.
-func newCgroupSetV2(m cgroupMount, key string) (*cgroupSet, error) {
+// hierarchy m, under a shared parent whose controllers it enables, and
+// the commands' threaded cgroup below it, and writes the limits l.
+func newCgroupSetV2(m cgroupMount, key string, l *limits) (*cgroupSet, error) {
 	parent := filepath.Join(m.dir, cgroupParent)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", parent, err)
@@ -27,7 +39,54 @@ func newCgroupSetV2(m cgroupMount, key string) (*cgroupSet, error) {
 	if err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
-	return &cgroupSet{Version: 2, Paths: map[string]string{"unified": dir}}, nil
+	set := &cgroupSet{Version: 2, Paths: map[string]string{"unified": dir}}
+	if l.PIDs > 0 {
+		set.Commands = map[string]string{"unified": filepath.Join(dir, cmdsCgroup)}
+		if err := mkdirCgroup(set.Commands["unified"]); err != nil {
+			_ = os.Remove(dir)
+			return nil, err
+		}
+	}
+	if err := set.applyWrites(limitWritesV2(l)); err != nil {
+		_ = os.Remove(filepath.Join(dir, cmdsCgroup))
+		_ = os.Remove(dir)
+		return nil, err
+	}
+	return set, nil
+}
+
+// limitWritesV2 returns the settings of the limits l on cgroup v2, in the
+// order they must be written.
+func limitWritesV2(l *limits) []cgroupWrite {
+	var ws []cgroupWrite
+	if l.MemoryMB > 0 {
+		// Swap would stretch the limit: the sandbox gets none.
+		ws = append(ws,
+			cgroupWrite{"", false, "memory.max", mib(l.MemoryMB + initMemoryMB)},
+			cgroupWrite{"", false, "memory.swap.max", "0"})
+	}
+	if l.PIDs > 0 {
+		ws = append(ws,
+			cgroupWrite{"", false, "pids.max", strconv.FormatInt(2*l.PIDs+initPIDs, 10)},
+			// A threaded child makes the sandbox's cgroup a threaded
+			// domain, which may then hold the init and enable threaded
+			// controllers for its children.
+			cgroupWrite{"", true, "cgroup.type", "threaded"},
+			cgroupWrite{"", false, "cgroup.subtree_control", "+pids"},
+			cgroupWrite{"", true, "pids.max", strconv.FormatInt(l.PIDs, 10)})
+	}
+	if l.CPU > 0 {
+		ws = append(ws,
+			cgroupWrite{"", false, "cpu.max", fmt.Sprintf("%d %d", int64(l.CPU*cfsPeriod), cfsPeriod)},
+			cgroupWrite{"", false, "cpu.weight", strconv.FormatInt(cpuWeight(l.CPU), 10)})
+	}
+	return ws
+}
+
+// cpuWeight returns the v2 CPU weight of cpu cores: the v1 shares scaled
+// to v2's default of 100 (1024 shares), within the kernel's bounds.
+func cpuWeight(cpu float64) int64 {
+	return min(max(cpuShares(cpu)*100/1024, 1), 10000)
 }
 
 // enableControllersV2 enables, for the children of root and of parent, the
@@ -65,7 +124,8 @@ func (s *cgroupSet) openV2() *os.File {
 	return f
 }
 
-// killCgroupV2 kills every process of the v2 cgroup folder d at once.
+// killCgroupV2 kills every process of the v2 cgroup folder d, and of its
+// children, at once.
 func killCgroupV2(d string) {
 	_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
 }
@@ -77,7 +137,7 @@ func resourcesV2(d string) *sandbox.Resources {
 		r.MemoryUsedMB = bytesToMB(n, true)
 	}
 	if n, ok := readInt(filepath.Join(d, "memory.max")); ok {
-		r.MemoryMB = bytesToMB(n, false)
+		r.MemoryMB = bytesToMB(n, false) - initMemoryMB
 	}
 	if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {
 		var q, p int64

@@ -185,7 +185,8 @@ func TestStateDirSymlink(t *testing.T) {
 }
 
 // TestPrivateFolders: the state dir's sandboxes folder, each sandbox folder
-// and its home are mode 0700, also for a sandbox made by a version that
+// and its home (a folder of the sandbox folder, or of its disk image, which
+// is mode 0600) are mode 0700, also for a sandbox made by a version that
 // left them open, and the sandbox (whose root is another host uid when
 // the engine runs as root) still uses its home.
 func TestPrivateFolders(t *testing.T) {
@@ -193,14 +194,21 @@ func TestPrivateFolders(t *testing.T) {
 	stateDir := newStateDir(t)
 	sb := newSandbox(t, local.Options{StateDir: stateDir})
 	home := filepath.Join(local.Dir(sb), "home")
+	private := map[string]os.FileMode{filepath.Join(stateDir, "sandboxes"): 0o700, local.Dir(sb): 0o700, home: 0o700}
+	opened := map[string]os.FileMode{local.Dir(sb): 0o711, home: 0o755}
+	if _, err := os.Stat(local.DiskImage(sb)); err == nil {
+		delete(private, home)
+		delete(opened, home)
+		private[local.DiskImage(sb)] = 0o600
+	}
 	checkModes := func(when string) {
 		t.Helper()
 		if got := mustRun(t, sb, "echo hi > ~/f && cat ~/f && stat -c %a ~"); got != "hi\n700\n" {
 			t.Errorf("%s: home inside: %q", when, got)
 		}
-		for _, p := range []string{filepath.Join(stateDir, "sandboxes"), local.Dir(sb), home} {
-			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o700 {
-				t.Errorf("%s: %s: %v, %v; want mode 0700", when, p, fi.Mode(), err)
+		for p, mode := range private {
+			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != mode {
+				t.Errorf("%s: %s: %v, %v; want mode %v", when, p, fi.Mode(), err, mode)
 			}
 		}
 	}
@@ -208,12 +216,34 @@ func TestPrivateFolders(t *testing.T) {
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for p, mode := range map[string]os.FileMode{local.Dir(sb): 0o711, home: 0o755} {
+	for p, mode := range opened {
 		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)
 		}
 	}
 	checkModes("restarted sandbox of an earlier version")
+}
+
+// checkLimitsStated checks that Info states the limits of a sandbox with
+// the default Resources: all of them as root, none otherwise, said so.
+func checkLimitsStated(t *testing.T, l *sandbox.Limits) {
+	t.Helper()
+	switch {
+	case l == nil:
+		t.Error("no limits in Info")
+	case os.Geteuid() == 0 && (l.CPUCores == 0 || l.MemoryMB == 0 || l.Processes == 0 || l.DiskMB == 0 || strings.Contains(l.Note, "no ")):
+		t.Errorf("limits %+v, want all enforced as root", l)
+	case os.Geteuid() != 0 && (l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count or disk limit: cgroups need root")):
+		t.Errorf("limits %+v, want none enforced, said so", l)
+	}
+}
+
+// limitsSentence is how Instructions begins to state the default limits.
+func limitsSentence() string {
+	if os.Geteuid() == 0 {
+		return "Limits: "
+	}
+	return "No CPU, memory, process-count or disk limit is enforced."
 }
 
 // checkIdentity checks what Info says of who commands run as, the network
@@ -231,9 +261,7 @@ func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 	if info.Network == nil || info.Network.Mode != sandbox.NetworkHost {
 		t.Errorf("network %+v, want host", info.Network)
 	}
-	if l := info.Limits; l == nil || l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count or disk limit") {
-		t.Errorf("limits %+v, want none enforced, said so", l)
-	}
+	checkLimitsStated(t, info.Limits)
 	if _, ok := info.Metadata["user"]; ok {
 		t.Errorf("metadata still has a user: %v", info.Metadata)
 	}
@@ -273,7 +301,7 @@ func TestInfoIdentityTrue(t *testing.T) {
 	if id.HostUIDCount == 1 {
 		hostIDs = fmt.Sprintf("uid 0 inside is uid %d,", id.HostUID)
 	}
-	for _, w := range []string{"Network access is blocked.", "Commands run as user agent, uid 0:", hostIDs, "No CPU, memory, process-count or disk limit is enforced."} {
+	for _, w := range []string{"Network access is blocked.", "Commands run as user agent, uid 0:", hostIDs, limitsSentence()} {
 		if !strings.Contains(ins, w) {
 			t.Errorf("instructions of a second handle lack %q: %s", w, ins)
 		}
@@ -301,7 +329,7 @@ func TestStopDuringCommand(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			stateDir := newStateDir(t)
 			sb := newSandbox(t, local.Options{StateDir: stateDir})
-			marker := filepath.Join(local.Dir(sb), "home", "started")
+			marker := local.HomeFile(sb, "started")
 			var opts sandbox.ExecOptions
 			if tt.stream {
 				opts.Stdout = io.Discard // streams

@@ -32,6 +32,12 @@ type initConfig struct {
 	// Binds are the folders of the state dir and the volumes, in the order
 	// prepare made them.
 	Binds []bindSpec `json:"binds"`
+	// StampsFD, when >= 0, indexes the descriptors: the host's folder for
+	// the init's exit record and activity stamp (see stampDir).
+	StampsFD int `json:"stampsFD"`
+	// CommandCgroupFDs index the descriptors: the files through which the
+	// thread that starts commands joins their cgroups (joinCommandCgroups).
+	CommandCgroupFDs []int `json:"commandCgroupFDs,omitempty"`
 
 	// handOver are the descriptors the init sends the host with its "ok".
 	handOver []*os.File
@@ -52,7 +58,7 @@ type bindSpec struct {
 // c, without binds: the one place where a Config becomes what the init is
 // told.
 func newInitConfig(id string, c Config) *initConfig {
-	return &initConfig{Config: c, ID: id}
+	return &initConfig{Config: c, ID: id, StampsFD: -1}
 }
 
 // hostname returns the sandbox's host name: its id, cut to the 63 bytes a
@@ -111,12 +117,21 @@ func receiveConfig(ctl *os.File) (*initConfig, []int, error) {
 	if len(fds) == 0 {
 		return nil, nil, errors.New("no toolbox socket received")
 	}
-	for _, b := range cfg.Binds {
-		if b.FD >= len(fds) {
+	for _, i := range append(append([]int{cfg.StampsFD}, cfg.CommandCgroupFDs...), bindFDs(cfg.Binds)...) {
+		if i >= len(fds) {
 			return nil, nil, errors.New("bad init configuration: missing descriptor")
 		}
 	}
 	return &cfg, fds, nil
+}
+
+// bindFDs returns the descriptor indexes of binds.
+func bindFDs(binds []bindSpec) []int {
+	out := make([]int, len(binds))
+	for i, b := range binds {
+		out[i] = b.FD
+	}
+	return out
 }
 
 // receivedFDs returns the descriptors of the control messages oob.

@@ -35,10 +35,23 @@
 // Landlock scoping (no signals to, nor abstract unix sockets of, processes
 // outside the sandbox); the init is not dumpable, so commands cannot
 // ptrace it or read its memory, environment or file descriptors.
-// [Config.Confinement] holds the explicit opt-outs. As root,
-// each sandbox also gets its own cgroups (v1 or v2), used to account its
-// memory and to make sure Stop and Destroy leave no process; commands see
-// them as the root of a cgroup namespace (/proc/self/cgroup shows "/").
+// [Config.Confinement] holds the explicit opt-outs.
+//
+// Limits are on by default ([Config.Resources]; Info's Limits and
+// Instructions say what is in force). As root, each sandbox gets its own
+// cgroups (v1 or v2) with a CPU quota and weight, a memory limit and a
+// process limit, which hold every process of the sandbox, background and
+// daemonised ones included, and make sure Stop and Destroy leave no
+// process; commands see them as the root of a cgroup namespace
+// (/proc/self/cgroup shows "/"). Commands are born in a cgroup below the
+// init's, so a command that runs out of memory or processes is killed or
+// refused while the init, which serves the toolbox API, carries on. The
+// home, /tmp, the working directory and the toolbox's logs live on a
+// sparse ext4 image of the sandbox's own, of a fixed size (ENOSPC beyond
+// it), mounted only in the sandbox's mount namespace: nothing of it
+// outlives the sandbox's processes. Without root no limit is enforced:
+// the zero Resources is then accepted as best effort, and an explicit one
+// is an error ([ErrLimitUnavailable]).
 //
 // With [Config.DomainAllowList] the sandbox has only loopback, and reaches
 // the names on its list through an egress proxy on the host
@@ -79,6 +92,8 @@
 //
 //	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/,
 //	                             egress-log.json (DomainAllowList)
+//	                             (with a disk limit, all but toolbox/ on disk.img)
+//	<StateDir>/templates/        formatted disk images that new ones copy
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
 //
 // Whoever can write into the state dir can swap a sandbox's socket, so it
@@ -126,3 +141,10 @@ package local
 //	landlock_linux.go   the commands' Landlock scoping (abstract unix sockets, signals)
 //	cgroup.go           cgroupSet (recorded in meta.json); cgroup_linux.go: creation, removal,
 //	                    cgroup_v1_linux.go and cgroup_v2_linux.go: what differs between versions
+//	                    (which limit goes into which file)
+//	resources.go        Resources (the create-time option), its validation, the limits a
+//	                    sandbox gets and how Info and Instructions tell them
+//	resources_linux.go  what the host offers (cores, memory, cgroups, disk), defaults, bounds
+//	limits_linux.go     applying the limits at each start (host side) and the init's side of
+//	                    them (joining the commands' cgroups, the host's stamps folder)
+//	disk_linux.go       the disk image: templates, sparse copy, loop device, detached mount

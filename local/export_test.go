@@ -1,6 +1,9 @@
 package local
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strconv"
+)
 
 // InitPID returns the host pid of the sandbox's running init, or 0.
 func InitPID(s *Sandbox) int { return InitPIDOf(s.opts.StateDir, s.opts.ID) }
@@ -25,4 +28,36 @@ func CgroupDirs(s *Sandbox) []string {
 		return nil
 	}
 	return m.Cgroups.dirs()
+}
+
+// CgroupDir returns the running sandbox's cgroup folder of the v1
+// controller (v2: "unified"), or its commands' below it when cmds; "" when
+// it has none.
+func CgroupDir(s *Sandbox, controller string, cmds bool) string {
+	var m meta
+	if readJSON(filepath.Join(s.dir, metaFile), &m) != nil || m.Cgroups == nil {
+		return ""
+	}
+	if cmds {
+		return m.Cgroups.Commands[controller]
+	}
+	return m.Cgroups.Paths[controller]
+}
+
+// DiskImage returns the path of the sandbox's disk image.
+func DiskImage(s *Sandbox) string { return filepath.Join(s.dir, diskImage) }
+
+// LoopOf returns the loop device backed by the file img, or "".
+func LoopOf(img string) string { return loopOf(img) }
+
+// HomeFile returns a host path of the file name in the home of the
+// sandbox: in its state folder or, when the home is on its disk image
+// (mounted in the sandbox's mount namespace only), through its running
+// init's root.
+func HomeFile(s *Sandbox, name string) string {
+	m, err := readMeta(s.dir)
+	if err != nil || m.Limits == nil || m.Limits.DiskMB == 0 || m.Init == nil {
+		return filepath.Join(s.dir, homeDir, name)
+	}
+	return filepath.Join("/proc", strconv.Itoa(m.Init.PID), "root", m.Config.home(), name)
 }

@@ -45,7 +45,7 @@ func initMain() {
 	if err := runSteps(initSteps(cfg, fds)); err != nil {
 		initFail(ctl, err)
 	}
-	os.Exit(runInit(cfg, ctl, fds[0]))
+	os.Exit(runInit(cfg, ctl, fds))
 }
 
 // initStep is one named step of the init's setup.
@@ -100,11 +100,11 @@ func initFail(ctl *os.File, err error) {
 }
 
 // runInit is PID 1 of the sandbox: it serves the toolbox API on the
-// listening socket lnFD, reaps orphans, stops itself when idle and shuts
+// listening socket fds[0], reaps orphans, stops itself when idle and shuts
 // down on SIGTERM. It tells the host "ok" on ctl once it serves, handing
 // over what the setup steps made for it.
-func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
-	lf := os.NewFile(uintptr(lnFD), socketFile)
+func runInit(cfg *initConfig, ctl *os.File, fds []int) int {
+	lf := os.NewFile(uintptr(fds[0]), socketFile)
 	ln, err := net.FileListener(lf)
 	lf.Close()
 	if err != nil {
@@ -112,7 +112,7 @@ func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
 	}
 	env := cfg.env()
 	setEnv(env)
-	p, err := newPID1(cfg, env)
+	p, err := newPID1(cfg, env, fds)
 	if err != nil {
 		initFail(ctl, fmt.Errorf("toolbox server: %w", err))
 	}
@@ -125,7 +125,7 @@ func runInit(cfg *initConfig, ctl *os.File, lnFD int) int {
 
 	reason := p.wait(sigs)
 	p.shutdown()
-	writeExitRecord(reason)
+	writeExitRecord(p.stamps, reason)
 	return 0
 }
 
@@ -148,10 +148,11 @@ type pid1 struct {
 	act    *activity
 	served chan error    // the server's end
 	idle   time.Duration // AutoStopInterval; <= 0: never
+	stamps string        // the folder of the exit record and activity stamp
 }
 
 // newPID1 makes the init's toolbox server, not serving yet.
-func newPID1(cfg *initConfig, env []string) (*pid1, error) {
+func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 	d, err := daemon.New(daemon.Options{
 		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.home(), Env: env, DropCapabilities: true,
 		KeepCapabilities: cfg.Confinement.keptCapabilities(),
@@ -160,9 +161,13 @@ func newPID1(cfg *initConfig, env []string) (*pid1, error) {
 		// afterwards (before sending the configuration), so commands would
 		// see host cgroup paths. A namespace unshared now, on the thread
 		// that starts every command, is rooted at the sandbox's cgroups
-		// (on v2 it is rooted where the first one already was). Then that
+		// (on v2 it is rooted where the first one already was), once the
+		// thread has joined the commands' cgroups below them. Then that
 		// thread gets the commands' Landlock scoping and seccomp filter.
 		StartThreadSetup: func() error {
+			if err := joinCommandCgroups(cfg, fds); err != nil {
+				return err
+			}
 			if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 				return err
 			}
@@ -172,8 +177,8 @@ func newPID1(cfg *initConfig, env []string) (*pid1, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval}
-	p.act = newActivity(filepath.Join(initTmpDir, activityFile))
+	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, stamps: cfg.stampDir(fds)}
+	p.act = newActivity(filepath.Join(p.stamps, activityFile))
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.act.begin()
@@ -231,8 +236,9 @@ func (p *pid1) shutdown() {
 	}
 }
 
-// writeExitRecord tells host processes when and why the init ended.
-func writeExitRecord(reason string) {
+// writeExitRecord tells host processes, in the folder dir, when and why
+// the init ended.
+func writeExitRecord(dir, reason string) {
 	b, _ := json.Marshal(exitRecord{StoppedAt: time.Now().UTC(), Reason: reason})
-	_ = os.WriteFile(filepath.Join(initTmpDir, exitFile), b, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, exitFile), b, 0o644)
 }

@@ -31,9 +31,9 @@ const readyTimeout = 30 * time.Second
 // helper, with a DomainAllowList) and records it in m. On failure the
 // caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
-	cg, err := newCgroupSet(cgroupKey(s.opts.StateDir, m.ID))
+	cg, err := s.limit(dir, m)
 	if err != nil {
-		cg = nil // accounting only; the pid namespace still holds the sandbox
+		return err
 	}
 	m.Cgroups = cg
 	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
@@ -174,7 +174,7 @@ func configure(pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, 
 	} else {
 		cgDone <- nil
 	}
-	cfg, files, err := prepare(dir, m, stateDir, shifted)
+	cfg, files, err := prepare(dir, m, stateDir, shifted, m.Cgroups)
 	defer closeFiles(files)
 	if cgErr := <-cgDone; err == nil {
 		err = cgErr

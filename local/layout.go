@@ -14,6 +14,11 @@ import "path/filepath"
 //	                                        inside), emptied each boot
 //	<StateDir>/sandboxes/<id>/egress-log.json  with DomainAllowList: the policy log of its
 //	                                        egress proxy (domainproxy.go; host side only)
+//	<StateDir>/sandboxes/<id>/disk.img      with a disk limit: the sparse ext4 image that
+//	                                        holds home/, tmp/, workdir/ and toolbox/ (the
+//	                                        latter's on the host keeps only the exit record
+//	                                        and the activity stamp)
+//	<StateDir>/templates/ext4-<N>M.img      formatted images that new disk images copy
 //
 // One file holds everything a host process needs: creating files is the
 // slowest step of a start on some disks.
@@ -31,6 +36,8 @@ const (
 	exitFile     = "exit.json" // in toolboxDir
 	activityFile = "last-used" // in toolboxDir; its mtime is when the toolbox API was last used
 	trashPrefix  = ".trash-"   // a sandbox folder being removed
+	diskImage    = "disk.img"
+	templatesDir = "templates"
 )
 
 // sandboxDir returns the folder of the sandbox id.

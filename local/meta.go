@@ -32,6 +32,9 @@ type meta struct {
 	// EgressProxy is the running egress proxy helper of a sandbox with a
 	// DomainAllowList; nil when stopped.
 	EgressProxy *initRecord `json:"egressProxy,omitempty"`
+	// Limits are the limits the sandbox got when it last started (kept
+	// while it is stopped); nil before.
+	Limits *limits `json:"limits,omitempty"`
 }
 
 // idRange is a range of host uids (and the same gids).
@@ -176,7 +179,8 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	for k, v := range c.Labels {
 		info.Metadata[k] = v
 	}
-	info.Identity, info.Network, info.Limits = describe(c, m.HostIDs)
+	info.Identity, info.Network = describe(c, m.HostIDs)
+	info.Limits = limitsOf(dir, m).info()
 	info.Metadata["language"] = c.Language
 	info.Metadata["ephemeral"] = strconv.FormatBool(c.Ephemeral)
 	if c.Name != "" {
@@ -188,6 +192,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	}
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
 		info.Resources = m.Cgroups.resources()
+		info.Resources.DiskMB, info.Resources.DiskUsedMB = diskUsage(m)
 	}
 	addNetworkInfo(dir, m, info.Metadata)
 	return info
@@ -237,13 +242,21 @@ func readExitRecord(dir string) (exitRecord, bool) {
 	return x, true
 }
 
-// limitsNote says which limits a local sandbox enforces.
-const limitsNote = "no CPU, memory, process-count or disk limit; the sandbox's processes are confined to its pid namespace and end with it"
+// limitsOf returns the limits of the sandbox of the folder dir whose
+// metadata is m: those it got when it last started, else those it would
+// get now.
+func limitsOf(dir string, m *meta) *limits {
+	if m.Limits != nil {
+		return m.Limits
+	}
+	l := plannedLimits(m.Config.Resources, dir)
+	return &l
+}
 
-// describe states who commands of the sandbox shaped by c run as, its
-// network access and its limits; ids are the host ids its ids map to
-// (those of the next start when nil).
-func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo, *sandbox.Limits) {
+// describe states who commands of the sandbox shaped by c run as and its
+// network access; ids are the host ids its ids map to (those of the next
+// start when nil). limitsOf states its limits.
+func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo) {
 	id := &sandbox.Identity{User: c.User, UID: 0, GID: 0, Home: c.home(), Capabilities: "none"}
 	if ids == nil {
 		ids = nextHostIDs()
@@ -259,5 +272,5 @@ func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo,
 		net.Mode = sandbox.NetworkDomainAllowList
 		net.DomainAllowList = strings.Split(c.DomainAllowList, ",")
 	}
-	return id, net, &sandbox.Limits{Note: limitsNote}
+	return id, net
 }

@@ -128,6 +128,13 @@ type Config struct {
 	// safe default; Info (Metadata "syscallFilter" and "landlock") and
 	// Instructions say what is in force.
 	Confinement Confinement `json:"confinement,omitzero"`
+	// Resources limits the sandbox's CPU, memory, processes and disk; the
+	// zero value gives every default this host can enforce (see
+	// [Resources]). Info (Limits) and Instructions say what is enforced.
+	// Stored as asked: zero fields are resolved at each start (the disk's
+	// size at creation), and a later handle that sets Resources must set
+	// the same values.
+	Resources Resources `json:"resources,omitzero"`
 }
 
 // Confinement relaxes, explicitly, what every command of a sandbox runs
@@ -275,6 +282,9 @@ func (c Config) normalize() (Config, error) {
 		return c, err
 	}
 	if c.DomainAllowList, err = normalizeDomainAllowList(&c); err != nil {
+		return c, err
+	}
+	if c.Resources, err = c.Resources.normalize(); err != nil {
 		return c, err
 	}
 	if reservedPath(c.WorkingDirectory) && !within(c.WorkingDirectory, sandboxTmp) {

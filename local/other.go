@@ -45,3 +45,17 @@ func nextHostIDs() *idRange { return nil }
 func shortPath(dir, name string) (string, func(), error) {
 	return filepath.Join(dir, name), func() {}, nil
 }
+
+// plannedLimits returns no limit: no sandbox starts here.
+func plannedLimits(Resources, string) limits {
+	return limits{Why: "local sandboxes need Linux"}
+}
+
+// diskUsage returns zeros: no sandbox runs here.
+func diskUsage(*meta) (size, used int64) { return 0, 0 }
+
+// checkResources accepts r: New fails here anyway (checkPlatform).
+func checkResources(Resources, string) error { return nil }
+
+// waitDiskReleased does nothing: no disk image is mounted here.
+func waitDiskReleased(context.Context, string) error { return nil }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,14 +13,27 @@ import (
 // prepare makes the folders of the sandbox in dir and the toolbox socket,
 // and returns the init's configuration with the descriptors to send it:
 // the listening socket first, then one detached mount per bind when
-// shifted (otherwise the init opens the bind sources by path).
-func prepare(dir string, m *meta, stateDir string, shifted bool) (*initConfig, []*os.File, error) {
+// shifted (otherwise the init opens the bind sources by path), then those
+// of its limits (limitFiles) and its cgroups cg.
+func prepare(dir string, m *meta, stateDir string, shifted bool, cg *cgroupSet) (*initConfig, []*os.File, error) {
 	cfg := newInitConfig(m.ID, m.Config)
-	binds := stateBinds(dir, stateDir, &m.Config)
 	// The toolbox server's own files (command logs) are fresh each boot.
 	if err := removeAll(filepath.Join(dir, toolboxDir)); err != nil {
 		return nil, nil, stateDirError(stateDir, err)
 	}
+	disk, err := openDisk(dir, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer disk.Close() // the binds' clones keep it mounted
+	data := dir
+	if disk != nil {
+		data = "/proc/self/fd/" + strconv.Itoa(int(disk.Fd()))
+		if err := removeAll(filepath.Join(data, toolboxDir)); err != nil {
+			return nil, nil, fmt.Errorf("disk image: %w", err)
+		}
+	}
+	binds := stateBinds(data, stateDir, &m.Config)
 	ln, err := listenToolbox(dir)
 	if err != nil {
 		return nil, nil, err
@@ -37,6 +51,10 @@ func prepare(dir string, m *meta, stateDir string, shifted bool) (*initConfig, [
 		}
 		cfg.Binds = append(cfg.Binds, spec)
 	}
+	if files, err = limitFiles(cfg, files, dir, disk != nil, shifted, cg); err != nil {
+		closeFiles(files)
+		return nil, nil, err
+	}
 	return cfg, files, nil
 }
 
@@ -49,15 +67,16 @@ type hostBind struct {
 	bindSpec
 }
 
-// stateBinds lists the folders the sandbox of the folder dir writes, each
-// bound in from the state dir: home, /tmp, the toolbox server's files, the
-// volumes, and the working directory unless one of those holds it.
-func stateBinds(dir, stateDir string, c *Config) []hostBind {
+// stateBinds lists the folders a sandbox writes, each bound in from the
+// folder data (its state folder, or the root of its disk image): home,
+// /tmp, the toolbox server's files, the working directory unless one of
+// those holds it; and the volumes, from the state dir.
+func stateBinds(data, stateDir string, c *Config) []hostBind {
 	home, wd := c.home(), c.WorkingDirectory
 	binds := []hostBind{
-		{filepath.Join(dir, homeDir), true, bindSpec{Target: home}},
-		{filepath.Join(dir, tmpDir), false, bindSpec{Target: sandboxTmp}},
-		{filepath.Join(dir, toolboxDir), false, bindSpec{Target: initTmpDir}},
+		{filepath.Join(data, homeDir), true, bindSpec{Target: home}},
+		{filepath.Join(data, tmpDir), false, bindSpec{Target: sandboxTmp}},
+		{filepath.Join(data, toolboxDir), false, bindSpec{Target: initTmpDir}},
 	}
 	covered := within(wd, home) || within(wd, sandboxTmp)
 	for _, v := range c.Volumes {
@@ -65,7 +84,7 @@ func stateBinds(dir, stateDir string, c *Config) []hostBind {
 		covered = covered || within(wd, v.MountPath)
 	}
 	if !covered {
-		binds = append(binds, hostBind{filepath.Join(dir, workDir), false, bindSpec{Target: wd}})
+		binds = append(binds, hostBind{filepath.Join(data, workDir), false, bindSpec{Target: wd}})
 	}
 	return binds
 }

@@ -58,6 +58,9 @@ var _ sandbox.Sandbox = (*Sandbox)(nil)
 // to another value than the sandbox's makes Start fail with a
 // [*ConfigMismatchError] (see [Options]).
 //
+// Resources asked for a new sandbox that this host cannot enforce, or
+// that exceed its means, make New fail (see [Resources]).
+//
 // On systems other than Linux New validates opts, then fails with an error
 // matching [sandbox.ErrIsolationUnavailable]: local sandboxes need Linux.
 func New(opts Options) (*Sandbox, error) {
@@ -67,6 +70,13 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	if err := checkPlatform(runtime.GOOS); err != nil {
 		return nil, err
+	}
+	// Limits asked for a new sandbox must be within this host's means; an
+	// existing sandbox's are its own (checkConfig).
+	if _, err := os.Stat(filepath.Join(sandboxDir(o.StateDir, o.ID), metaFile)); errors.Is(err, fs.ErrNotExist) {
+		if err := checkResources(o.Config.Resources, o.StateDir); err != nil {
+			return nil, err
+		}
 	}
 	s := &Sandbox{opts: o, set: setFields(opts.Config), dir: sandboxDir(o.StateDir, o.ID)}
 	lc, err := sandbox.NewLifecycle(o.ID, driver{s}, o.Hooks, o.Env)
@@ -179,11 +189,12 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 // configuration the sandbox was created with once it exists, else from
 // this object's.
 func (s *Sandbox) Instructions() string {
-	c, ids := s.config(), (*idRange)(nil)
-	if m, err := readMeta(s.dir); err == nil {
-		c, ids = m.Config, m.HostIDs
+	m, err := readMeta(s.dir)
+	if err != nil {
+		m = s.newMeta()
 	}
-	id, _, _ := describe(&c, ids)
+	c, ids := m.Config, m.HostIDs
+	id, _ := describe(&c, ids)
 	parts := []string{
 		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", c.Language),
 		fmt.Sprintf("Default working directory: %s.", c.WorkingDirectory),
@@ -214,7 +225,7 @@ func (s *Sandbox) Instructions() string {
 	}
 	parts = append(parts, c.Confinement.instructions(landlockABI()))
 	parts = append(parts, networkInstructions(&c))
-	parts = append(parts, "No CPU, memory, process-count or disk limit is enforced.")
+	parts = append(parts, limitsOf(s.dir, &m).instructions())
 	return strings.Join(parts, " ")
 }
 

@@ -224,11 +224,11 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 }
 
 // killInit asks the init recorded in m to shut down (SIGTERM), kills it
-// after a grace period, then makes sure no process of the sandbox is left
-// and removes its cgroups. It clears m.Init, m.Cgroups and m.EgressProxy
-// (ending that helper too) and records the last use in m.LastUsedAt (the
-// next boot empties the folder holding the activity stamp); the caller
-// writes m.
+// after a grace period, then makes sure no process of the sandbox is left,
+// removes its cgroups and waits until its disk image is released. It
+// clears m.Init, m.Cgroups and m.EgressProxy (ending that helper too) and
+// records the last use in m.LastUsedAt (the next boot empties the folder
+// holding the activity stamp); the caller writes m.
 func killInit(ctx context.Context, dir string, m *meta) error {
 	if m.alive() {
 		terminate(ctx, *m.Init)
@@ -236,6 +236,13 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 	stopEgressProxy(ctx, m)
 	if err := m.Cgroups.destroy(ctx); err != nil {
 		return err
+	}
+	if m.Limits != nil && m.Limits.DiskMB > 0 {
+		// Its file system goes with its mount namespace: wait for that,
+		// so that the next start does not mount the image twice.
+		if err := waitDiskReleased(ctx, dir); err != nil {
+			return err
+		}
 	}
 	m.Init, m.Cgroups = nil, nil
 	m.LastUsedAt = lastUsed(dir, m)

@@ -58,9 +58,26 @@ func parseEvents(t testing.TB, out string) events {
 	return s
 }
 
-// homeFile returns the host path of a file in the home of sandbox id.
+// homeFile returns a host path of a file in the home of sandbox id: in
+// its state folder or, when the home is on the sandbox's disk image
+// (mounted in its mount namespace only), through its running init's root.
 func (e *env) homeFile(id, name string) string {
-	return filepath.Join(e.stateDir, "sandboxes", id, "home", name)
+	dir := filepath.Join(e.stateDir, "sandboxes", id)
+	if _, err := os.Stat(filepath.Join(dir, "disk.img")); err != nil {
+		return filepath.Join(dir, "home", name)
+	}
+	var m struct {
+		Init struct {
+			PID int `json:"pid"`
+		} `json:"init"`
+		Options struct {
+			User string `json:"user"`
+		} `json:"options"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "meta.json")); err != nil || json.Unmarshal(b, &m) != nil {
+		return filepath.Join(dir, "home", name)
+	}
+	return fmt.Sprintf("/proc/%d/root/home/%s/%s", m.Init.PID, m.Options.User, name)
 }
 
 // waitFor waits until cond holds, failing the test after 15s.
@@ -204,11 +221,13 @@ func TestSandboxInfoLocal(t *testing.T) {
 	uid := e.must("exec", "--", "id -u; cat /proc/self/uid_map").stdout
 	r := e.must("sandbox", "info", cli.DefaultID)
 	hostUIDs := fmt.Sprintf("%d (uid 0 inside; the sandbox has no other)", os.Geteuid())
+	limits := "none enforced (no CPU, memory, process-count or disk limit"
 	if os.Geteuid() == 0 {
 		hostUIDs = "100000-165535 (uids 0-65535 inside, unprivileged on the host)"
+		limits = "1024 processes"
 	}
 	for _, w := range []string{"User:", "agent (uid 0, gid 0: root of the sandbox's own user namespace, capabilities: none), HOME=/home/agent",
-		"Host uids:", hostUIDs, "Network:", "shared with the host", "Limits:", "none enforced (no CPU, memory, process-count or disk limit"} {
+		"Host uids:", hostUIDs, "Network:", "shared with the host", "Limits:", limits} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("info lacks %q: %s", w, r.stdout)
 		}

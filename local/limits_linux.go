@@ -1,0 +1,134 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// The host side of a sandbox's limits at each start (limit), and the
+// init's side of them (joinCommandCgroups, stampDir).
+
+// limit plans the limits of the sandbox of the folder dir (m its
+// metadata) on this host, creates its cgroups with them and, for a new
+// sandbox, its disk image, and records them in m. A limit the sandbox's
+// Config asks for explicitly that cannot be enforced is an error.
+func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
+	_, err := os.Stat(filepath.Join(dir, metaFile))
+	newSandbox := os.IsNotExist(err)
+	h := probeHost()
+	r := m.Config.Resources
+	l := planLimits(h, r, s.opts.StateDir, imageMB(dir), newSandbox)
+	if off := r.explicit() & l.unenforced(); off != 0 {
+		return nil, fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s", ErrLimitUnavailable, orList(off.names()), l.Why)
+	}
+	cg, err := newCgroupSet(h.cgroups, cgroupKey(s.opts.StateDir, m.ID), &l)
+	if err != nil {
+		if r.explicit()&(limitCPU|limitMemory|limitPIDs) != 0 {
+			return nil, err
+		}
+		// Defaults are best effort: say why they are off.
+		cg, l.CPU, l.MemoryMB, l.PIDs, l.Cgroup = nil, 0, 0, 0, 0
+		l.addWhy(err.Error())
+	}
+	if newSandbox && l.DiskMB > 0 {
+		if err := createImage(dir, s.opts.StateDir, l.DiskMB); err != nil {
+			if r.explicit()&limitDisk != 0 {
+				_ = cg.destroy(context.Background())
+				return nil, err
+			}
+			// The default is best effort: the folders stay in the state
+			// folder, and Info says why.
+			l.DiskMB = 0
+			l.addWhy(err.Error())
+		}
+	}
+	m.Limits = &l
+	return cg, nil
+}
+
+// plannedLimits returns the limits the sandbox shaped by r of the folder
+// dir would get if it started now.
+func plannedLimits(r Resources, dir string) limits {
+	_, err := os.Stat(filepath.Join(dir, metaFile))
+	return planLimits(probeHost(), r, filepath.Dir(filepath.Dir(dir)), imageMB(dir), os.IsNotExist(err))
+}
+
+// openDisk mounts the disk image of the sandbox of the folder dir (m its
+// metadata) when it has one, and returns the image's root, else nil.
+func openDisk(dir string, m *meta) (*os.File, error) {
+	if m.Limits == nil || m.Limits.DiskMB == 0 {
+		return nil, nil
+	}
+	return mountDisk(dir)
+}
+
+// limitFiles adds to files (sent to the init with cfg) the descriptors
+// the init needs for the sandbox's limits, and names them in cfg: the
+// host's folder for the init's stamps when the toolbox's folder is on the
+// disk image, and the files through which the init's thread that starts
+// commands joins their cgroups.
+func limitFiles(cfg *initConfig, files []*os.File, dir string, disk, shifted bool, cg *cgroupSet) ([]*os.File, error) {
+	if disk {
+		stamps := filepath.Join(dir, toolboxDir)
+		if err := ensureOwned(stamps, false, shifted); err != nil {
+			return files, err
+		}
+		f, err := os.OpenFile(stamps, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return files, err
+		}
+		files = append(files, f)
+		cfg.StampsFD = len(files) - 1
+	}
+	cgFiles, err := cg.openCommandCgroups()
+	if err != nil {
+		return files, err
+	}
+	for _, f := range cgFiles {
+		files = append(files, f)
+		cfg.CommandCgroupFDs = append(cfg.CommandCgroupFDs, len(files)-1)
+	}
+	return files, nil
+}
+
+// joinCommandCgroups moves the calling thread, which starts every command,
+// into the commands' cgroups through the files the host opened, and closes
+// them.
+func joinCommandCgroups(cfg *initConfig, fds []int) error {
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	for _, i := range cfg.CommandCgroupFDs {
+		_, err := unix.Write(fds[i], tid)
+		unix.Close(fds[i])
+		if err != nil {
+			return fmt.Errorf("join the commands' cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// stampDir returns the folder of the init's exit record and activity
+// stamp: the host's, when it sent one, else the toolbox's folder.
+func (cfg *initConfig) stampDir(fds []int) string {
+	if cfg.StampsFD >= 0 {
+		return "/proc/self/fd/" + strconv.Itoa(fds[cfg.StampsFD])
+	}
+	return initTmpDir
+}
+
+// diskUsage returns the size and use, in MiB, of the disk image of the
+// running sandbox m, seen through its init's root; zeros without one.
+func diskUsage(m *meta) (size, used int64) {
+	if m.Limits == nil || m.Limits.DiskMB == 0 || m.Init == nil {
+		return 0, 0
+	}
+	var st unix.Statfs_t
+	if unix.Statfs(filepath.Join("/proc", strconv.Itoa(m.Init.PID), "root", m.Config.home()), &st) != nil {
+		return 0, 0
+	}
+	return int64(st.Blocks) * st.Bsize >> 20, int64(st.Blocks-st.Bfree) * st.Bsize >> 20
+}
