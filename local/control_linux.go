@@ -32,6 +32,8 @@ type initConfig struct {
 	// Binds are the folders of the state dir and the volumes, in the order
 	// prepare made them.
 	Binds []bindSpec `json:"binds"`
+	// Net is what the init does about its network.
+	Net initNet `json:"net"`
 
 	// handOver are the descriptors the init sends the host with its "ok".
 	handOver []*os.File

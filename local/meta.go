@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +31,12 @@ type meta struct {
 	// EgressProxy is the running egress proxy helper of a sandbox with a
 	// DomainAllowList; nil when stopped.
 	EgressProxy *initRecord `json:"egressProxy,omitempty"`
+	// Network is the host side of the running sandbox's network
+	// namespace, when the host made it (as root); nil otherwise.
+	Network *netRecord `json:"network,omitempty"`
+	// Ports are the published ports, kept across stops and put in place
+	// at every start.
+	Ports []sandbox.PublishedPort `json:"ports,omitempty"`
 }
 
 // idRange is a range of host uids (and the same gids).
@@ -189,7 +194,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
 		info.Resources = m.Cgroups.resources()
 	}
-	addNetworkInfo(dir, m, info.Metadata)
+	addNetworkState(dir, m, info.Network)
 	return info
 }
 
@@ -251,13 +256,6 @@ func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo,
 	if ids != nil {
 		id.HostUID, id.HostUIDCount = ids.First, ids.Count
 	}
-	net := &sandbox.NetworkInfo{Mode: sandbox.NetworkHost}
-	switch {
-	case c.NetworkBlockAll:
-		net.Mode = sandbox.NetworkBlocked
-	case c.DomainAllowList != "":
-		net.Mode = sandbox.NetworkDomainAllowList
-		net.DomainAllowList = strings.Split(c.DomainAllowList, ",")
-	}
+	net := &sandbox.NetworkInfo{Mode: networkMode(c), AllowList: splitList(c.NetworkAllowList), DomainAllowList: splitList(c.DomainAllowList)}
 	return id, net, &sandbox.Limits{Note: limitsNote}
 }

@@ -39,6 +39,7 @@ type Sandbox struct {
 	transport *http.Transport // our own transport when the socket path is long, else nil
 
 	egressTest egressTestHooks // tests only (export_test.go)
+	netTest    netTestHooks    // tests only (export_test.go)
 
 	mu      sync.Mutex
 	started bool            // this object acquired the sandbox at least once

@@ -225,15 +225,16 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 
 // killInit asks the init recorded in m to shut down (SIGTERM), kills it
 // after a grace period, then makes sure no process of the sandbox is left
-// and removes its cgroups. It clears m.Init, m.Cgroups and m.EgressProxy
-// (ending that helper too) and records the last use in m.LastUsedAt (the
-// next boot empties the folder holding the activity stamp); the caller
-// writes m.
+// and removes its cgroups and its network's host side. It clears m.Init,
+// m.Cgroups, m.Network and m.EgressProxy (ending that helper too) and
+// records the last use in m.LastUsedAt (the next boot empties the folder
+// holding the activity stamp); the caller writes m.
 func killInit(ctx context.Context, dir string, m *meta) error {
 	if m.alive() {
 		terminate(ctx, *m.Init)
 	}
 	stopEgressProxy(ctx, m)
+	teardownNetwork(ctx, m)
 	if err := m.Cgroups.destroy(ctx); err != nil {
 		return err
 	}
