@@ -3,9 +3,9 @@ package local
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"

@@ -5,7 +5,6 @@ package local_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -182,9 +181,11 @@ func (lab *netLab) dialFromInet(addr string) (string, error) {
 	return greetingFrom(lab.inet, addr)
 }
 
+// greetingFrom dials addr from the namespace ns (nil: this process's) and
+// returns the greeting line.
 func greetingFrom(ns *os.File, addr string) (string, error) {
 	var line string
-	err := inNS(ns, func() error {
+	dial := func() error {
 		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 		if err != nil {
 			return err
@@ -193,7 +194,13 @@ func greetingFrom(ns *os.File, addr string) (string, error) {
 		c.SetDeadline(time.Now().Add(3 * time.Second))
 		line, err = bufio.NewReader(c).ReadString('\n')
 		return err
-	})
+	}
+	var err error
+	if ns == nil {
+		err = dial()
+	} else {
+		err = inNS(ns, dial)
+	}
 	return strings.TrimSpace(line), err
 }
 
@@ -270,10 +277,17 @@ func newNetns(t testing.TB) *os.File {
 
 // onThread runs f on a thread of its own that ends with it (f may change
 // the thread's namespaces).
+// Never the main thread, which would stay in the namespace (and
+// /proc/self with it).
 func onThread(f func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			done <- onThread(f)
+			runtime.UnlockOSThread()
+			return
+		}
 		done <- f()
 	}()
 	return <-done
@@ -334,4 +348,3 @@ func must(t testing.TB, err error) {
 	}
 }
 
-var _ = errors.New

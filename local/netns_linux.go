@@ -23,11 +23,19 @@ import (
 // runtime ends the thread with it (a "throwaway thread").
 
 // onThrowawayThread runs f on a thread of its own, which ends with it, and
-// returns f's error.
+// returns f's error. Never on the process's main thread: that one does
+// not end with its goroutine but stays, and /proc/self/… (which is its
+// view) would then show the namespace f entered.
 func onThrowawayThread(f func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Locked here, the main thread cannot take the next goroutine.
+			done <- onThrowawayThread(f)
+			runtime.UnlockOSThread()
+			return
+		}
 		// No UnlockOSThread: the thread may have changed namespaces.
 		done <- f()
 	}()
@@ -57,6 +65,10 @@ func startInNewNetns(cmd *exec.Cmd) (*os.File, error) {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("make the sandbox's network namespace: %w", err)
 		}
+		// The sandbox's interface, made later, inherits this: its IPv6
+		// addresses are usable at once (no duplicate address detection on
+		// a link with two ends, both ours).
+		_ = os.WriteFile("/proc/sys/net/ipv6/conf/default/accept_dad", []byte("0"), 0)
 		if err := loopbackUp(); err != nil {
 			return fmt.Errorf("bring up the sandbox's loopback: %w", err)
 		}

@@ -4,8 +4,8 @@ package local_test
 
 import (
 	"bufio"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -60,12 +60,13 @@ func init() {
 // errnoOf returns the errno err wraps, a timeout as ETIMEDOUT, or err.
 func errnoOf(err error) error {
 	var errno unix.Errno
+	var ne net.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &errno):
 		return errno
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return unix.ETIMEDOUT
 	}
 	return err
@@ -138,9 +139,13 @@ func probeResolve(name string) error {
 		if errors.As(err, &de) && de.IsTimeout {
 			return unix.ETIMEDOUT
 		}
-		if errno := errnoOf(errors.Unwrap(err)); errno != nil {
-			if _, ok := errno.(unix.Errno); ok {
-				return errno
+		if errno, ok := errnoOf(err).(unix.Errno); ok {
+			return errno
+		}
+		// The resolver's errors keep only the text of the system call's.
+		for _, e := range []unix.Errno{unix.ENETUNREACH, unix.EHOSTUNREACH, unix.ECONNREFUSED, unix.EACCES} {
+			if strings.Contains(err.Error(), e.Error()) {
+				return e
 			}
 		}
 		return fmt.Errorf("lookup: %v", err)

@@ -204,7 +204,9 @@ func networkInstructions(c *Config) string {
 		}
 		return s
 	case sandbox.NetworkDomainAllowList:
-		return "Network access is limited to the listed domains. " + proxy + " Direct connections are refused, and DNS does not resolve inside the sandbox."
+		return fmt.Sprintf("Network access is limited to these domains: %s (*.name covers the names below name, not name itself). "+
+			"Connections go through the proxy at %s that HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name; other names, IP addresses and direct connections are refused, and DNS does not resolve inside the sandbox.",
+			strings.ReplaceAll(c.DomainAllowList, ",", ", "), egressProxyAddr)
 	}
 	return "Network access is limited to the public internet: connections to the host, private, shared and link-local addresses (cloud metadata) and other sandboxes are refused. Ports are reachable from the host only when published."
 }

@@ -63,7 +63,9 @@ type uplink struct {
 // host's).
 func openUplink(ctx context.Context, path string) (*uplink, error) {
 	u := &uplink{}
-	name := "/proc/self/ns/net"
+	// This thread's: /proc/self shows the main thread's, which a
+	// library user may have moved.
+	name := "/proc/thread-self/ns/net"
 	if path != "" {
 		name = path
 	}
@@ -198,12 +200,14 @@ func (u *uplink) configureEnds(n int, host netlink.Link, sbx *os.File, v6 bool) 
 		}
 	}
 	conf := "net/ipv4/conf/" + linkName(n) + "/"
-	if err := u.setSysctl(conf+"forwarding", "1"); err != nil {
-		return err
+	for _, key := range []string{conf + "forwarding", conf + "route_localnet"} {
+		if err := u.setSysctl(key, "1"); err != nil {
+			return err
+		}
 	}
-	if err := u.setSysctl(conf+"route_localnet", "1"); err != nil {
-		return err
-	}
+	// Its IPv6 link-local address usable at once (best effort: IPv6 may
+	// be off).
+	_ = u.setSysctl("net/ipv6/conf/"+linkName(n)+"/accept_dad", "0")
 	if err := u.nl.LinkSetUp(host); err != nil {
 		return err
 	}
