@@ -347,4 +347,3 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
-
