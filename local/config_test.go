@@ -71,8 +71,8 @@ func TestConfigMismatch(t *testing.T) {
 	if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); !errors.Is(err, local.ErrConfigMismatch) {
 		t.Errorf("command on the mismatched handle: %v, want ErrConfigMismatch", err)
 	}
-	// Nothing changed: the sandbox still shares the host's network.
-	if info, err := local.Lookup(ctx, stateDir, "shape"); err != nil || info.Network == nil || info.Network.Mode != sandbox.NetworkHost || info.Identity.User != "alice" {
+	// Nothing changed: the sandbox still has the default network.
+	if info, err := local.Lookup(ctx, stateDir, "shape"); err != nil || info.Network == nil || info.Network.Mode != sandbox.NetworkPublic || info.Identity.User != "alice" {
 		t.Errorf("Lookup after the refused start: %+v, %v", info, err)
 	}
 	// Also when the sandbox is stopped: a restart would not apply it either.
@@ -228,8 +228,8 @@ func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 	if !reflect.DeepEqual(info.Identity, want) {
 		t.Errorf("identity %+v, want %+v", info.Identity, want)
 	}
-	if info.Network == nil || info.Network.Mode != sandbox.NetworkHost {
-		t.Errorf("network %+v, want host", info.Network)
+	if info.Network == nil || info.Network.Mode != sandbox.NetworkPublic {
+		t.Errorf("network %+v, want public", info.Network)
 	}
 	if l := info.Limits; l == nil || l.CPUCores != 0 || l.MemoryMB != 0 || l.Processes != 0 || l.DiskMB != 0 || !strings.Contains(l.Note, "no CPU, memory, process-count or disk limit") {
 		t.Errorf("limits %+v, want none enforced, said so", l)

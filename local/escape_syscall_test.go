@@ -330,7 +330,10 @@ func probeHostMain() (int, bool) {
 		return 0, false
 	}
 	ctx := context.Background()
-	sb, err := local.New(local.Options{StateDir: stateDir, Config: probeConfig(local.Confinement{})})
+	cfg := probeConfig(local.Confinement{})
+	// Without root the default network is not available.
+	cfg.NetworkBlockAll = os.Geteuid() != 0
+	sb, err := local.New(local.Options{StateDir: stateDir, Config: cfg})
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1, true
