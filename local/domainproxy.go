@@ -68,6 +68,38 @@ func normalizeDomainAllowList(c *Config) (string, error) {
 	return l.String(), nil
 }
 
+// commandHost is the Host of a sandbox's process manager: its Lifecycle,
+// whose environment overlay it completes with the egress proxy's
+// variables when the sandbox's domain allow list was changed while it
+// runs (the init's own environment is the one it started with): set when
+// a list was added, emptied when it was removed.
+type commandHost struct{ s *Sandbox }
+
+func (h commandHost) EnsureRunning(ctx context.Context) error {
+	return h.s.Lifecycle.EnsureRunning(ctx)
+}
+
+func (h commandHost) MergeEnv(perCall map[string]string) (map[string]string, error) {
+	h.s.mu.Lock()
+	c, booted := h.s.opts.Config, h.s.proxyEnv
+	h.s.mu.Unlock()
+	if (c.DomainAllowList != "") == booted {
+		return h.s.Lifecycle.MergeEnv(perCall)
+	}
+	proxy := map[string]string{}
+	for _, kv := range egressEnv(&Config{DomainAllowList: "-"}) {
+		k, v, _ := strings.Cut(kv, "=")
+		if booted {
+			v = "" // no proxy any more: an empty variable means none
+		}
+		proxy[k] = v
+	}
+	for k, v := range perCall {
+		proxy[k] = v
+	}
+	return h.s.Lifecycle.MergeEnv(proxy)
+}
+
 // egressEnv returns the proxy variables of a sandbox with a domain allow
 // list: every usual client (curl, git, pip, npm, Go) goes through the
 // proxy, SOCKS clients with names resolved by it (socks5h), and loopback

@@ -607,3 +607,54 @@ func TestPublishPort(t *testing.T) {
 		t.Errorf("publishing a port of a blocked sandbox: %v", err)
 	}
 }
+
+// TestNetworkLiveDomainSwitch: a running sandbox switched to a domain
+// allow list gets its egress proxy (and commands its variables) at once;
+// a new list reaches the running proxy (SIGHUP); switched back, the
+// proxy ends and the variables go.
+func TestNetworkLiveDomainSwitch(t *testing.T) {
+	skipUnless(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
+	port := originServer(t)
+	lab := newNetLab(t)
+	stateDir := newStateDir(t)
+	installProbes(t, stateDir)
+	sb := openSandbox(t, local.Options{StateDir: stateDir, Config: probeConfig(local.Confinement{})})
+	local.SetNetworkTestUplink(sb, lab.UplinkPath, labResolver)
+	local.SetEgressTestHooks(sb, testHosts, true)
+	ctx := context.Background()
+	if got := runProbe(t, sb, "tcp", addrPort(labPublic4, lab.Port)); got != "ok" {
+		t.Fatalf("default network: %s", got)
+	}
+	must(t, sb.UpdateNetworkSettings(ctx, local.NetworkSettings{DomainAllowList: "allowed.test"}))
+	if code, out := curl(t, sb, "http://allowed.test:"+port+"/a"); code != 0 || out != "origin /a host=allowed.test:"+port {
+		t.Errorf("through the proxy started live: exit %d %q", code, out)
+	}
+	if got := runProbe(t, sb, "tcp", addrPort(labPublic4, lab.Port)); got != "ENETUNREACH" {
+		t.Errorf("a direct connection with the domain list: %s, want ENETUNREACH", got)
+	}
+	pid := local.EgressProxyPID(sb)
+	must(t, local.UpdateNetworkSettings(ctx, sb.StateDir(), sb.ID(), local.NetworkSettings{DomainAllowList: "other.test"}))
+	if local.EgressProxyPID(sb) != pid {
+		t.Errorf("a new list started a new proxy instead of telling the running one")
+	}
+	var out string
+	if !poll(5*time.Second, func() bool {
+		_, out = curl(t, sb, "http://allowed.test:"+port+"/")
+		return strings.Contains(out, "allowed.test is not on the sandbox's domain allow list")
+	}) {
+		t.Errorf("allowed.test after the list changed to other.test: %q, want a refusal", out)
+	}
+	if code, out := curl(t, sb, "http://other.test:"+port+"/b"); code != 0 || out != "origin /b host=other.test:"+port {
+		t.Errorf("other.test after the change: exit %d %q", code, out)
+	}
+	must(t, sb.UpdateNetworkSettings(ctx, local.NetworkSettings{}))
+	if !processGone(pid) {
+		t.Errorf("the proxy %d outlived the switch back", pid)
+	}
+	if got := mustRun(t, sb, `echo "[$HTTP_PROXY]"`); got != "[]\n" {
+		t.Errorf("HTTP_PROXY after the switch back: %q", got)
+	}
+	if got := runProbe(t, sb, "tcp", addrPort(labPublic4, lab.Port)); got != "ok" {
+		t.Errorf("default network again: %s", got)
+	}
+}

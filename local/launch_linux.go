@@ -40,6 +40,10 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 		return err
 	}
 	m.Network = s.newNetRecord(&m.Config)
+	m.ProxyEnv = m.Config.DomainAllowList != ""
+	s.mu.Lock()
+	s.proxyEnv = m.ProxyEnv
+	s.mu.Unlock()
 	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
 	if err != nil {
 		return err

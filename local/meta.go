@@ -31,6 +31,9 @@ type meta struct {
 	// EgressProxy is the running egress proxy helper of a sandbox with a
 	// DomainAllowList; nil when stopped.
 	EgressProxy *initRecord `json:"egressProxy,omitempty"`
+	// ProxyEnv records that the running init was started with the egress
+	// proxy's variables in its environment (it had a DomainAllowList).
+	ProxyEnv bool `json:"proxyEnv,omitempty"`
 	// Network is the host side of the running sandbox's network
 	// namespace, when the host made it (as root); nil otherwise.
 	Network *netRecord `json:"network,omitempty"`

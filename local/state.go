@@ -238,7 +238,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 	if err := m.Cgroups.destroy(ctx); err != nil {
 		return err
 	}
-	m.Init, m.Cgroups = nil, nil
+	m.Init, m.Cgroups, m.ProxyEnv = nil, nil, false
 	m.LastUsedAt = lastUsed(dir, m)
 	_ = os.Remove(filepath.Join(dir, socketFile))
 	return nil
