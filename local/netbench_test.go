@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,33 +28,14 @@ func BenchmarkEgressDownload(b *testing.B) {
 		b.Skip("nsenter is not installed")
 	}
 	lab := newNetLab(b)
-	chunk := make([]byte, 1<<20)
 	ln := listenIn(b, lab.inet, "tcp", addrPort(labPublic4, 0))
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(downloadSize))
-		for sent := 0; sent < downloadSize; sent += len(chunk) {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-	})}
+	srv := &http.Server{Handler: payloadHandler()}
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().(*net.TCPAddr).String() + "/"
 	sb := lab.sandbox(b, local.Config{})
 	ctx := context.Background()
-	measure := func(out string) time.Duration {
-		f := strings.Fields(out)
-		if len(f) != 2 || f[1] != strconv.Itoa(downloadSize) {
-			b.Fatalf("curl: %q", out)
-		}
-		s, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	const curl = "curl -sS -o /dev/null -w '%{time_total} %{size_download}' "
+	const curl = curlArgs
 	b.ResetTimer()
 	var direct, inside time.Duration
 	for i := 0; i < b.N; i++ {
@@ -66,12 +45,12 @@ func BenchmarkEgressDownload(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		direct += measure(string(out))
+		direct += curlTime(b, string(out))
 		r, err := sb.ExecuteCommand(ctx, curl+url, nil, nil)
 		if err != nil || r.ExitCode != 0 {
 			b.Fatal(err, r)
 		}
-		inside += measure(r.Stdout)
+		inside += curlTime(b, r.Stdout)
 	}
 	mb := float64(downloadSize) * float64(b.N) / (1 << 20)
 	b.ReportMetric(mb/direct.Seconds(), "MB/s-direct")

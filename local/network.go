@@ -41,11 +41,6 @@ type NetworkSettings struct {
 	DomainAllowList string `json:"domainAllowList,omitempty"`
 }
 
-// networkSettings returns the network policy of c.
-func (c *Config) networkSettings() NetworkSettings {
-	return NetworkSettings{BlockAll: c.NetworkBlockAll, AllowList: c.NetworkAllowList, DomainAllowList: c.DomainAllowList}
-}
-
 // withNetworkSettings returns c with the network policy ns, validated and
 // in canonical form.
 func (c Config) withNetworkSettings(ns NetworkSettings) (Config, error) {

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -310,6 +309,3 @@ func addNetworkState(dir string, m *meta, n *sandbox.NetworkInfo) {
 		}
 	}
 }
-
-// errNoLink is the error of publishing a port of a sandbox without a link.
-var errNoLink = errors.New("the sandbox has no network interface (blocked or domainAllowList mode, or not started as root)")

@@ -176,9 +176,9 @@ func (e *fakeEngine) StopByID(ctx context.Context, stateDir, id string) error {
 func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, s NetworkSettings) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := e.sandboxes[key(stateDir, id)]
-	if st == nil {
-		return fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
+	st, err := e.locked(stateDir, id)
+	if err != nil {
+		return err
 	}
 	if e.networkErr != nil {
 		return e.networkErr
@@ -202,9 +202,9 @@ func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, s Net
 func (e *fakeEngine) PublishPort(_ context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := e.sandboxes[key(stateDir, id)]
-	if st == nil {
-		return sandbox.PublishedPort{}, fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
+	st, err := e.locked(stateDir, id)
+	if err != nil {
+		return sandbox.PublishedPort{}, err
 	}
 	if hostPort == 0 {
 		hostPort = 40000 + len(st.info.Network.Ports)
@@ -217,9 +217,9 @@ func (e *fakeEngine) PublishPort(_ context.Context, stateDir, id string, hostPor
 func (e *fakeEngine) UnpublishPort(_ context.Context, stateDir, id string, hostPort int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := e.sandboxes[key(stateDir, id)]
-	if st == nil {
-		return fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
+	st, err := e.locked(stateDir, id)
+	if err != nil {
+		return err
 	}
 	for i, p := range st.info.Network.Ports {
 		if p.HostPort == hostPort {
@@ -228,6 +228,14 @@ func (e *fakeEngine) UnpublishPort(_ context.Context, stateDir, id string, hostP
 		}
 	}
 	return fmt.Errorf("fake: port %d: %w", hostPort, sandbox.ErrNotFound)
+}
+
+// locked returns the sandbox id of stateDir, e.mu held.
+func (e *fakeEngine) locked(stateDir, id string) (*fakeState, error) {
+	if st := e.sandboxes[key(stateDir, id)]; st != nil {
+		return st, nil
+	}
+	return nil, fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
 }
 
 // state describes a sandbox with its current status, or returns nil.
