@@ -16,7 +16,7 @@ STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # with, util-linux (unshare, nsenter, mount) and procps (ps, pkill in
 # sandboxes) for the local engine; bubblewrap, which the escape probes run
 # in a sandbox that allows nested namespaces; curl for the DomainAllowList
-# probes.
+# probes (and nsenter, of util-linux, for BenchmarkEgressDownload).
 APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl)
 
 step() { printf '\n==> %s\n' "$*"; }
