@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,15 +206,33 @@ func greetingFrom(ns *os.File, addr string) (string, error) {
 }
 
 // serveGreeting greets each connection with the address it reached, then
-// echoes what it gets.
+// echoes what it gets. When ln closes, so do its connections (a peer that
+// lost its network never closes its end).
 func serveGreeting(ln net.Listener) {
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range conns {
+			c.Close()
+		}
+	}()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
+		mu.Lock()
+		conns[c] = true
+		mu.Unlock()
 		go func() {
-			defer c.Close()
+			defer func() {
+				mu.Lock()
+				delete(conns, c)
+				mu.Unlock()
+				c.Close()
+			}()
 			local := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 			fmt.Fprintf(c, "hello from %s\n", local)
 			io.Copy(c, c)
