@@ -71,8 +71,8 @@ func TestConfigMismatch(t *testing.T) {
 	if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); !errors.Is(err, local.ErrConfigMismatch) {
 		t.Errorf("command on the mismatched handle: %v, want ErrConfigMismatch", err)
 	}
-	// Nothing changed: the sandbox still shares the host's network.
-	if info, err := local.Lookup(ctx, stateDir, "shape"); err != nil || info.Network == nil || info.Network.Mode != sandbox.NetworkHost || info.Identity.User != "alice" {
+	// Nothing changed: the sandbox still has the default network.
+	if info, err := local.Lookup(ctx, stateDir, "shape"); err != nil || info.Network == nil || info.Network.Mode != sandbox.NetworkPublic || info.Identity.User != "alice" {
 		t.Errorf("Lookup after the refused start: %+v, %v", info, err)
 	}
 	// Also when the sandbox is stopped: a restart would not apply it either.
@@ -258,8 +258,8 @@ func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 	if !reflect.DeepEqual(info.Identity, want) {
 		t.Errorf("identity %+v, want %+v", info.Identity, want)
 	}
-	if info.Network == nil || info.Network.Mode != sandbox.NetworkHost {
-		t.Errorf("network %+v, want host", info.Network)
+	if info.Network == nil || info.Network.Mode != sandbox.NetworkPublic {
+		t.Errorf("network %+v, want public", info.Network)
 	}
 	checkLimitsStated(t, info.Limits)
 	if _, ok := info.Metadata["user"]; ok {

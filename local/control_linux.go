@@ -38,6 +38,8 @@ type initConfig struct {
 	// CommandCgroupFDs index the descriptors: the files through which the
 	// thread that starts commands joins their cgroups (joinCommandCgroups).
 	CommandCgroupFDs []int `json:"commandCgroupFDs,omitempty"`
+	// Net is what the init does about its network.
+	Net initNet `json:"net"`
 
 	// handOver are the descriptors the init sends the host with its "ok".
 	handOver []*os.File

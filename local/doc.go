@@ -1,9 +1,8 @@
 // Package local runs sandboxes on this Linux machine, isolated with Linux
 // namespaces: the embedded default engine of agentbox.
 //
-// A sandbox is a set of namespaces (user, mount, pid, ipc, uts, cgroup,
-// and net when [Config.NetworkBlockAll] or [Config.DomainAllowList] is
-// set) whose PID 1 is this very
+// A sandbox is a set of namespaces (user, mount, pid, ipc, uts, cgroup and
+// net, unless [Config.HostNetwork] shares the host's) whose PID 1 is this very
 // program, re-executed: call [Init] first thing in main (and in TestMain),
 // so that the re-executed copy becomes the sandbox's init instead of
 // running your program again. The package's own init function calls Init
@@ -53,17 +52,42 @@
 // the zero Resources is then accepted as best effort, and an explicit one
 // is an error ([ErrLimitUnavailable]).
 //
-// With [Config.DomainAllowList] the sandbox has only loopback, and reaches
-// the names on its list through an egress proxy on the host
-// (http://127.0.0.1:3128 and socks5h://127.0.0.1:3128 inside, named by
-// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY): a helper process,
-// "agentbox-netproxy", this program re-executed outside the sandbox's
-// namespaces (as nobody when started by root), recorded beside the init
-// and ending with it. The proxy resolves names itself and refuses other
-// names, IP addresses, names that lead to non-public addresses, and
-// spoofed Host headers or TLS server names; Info shows the list and the
-// last refusals (Metadata "domainAllowList", "networkRefusals",
-// "networkPolicyLog", "egressProxy").
+// # Network
+//
+// By default a sandbox reaches the public internet and nothing else: not
+// the host (its loopback services, its abstract unix sockets, its own
+// addresses), not the host's networks or any private, shared or
+// link-local range (cloud metadata at 169.254.169.254 included), not other
+// sandboxes; DNS works, through the host's resolver; nothing reaches the
+// sandbox but the ports published with [PublishPort] (on the host's
+// loopback). As root, the host makes the sandbox's network namespace
+// (owned by the host's user namespace: the sandbox's root cannot change
+// its interfaces, routes or firewall), links it to the host with a veth
+// pair (agentbox<n> on the host, eth0 inside, 10.231.0.0/16 and
+// fd61:6762:6f78::/48) and gives it an nftables table of its own
+// (inet agentbox-<n>), written through netlink, not with ip or nft; IPv4
+// is forwarded and masqueraded, IPv6 only where the host forwards IPv6
+// already. Refusals answer at once (a TCP reset, an ICMP
+// administratively-prohibited error) and are counted (Info:
+// Network.RefusedPackets). What this changes on the host, and when it is
+// undone, is in uplink_linux.go. Without root the default network is not
+// available (Start says so): use NetworkBlockAll or DomainAllowList, which
+// need no root.
+//
+// [Config.NetworkBlockAll] leaves loopback only; [Config.NetworkAllowList]
+// (CIDRs) allows the listed ranges only, and no DNS query leaves;
+// [Config.DomainAllowList] gives loopback only and the listed names
+// through an egress proxy on the host (http://127.0.0.1:3128 and
+// socks5h://127.0.0.1:3128 inside, named by HTTP_PROXY, HTTPS_PROXY and
+// ALL_PROXY): a helper process, "agentbox-netproxy", this program
+// re-executed outside the sandbox's namespaces (as nobody when started by
+// root), recorded beside the init and ending with it. The proxy resolves
+// names itself and refuses other names, IP addresses, names that lead to
+// non-public addresses, and spoofed Host headers or TLS server names;
+// Info shows its last refusals (Network.PolicyLog). With both lists, the
+// ranges are reachable directly and the names through the proxy.
+// [Sandbox.UpdateNetworkSettings] (or [UpdateNetworkSettings] by id)
+// changes the policy of a running sandbox at once and records it.
 //
 // [Options] says which sandbox a handle is for (ID, StateDir) and holds the
 // handle's own settings (Env, Timeout, Hooks); its embedded [Config] shapes
@@ -91,7 +115,7 @@
 // State lives under a state dir (see [DefaultStateDir]):
 //
 //	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/,
-//	                             egress-log.json (DomainAllowList)
+//	                             egress-log.json, egress-allow (DomainAllowList)
 //	                             (with a disk limit, all but toolbox/ on disk.img)
 //	<StateDir>/templates/        formatted disk images that new ones copy
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
@@ -125,10 +149,18 @@ package local
 //	userns_linux.go     user namespace: uid mapping, availability checks
 //	init_linux.go       the init: its named setup steps, then PID 1 (toolbox server, signals, idle stop)
 //	rootfs_linux.go     the init's root file system steps (tmpfs root, binds, /proc, /dev, pivot_root)
-//	network_linux.go    the sandbox's network namespace (host side) and interfaces (init side)
-//	domainproxy.go      DomainAllowList: validation, proxy variables, Info, Instructions, policy log file
-//	domainproxy_linux.go  DomainAllowList: the egress proxy helper (start, its main), the init's
-//	                    listening sockets handed to it
+//	network.go          the network options (modes, NetworkAllowList, NetworkSettings), their
+//	                    validation, Instructions; netranges.go: the address ranges of the policy
+//	netapi.go           UpdateNetworkSettings, PublishPort, UnpublishPort (recorded in meta.json)
+//	network_linux.go    the network at a start (host side: namespace, link, firewall; init side:
+//	                    loopback, resolv.conf), live changes, teardown, Info's network state
+//	netns_linux.go      network namespaces the host makes; throwaway threads that enter them
+//	uplink_linux.go     the host's side: links (veth), forwarding, cleanup when the last goes
+//	netfilter_linux.go  the nftables table of a sandbox (policy, DNS forwarding, NAT, ports)
+//	ports_linux.go      published ports: checking a host port is free
+//	domainproxy.go      DomainAllowList: validation, proxy variables, Info's policy log
+//	domainproxy_linux.go  DomainAllowList: the egress proxy helper (start, its main, SIGHUP
+//	                    reload), its listening sockets (made by the init, or by the host)
 //	activity_linux.go   activity stamps (LastUsedAt) and idleness
 //	reaper_linux.go     the init's orphan reaper
 //	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -69,9 +68,37 @@ func normalizeDomainAllowList(c *Config) (string, error) {
 	return l.String(), nil
 }
 
-// ownNetwork reports whether the sandbox of c has a network namespace of
-// its own.
-func (c *Config) ownNetwork() bool { return c.NetworkBlockAll || c.DomainAllowList != "" }
+// commandHost is the Host of a sandbox's process manager: its Lifecycle,
+// whose environment overlay it completes with the egress proxy's
+// variables when the sandbox's domain allow list was changed while it
+// runs (the init's own environment is the one it started with): set when
+// a list was added, emptied when it was removed.
+type commandHost struct{ s *Sandbox }
+
+func (h commandHost) EnsureRunning(ctx context.Context) error {
+	return h.s.Lifecycle.EnsureRunning(ctx)
+}
+
+func (h commandHost) MergeEnv(perCall map[string]string) (map[string]string, error) {
+	h.s.mu.Lock()
+	c, booted := h.s.opts.Config, h.s.proxyEnv
+	h.s.mu.Unlock()
+	if (c.DomainAllowList != "") == booted {
+		return h.s.Lifecycle.MergeEnv(perCall)
+	}
+	proxy := map[string]string{}
+	for _, kv := range egressEnv(&Config{DomainAllowList: "-"}) {
+		k, v, _ := strings.Cut(kv, "=")
+		if booted {
+			v = "" // no proxy any more: an empty variable means none
+		}
+		proxy[k] = v
+	}
+	for k, v := range perCall {
+		proxy[k] = v
+	}
+	return h.s.Lifecycle.MergeEnv(proxy)
+}
 
 // egressEnv returns the proxy variables of a sandbox with a domain allow
 // list: every usual client (curl, git, pip, npm, Go) goes through the
@@ -86,19 +113,6 @@ func egressEnv(c *Config) []string {
 		"HTTP_PROXY=" + httpProxy, "HTTPS_PROXY=" + httpProxy, "http_proxy=" + httpProxy, "https_proxy=" + httpProxy,
 		"ALL_PROXY=" + socksProxy, "all_proxy=" + socksProxy, "NO_PROXY=" + direct, "no_proxy=" + direct,
 	}
-}
-
-// networkInstructions is the sentence of Instructions about the network.
-func networkInstructions(c *Config) string {
-	switch {
-	case c.NetworkBlockAll:
-		return "Network access is blocked."
-	case c.DomainAllowList != "":
-		return fmt.Sprintf("Network access is limited to these domains: %s (*.name covers the names below name, not name itself). "+
-			"Connections go through the proxy at %s that HTTP_PROXY, HTTPS_PROXY and ALL_PROXY name; other names, IP addresses and direct connections are refused, and DNS does not resolve inside the sandbox.",
-			strings.ReplaceAll(c.DomainAllowList, ",", ", "), egressProxyAddr)
-	}
-	return "Network access is shared with the host."
 }
 
 // egressProxyConfig is what the host tells a new egress proxy helper.
@@ -152,34 +166,38 @@ func readPolicyLog(dir string) (policyLog, error) {
 	return readPolicyLogFile(f)
 }
 
-// addNetworkInfo describes the network mode of the sandbox of the folder
-// dir (metadata m) in md, Info's Metadata: in DomainAllowList mode, the
-// list ("domainAllowList"), whether its proxy runs while the sandbox does
-// ("egressProxy"), the number of refusals ("networkRefusals") and the
-// last of them, one per line, oldest first ("networkPolicyLog").
-func addNetworkInfo(dir string, m *meta, md map[string]string) {
-	c := &m.Config
-	if c.DomainAllowList == "" {
+// addPolicyLog adds to n, the network of the sandbox of the folder dir
+// (metadata m), its egress proxy's refusals, and a note when the proxy
+// should run but does not.
+func addPolicyLog(dir string, m *meta, n *sandbox.NetworkInfo) {
+	if m.Config.DomainAllowList == "" {
 		return
 	}
-	md["domainAllowList"] = c.DomainAllowList
-	if m.alive() {
-		md["egressProxy"] = "not running (restart the sandbox)"
-		if r := m.EgressProxy; r != nil {
-			if st, ok := procStartTime(r.PID); ok && st == r.StartTime {
-				md["egressProxy"] = "running"
-			}
-		}
+	if m.alive() && !helperRuns(m.EgressProxy) {
+		n.Note = joinNote(n.Note, "the egress proxy does not run: restart the sandbox")
 	}
 	l, _ := readPolicyLog(dir)
-	md["networkRefusals"] = strconv.FormatUint(l.Total, 10)
-	if len(l.Refusals) > 0 {
-		lines := make([]string, len(l.Refusals))
-		for i, r := range l.Refusals {
-			lines[i] = r.String()
-		}
-		md["networkPolicyLog"] = strings.Join(lines, "\n")
+	n.RefusedConnections = l.Total
+	for _, r := range l.Refusals {
+		n.PolicyLog = append(n.PolicyLog, sandbox.NetworkRefusal{Time: r.Time, Protocol: r.Protocol, Host: r.Host, Port: int(r.Port), Reason: r.Reason})
 	}
+}
+
+// helperRuns reports whether the helper process r runs.
+func helperRuns(r *initRecord) bool {
+	if r == nil {
+		return false
+	}
+	st, ok := procStartTime(r.PID)
+	return ok && st == r.StartTime
+}
+
+// joinNote appends the sentence s to the note n.
+func joinNote(n, s string) string {
+	if n == "" {
+		return s
+	}
+	return n + "; " + s
 }
 
 // stopEgressProxy ends the egress proxy helper recorded in m, if it still

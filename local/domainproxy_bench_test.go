@@ -29,32 +29,13 @@ func BenchmarkDomainProxyDownload(b *testing.B) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		b.Skip("curl is not installed")
 	}
-	chunk := make([]byte, 1<<20)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", strconv.Itoa(downloadSize))
-		for sent := 0; sent < downloadSize; sent += len(chunk) {
-			if _, err := w.Write(chunk); err != nil {
-				return
-			}
-		}
-	}))
+	srv := httptest.NewServer(payloadHandler())
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	sb := openSandbox(b, local.Options{Config: local.Config{DomainAllowList: "allowed.test"}})
 	local.SetEgressTestHooks(sb, testHosts, true)
 	ctx := context.Background()
-	measure := func(out string) time.Duration {
-		f := strings.Fields(out)
-		if len(f) != 2 || f[1] != strconv.Itoa(downloadSize) {
-			b.Fatalf("curl: %q", out)
-		}
-		s, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	const curlArgs = "curl -sS -o /dev/null -w '%{time_total} %{size_download}' "
+	measure := func(out string) time.Duration { return curlTime(b, out) }
 	inside := func(args string) time.Duration {
 		r, err := sb.ExecuteCommand(ctx, curlArgs+args+" http://allowed.test:"+port+"/", nil, nil)
 		if err != nil || r.ExitCode != 0 {
@@ -80,6 +61,36 @@ func BenchmarkDomainProxyDownload(b *testing.B) {
 	b.ReportMetric(mb/tunnel.Seconds(), "MB/s-connect")
 	b.ReportMetric(direct.Seconds()/forward.Seconds(), "x-direct-http")
 	b.ReportMetric(direct.Seconds()/tunnel.Seconds(), "x-direct-connect")
+}
+
+// payloadHandler serves downloadSize bytes.
+func payloadHandler() http.Handler {
+	chunk := make([]byte, 1<<20)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(downloadSize))
+		for sent := 0; sent < downloadSize; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// curlArgs makes curl print how long a download took and its size.
+const curlArgs = "curl -sS -o /dev/null -w '%{time_total} %{size_download}' "
+
+// curlTime returns the time of a download of downloadSize bytes, from
+// what curlArgs printed.
+func curlTime(b *testing.B, out string) time.Duration {
+	f := strings.Fields(out)
+	if len(f) != 2 || f[1] != strconv.Itoa(downloadSize) {
+		b.Fatalf("curl: %q", out)
+	}
+	s, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 // BenchmarkIdleMemoryDomainAllowList is BenchmarkIdleMemory for sandboxes

@@ -1,9 +1,11 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/internal/egress"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // egressProxyEnv marks a re-executed egress proxy helper; its value is
@@ -26,6 +29,7 @@ const egressProxyEnv = "_AGENTBOX_EGRESS_PROXY"
 const (
 	egressFDHandOver = 3 // where the host sends the listening sockets
 	egressFDLog      = 4 // the policy log file
+	egressFDAllow    = 5 // the allow list file, read again on SIGHUP
 )
 
 // nobodyID is the uid and gid of the helper when the engine runs as root.
@@ -50,6 +54,11 @@ func (s *Sandbox) startEgressProxy(m *meta) (*egressHelper, error) {
 		return nil, stateDirError(s.opts.StateDir, err)
 	}
 	defer logf.Close()
+	allowf, err := writeAllowFile(sandboxDir(s.opts.StateDir, m.ID), m.Config.DomainAllowList)
+	if err != nil {
+		return nil, stateDirError(s.opts.StateDir, err)
+	}
+	defer allowf.Close()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
@@ -74,7 +83,7 @@ func (s *Sandbox) startEgressProxy(m *meta) (*egressHelper, error) {
 			egressProxyEnv + "=" + string(cfg),
 			"GOGC=50", "GOMAXPROCS=1", "GODEBUG=madvdontneed=1", "GORACE=atexit_sleep_ms=0",
 		},
-		ExtraFiles:  []*os.File{theirs, logf},
+		ExtraFiles:  []*os.File{theirs, logf, allowf},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 		Dir:         "/",
 	}
@@ -158,8 +167,7 @@ func runEgressProxy(config string) int {
 	}
 	p := egress.New(egress.Config{Allow: allow, Resolver: resolver, AllowNonPublic: cfg.AllowNonPublic, OnRefusal: rec.add})
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
-	signal.Ignore(unix.SIGHUP) // free for a reload of the policy, one day
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	served := make(chan struct{}, len(listeners))
 	for _, ln := range listeners {
 		go func() {
@@ -167,10 +175,24 @@ func runEgressProxy(config string) int {
 			served <- struct{}{}
 		}()
 	}
-	select {
-	case <-sigs:
-	case <-initEnded:
-	case <-served: // a listener failed
+	allowf := os.NewFile(egressFDAllow, egressAllowFile)
+	defer allowf.Close()
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			if sig != unix.SIGHUP {
+				break wait
+			}
+			// The host changed the list (UpdateNetworkSettings).
+			if l, err := readAllowFile(allowf); err == nil {
+				p.SetAllowList(l)
+			}
+		case <-initEnded:
+			break wait
+		case <-served: // a listener failed
+			break wait
+		}
 	}
 	p.Close()
 	rec.close()
@@ -333,28 +355,136 @@ func (r *policyRecorder) close() {
 }
 
 // listenForEgress runs in the init of a sandbox with a domain allow list,
-// in its network namespace: it listens on 127.0.0.1:3128 and on
-// [::1]:3128 (when the kernel has IPv6), for the host to hand the sockets
-// to the egress proxy helper.
+// in its network namespace: it makes the proxy's listening sockets
+// (egressListeners) for the host to hand to the egress proxy helper.
 func listenForEgress(cfg *initConfig) error {
 	if cfg.DomainAllowList == "" {
 		return nil
 	}
+	files, err := egressListeners()
+	cfg.handOver = append(cfg.handOver, files...)
+	return err
+}
+
+// egressListeners listens on 127.0.0.1:3128 and on [::1]:3128 (when the
+// kernel has IPv6) in the calling thread's network namespace, and returns
+// the sockets.
+func egressListeners() ([]*os.File, error) {
 	_, port, _ := net.SplitHostPort(egressProxyAddr)
+	var files []*os.File
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
 		if err != nil {
 			if host == "::1" && (errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.EAFNOSUPPORT)) {
 				continue
 			}
-			return err
+			closeFiles(files)
+			return nil, err
 		}
 		f, err := ln.(*net.TCPListener).File()
 		ln.Close()
 		if err != nil {
+			closeFiles(files)
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// egressAllowFile, in the sandbox's folder, holds the domain allow list
+// the helper serves; it reads it again on SIGHUP.
+const egressAllowFile = "egress-allow"
+
+// writeAllowFile writes list into the allow list file of the sandbox
+// folder dir, in place (a running helper holds it open), and returns the
+// file open for reading.
+func writeAllowFile(dir, list string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, egressAllowFile), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.WriteAt([]byte(list), 0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readAllowFile reads the allow list from f.
+func readAllowFile(f *os.File) (*egress.AllowList, error) {
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+		return nil, err
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	return egress.ParseAllowList(string(b))
+}
+
+// applyEgressProxy brings the egress proxy helper of the running sandbox
+// m in line with its Config: it tells a
+// running helper its new list (SIGHUP), starts one (as root: its
+// listening sockets are made in the sandbox's namespace by the host) or
+// stops it.
+func (s *Sandbox) applyEgressProxy(ctx context.Context, dir string, m *meta) error {
+	want, runs := m.Config.DomainAllowList != "", helperRuns(m.EgressProxy)
+	switch {
+	case want && runs:
+		f, err := writeAllowFile(dir, m.Config.DomainAllowList)
+		if err != nil {
+			return stateDirError(s.opts.StateDir, err)
+		}
+		f.Close()
+		return signalProcess(*m.EgressProxy, unix.SIGHUP)
+	case want:
+		if m.Network == nil {
+			return fmt.Errorf("%w: the egress proxy of a sandbox started without root cannot be started while it runs; stop it and start it again", sandbox.ErrUnsupported)
+		}
+		sbx, err := openInitNetns(m.Init)
+		if err != nil {
 			return err
 		}
-		cfg.handOver = append(cfg.handOver, f)
+		defer sbx.Close()
+		var lns []*os.File
+		if err := inNetns(sbx, func() (err error) { lns, err = egressListeners(); return err }); err != nil {
+			return fmt.Errorf("egress proxy: listen in the sandbox: %w", err)
+		}
+		defer closeFiles(lns)
+		h, err := s.startEgressProxy(m)
+		if err != nil {
+			return err
+		}
+		defer h.close()
+		return h.serve(lns)
+	case runs:
+		stopEgressProxy(ctx, m)
 	}
 	return nil
+}
+
+// signalProcess sends sig to the process r, through a pidfd.
+func signalProcess(r initRecord, sig unix.Signal) error {
+	pfd, err := unix.PidfdOpen(r.PID, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
+	if st, ok := procStartTime(r.PID); !ok || st != r.StartTime {
+		return errors.New("the process has ended")
+	}
+	return unix.PidfdSendSignal(pfd, sig, nil, 0)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,7 +84,10 @@ func policyLog(t *testing.T, sb *local.Sandbox, want string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log = info.Metadata["networkPolicyLog"]
+		log = ""
+		for _, r := range info.Network.PolicyLog {
+			log += fmt.Sprintf("%s %s:%d: %s\n", r.Protocol, r.Host, r.Port, r.Reason)
+		}
 		return strings.Contains(log, want)
 	}) {
 		t.Errorf("the policy log does not say %q:\n%s", want, log)
@@ -224,19 +228,19 @@ timeout 5 cat <&3`
 		if err != nil {
 			t.Fatal(err)
 		}
-		md := info.Metadata
-		if md["domainAllowList"] != "allowed.test,*.wild.test" || md["egressProxy"] != "running" {
-			t.Errorf("Info metadata: %v", md)
+		n := info.Network
+		if n.Mode != sandbox.NetworkDomainAllowList || strings.Join(n.DomainAllowList, ",") != "allowed.test,*.wild.test" || n.Note != "" {
+			t.Errorf("Info network: %+v", n)
 		}
-		if n, _ := strconv.Atoi(md["networkRefusals"]); n < 5 {
-			t.Errorf("networkRefusals = %q", md["networkRefusals"])
+		if n.RefusedConnections < 5 || len(n.PolicyLog) < 5 {
+			t.Errorf("refusals %d, policy log %+v", n.RefusedConnections, n.PolicyLog)
 		}
 		if ins := sb.Instructions(); !strings.Contains(ins, "Network access is limited to these domains: allowed.test, *.wild.test") {
 			t.Errorf("Instructions: %s", ins)
 		}
 		// Another process finds the same by id.
 		found, err := local.Lookup(context.Background(), sb.StateDir(), sb.ID())
-		if err != nil || found.Metadata["networkPolicyLog"] != md["networkPolicyLog"] {
+		if err != nil || !reflect.DeepEqual(found.Network, n) {
 			t.Errorf("Lookup: %v %v", err, found)
 		}
 	})
@@ -391,7 +395,7 @@ func TestDomainAllowListBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := sb.Info(context.Background())
-	if got := info.Metadata["domainAllowList"]; got != "example.com,*.example.org" {
+	if got := strings.Join(info.Network.DomainAllowList, ","); got != "example.com,*.example.org" {
 		t.Errorf("stored list %q", got)
 	}
 }

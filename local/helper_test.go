@@ -29,7 +29,11 @@ func helperMain() (int, bool) {
 		return 0, false
 	}
 	ctx := context.Background()
-	sb, err := local.New(local.Options{ID: os.Getenv("HELPER_ID"), StateDir: os.Getenv("HELPER_STATE_DIR")})
+	var cfg local.Config
+	if os.Getenv("HELPER_BLOCK_NETWORK") != "" {
+		cfg.NetworkBlockAll = true
+	}
+	sb, err := local.New(local.Options{ID: os.Getenv("HELPER_ID"), StateDir: os.Getenv("HELPER_STATE_DIR"), Config: cfg})
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1, true

@@ -74,7 +74,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 		{"pivot_root", r.pivot},
 		{"make / read-only", r.rootReadOnly},
 		{"set hostname", func() error { return unix.Sethostname([]byte(cfg.hostname())) }},
-		{"set up network", func() error { return setupNetwork(&cfg.Config) }},
+		{"set up network", func() error { return setupNetwork(cfg.Net) }},
 		{"listen for the egress proxy", func() error { return listenForEgress(cfg) }},
 		{"enter working directory", func() error { return os.Chdir(cfg.WorkingDirectory) }},
 		{"make the init non-dumpable", makeUndumpable},

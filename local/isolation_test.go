@@ -153,7 +153,7 @@ func TestIsolation(t *testing.T) {
 		}
 	})
 	t.Run("namespaces", func(t *testing.T) {
-		// The init is in its own namespaces of every kind but net.
+		// The init is in its own namespaces of every kind, net included.
 		pid := local.InitPID(sb)
 		for _, ns := range []string{"ipc", "uts", "cgroup", "user", "mnt", "pid", "net"} {
 			host, err := os.Readlink("/proc/self/ns/" + ns)
@@ -164,7 +164,7 @@ func TestIsolation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if shared := own == host; shared != (ns == "net") {
+			if own == host {
 				t.Errorf("%s namespace: init %s, host %s", ns, own, host)
 			}
 		}
@@ -221,12 +221,13 @@ func TestNetworkBlockAll(t *testing.T) {
 	if r := run(t, blocked, "bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' 2>&1"); !strings.Contains(r.Stdout, "refused") {
 		t.Errorf("loopback inside a blocked sandbox: %q, want connection refused", r.Stdout)
 	}
-	// Only a blocked sandbox has its own network namespace.
-	shared := newSandbox(t, local.Options{})
+	// Only a HostNetwork sandbox shares the host's network namespace.
+	shared := newSandbox(t, local.Options{Config: local.Config{HostNetwork: true}})
+	def := newSandbox(t, local.Options{})
 	for _, c := range []struct {
 		sb   *local.Sandbox
 		want bool
-	}{{blocked, true}, {shared, false}} {
+	}{{blocked, true}, {def, true}, {shared, false}} {
 		host, err := os.Readlink("/proc/self/ns/net")
 		if err != nil {
 			t.Fatal(err)
@@ -236,7 +237,7 @@ func TestNetworkBlockAll(t *testing.T) {
 			t.Fatal(err)
 		}
 		if (own != host) != c.want {
-			t.Errorf("blocked=%v: init net namespace %s, host %s", c.want, own, host)
+			t.Errorf("own network %v: init net namespace %s, host %s", c.want, own, host)
 		}
 	}
 	if !strings.Contains(blocked.Instructions(), "Network access is blocked.") {
@@ -244,22 +245,32 @@ func TestNetworkBlockAll(t *testing.T) {
 	}
 
 	if out := mustRun(t, shared, probe); !strings.Contains(out, "hello from host") {
-		t.Errorf("shared-network sandbox did not reach the host: %q", out)
+		t.Errorf("HostNetwork sandbox did not reach the host: %q", out)
+	}
+	if r := run(t, def, probe); r.ExitCode == 0 || strings.Contains(r.Stdout, "hello") {
+		t.Errorf("a default sandbox reached the host's loopback server: %q", r.Stdout)
 	}
 }
 
 // TestUnprivileged runs a sandbox as an ordinary user (uid 2001) with a
-// single-uid user namespace.
+// single-uid user namespace (and loopback only: the default network needs
+// root, which a default sandbox's start says).
 func TestUnprivileged(t *testing.T) {
 	skipUnless(t, os.Geteuid() == 0, "needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
 	stateDir := newSharedStateDir(t, "agentbox-unpriv-")
 	if err := os.Chown(stateDir, 2001, 2001); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Env = []string{helperEnv + "=unprivileged", "HELPER_ID=unpriv", "HELPER_STATE_DIR=" + stateDir, "HOME=/nonexistent", "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 2001, Gid: 2001, Groups: []uint32{}}}
-	out, err := cmd.CombinedOutput()
+	helper := func(mode string, env ...string) *exec.Cmd {
+		cmd := exec.Command("/proc/self/exe")
+		cmd.Env = append([]string{helperEnv + "=" + mode, "HELPER_ID=unpriv", "HELPER_STATE_DIR=" + stateDir, "HOME=/nonexistent", "PATH=/usr/bin:/bin"}, env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 2001, Gid: 2001, Groups: []uint32{}}}
+		return cmd
+	}
+	if out, err := helper("start").CombinedOutput(); err == nil || !strings.Contains(string(out), "isolation unavailable") || !strings.Contains(string(out), "needs root") {
+		t.Errorf("a default sandbox without root: %v\n%s; want an error saying the mode needs root", err, out)
+	}
+	out, err := helper("unprivileged", "HELPER_BLOCK_NETWORK=1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("helper as uid 2001: %v\n%s", err, out)
 	}

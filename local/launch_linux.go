@@ -36,6 +36,14 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 		return err
 	}
 	m.Cgroups = cg
+	if err := checkNetworkAvailable(&m.Config); err != nil {
+		return err
+	}
+	m.Network = s.newNetRecord(&m.Config)
+	m.ProxyEnv = m.Config.DomainAllowList != ""
+	s.mu.Lock()
+	s.proxyEnv = m.ProxyEnv
+	s.mu.Unlock()
 	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
 	if err != nil {
 		return err
@@ -109,7 +117,9 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(cgFile.Fd())
 	}
-	if err := cmd.Start(); err != nil {
+	nb, err := startInit(cmd, m)
+	defer nb.close()
+	if err != nil {
 		ctl.Close()
 		return nil, nil, startError(err, shifted)
 	}
@@ -118,7 +128,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 	if cgFile == nil {
 		moveInto = cg
 	}
-	if err := configure(cmd.Process.Pid, ctl, dir, m, moveInto, stateDir, shifted); err != nil {
+	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, nb, stateDir, shifted); err != nil {
 		ctl.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -165,23 +175,30 @@ func startError(err error, shifted bool) error {
 }
 
 // configure readies the sandbox of the started init pid: it moves the init
-// into the cgroups moveInto (unless nil) while it prepares the folders,
-// socket and binds of dir, then sends the init its configuration over ctl.
-func configure(pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, stateDir string, shifted bool) error {
+// into the cgroups moveInto (unless nil) and gives it its network (nb)
+// while it prepares the folders, socket and binds of dir, then sends the
+// init its configuration over ctl.
+func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, nb *netBoot, stateDir string, shifted bool) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
 		go func() { cgDone <- moveInto.add(pid) }()
 	} else {
 		cgDone <- nil
 	}
+	netDone := make(chan error, 1)
+	go func() { netDone <- nb.plumb(ctx) }()
 	cfg, files, err := prepare(dir, m, stateDir, shifted, m.Cgroups)
 	defer closeFiles(files)
 	if cgErr := <-cgDone; err == nil {
 		err = cgErr
 	}
+	if netErr := <-netDone; err == nil {
+		err = netErr
+	}
 	if err != nil {
 		return err
 	}
+	cfg.Net = initNetOf(m)
 	return sendConfig(ctl, cfg, files)
 }
 

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +34,15 @@ type meta struct {
 	// Limits are the limits the sandbox got when it last started (kept
 	// while it is stopped); nil before.
 	Limits *limits `json:"limits,omitempty"`
+	// ProxyEnv records that the running init was started with the egress
+	// proxy's variables in its environment (it had a DomainAllowList).
+	ProxyEnv bool `json:"proxyEnv,omitempty"`
+	// Network is the host side of the running sandbox's network
+	// namespace, when the host made it (as root); nil otherwise.
+	Network *netRecord `json:"network,omitempty"`
+	// Ports are the published ports, kept across stops and put in place
+	// at every start.
+	Ports []sandbox.PublishedPort `json:"ports,omitempty"`
 }
 
 // idRange is a range of host uids (and the same gids).
@@ -194,7 +202,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 		info.Resources = m.Cgroups.resources()
 		info.Resources.DiskMB, info.Resources.DiskUsedMB = diskUsage(m)
 	}
-	addNetworkInfo(dir, m, info.Metadata)
+	addNetworkState(dir, m, info.Network)
 	return info
 }
 
@@ -264,13 +272,6 @@ func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo)
 	if ids != nil {
 		id.HostUID, id.HostUIDCount = ids.First, ids.Count
 	}
-	net := &sandbox.NetworkInfo{Mode: sandbox.NetworkHost}
-	switch {
-	case c.NetworkBlockAll:
-		net.Mode = sandbox.NetworkBlocked
-	case c.DomainAllowList != "":
-		net.Mode = sandbox.NetworkDomainAllowList
-		net.DomainAllowList = strings.Split(c.DomainAllowList, ",")
-	}
+	net := &sandbox.NetworkInfo{Mode: networkMode(c), AllowList: splitList(c.NetworkAllowList), DomainAllowList: splitList(c.DomainAllowList)}
 	return id, net
 }

@@ -1,46 +1,311 @@
 package local
 
-import "golang.org/x/sys/unix"
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
 
-// The sandbox's network. By default a sandbox shares the host's network
-// namespace; with NetworkBlockAll or DomainAllowList it gets its own, with
-// only loopback (and, with DomainAllowList, the bridge to its egress
-// proxy: domainproxy_linux.go). The host side chooses the namespace
-// (networkCloneFlags); the init side sets up the interfaces inside it
-// (setupNetwork).
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 
-// networkCloneFlags returns the clone flags of the sandbox's network
-// namespace: CLONE_NEWNET for a sandbox of its own network.
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// The sandbox's network, host side (network.go has the options).
+//
+// As root, the host makes the network namespace of every sandbox that
+// does not share the host's (netns_linux.go), owned by the host's user
+// namespace, and starts the init in it; it brings up loopback there. In
+// the public and allowList modes it then gives the sandbox a link to the
+// uplink and a firewall (uplink_linux.go, netfilter_linux.go), in
+// parallel with the rest of the start. The sandbox's resolv.conf names
+// sandboxDNS.
+//
+// Without root the init makes its own network namespace (owned by the
+// sandbox's user namespace) and brings its loopback up itself; only the
+// blocked and domainAllowList modes are available then: a link and a
+// firewall need root.
+
+// hostMakesNetns reports whether the host makes the sandboxes' network
+// namespaces (it runs as root).
+func hostMakesNetns() bool { return os.Geteuid() == 0 }
+
+// networkCloneFlags returns the clone flags of the init: CLONE_NEWNET
+// when the sandbox has a network of its own that the init makes.
 func networkCloneFlags(c *Config) uintptr {
-	if c.ownNetwork() {
+	if c.ownNetwork() && !hostMakesNetns() {
 		return unix.CLONE_NEWNET
 	}
 	return 0
 }
 
+// checkNetworkAvailable explains why the network mode of c cannot be had
+// by this process, or returns nil.
+func checkNetworkAvailable(c *Config) error {
+	if hostMakesNetns() || !c.needsInterface() {
+		return nil
+	}
+	what := "The default network (the public internet only)"
+	if c.NetworkAllowList != "" {
+		what = "NetworkAllowList"
+	}
+	return fmt.Errorf("%w: %s needs root: the sandbox's link and firewall are made by root; without root use NetworkBlockAll, DomainAllowList (an egress proxy, no root needed) or, for trusted commands only, HostNetwork", sandbox.ErrIsolationUnavailable, what)
+}
+
+// newNetRecord returns the record of the network the host makes for the
+// sandbox shaped by c, or nil when it makes none.
+func (s *Sandbox) newNetRecord(c *Config) *netRecord {
+	if !c.ownNetwork() || !hostMakesNetns() {
+		return nil
+	}
+	r := &netRecord{Uplink: s.netTest.Uplink}
+	if s.netTest.Resolver.IsValid() {
+		r.Resolver = s.netTest.Resolver.String()
+	}
+	return r
+}
+
+// initNet is what the init is told about its network.
+type initNet struct {
+	// Nameserver is the address its resolv.conf names; "": keep the
+	// host's file.
+	Nameserver string `json:"nameserver,omitempty"`
+	// LoopbackUp: the init made the namespace and brings loopback up.
+	LoopbackUp bool `json:"loopbackUp,omitempty"`
+}
+
+// initNetOf returns what the init of the sandbox m is told about its
+// network.
+func initNetOf(m *meta) initNet {
+	switch {
+	case m.Network != nil:
+		return initNet{Nameserver: sandboxDNS.String()}
+	case m.Config.ownNetwork():
+		return initNet{LoopbackUp: true}
+	}
+	return initNet{}
+}
+
 // setupNetwork runs in the init: it brings up loopback in a network
-// namespace of the sandbox's own.
-func setupNetwork(c *Config) error {
-	if !c.ownNetwork() {
+// namespace it made.
+func setupNetwork(n initNet) error {
+	if !n.LoopbackUp {
 		return nil
 	}
 	return loopbackUp()
 }
 
-// loopbackUp sets the IFF_UP flag of lo.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+// netBoot is the network of a starting sandbox, host side.
+type netBoot struct {
+	m  *meta
+	ns *os.File // the namespace the host made; nil otherwise
+}
+
+// startInit starts cmd, the init of the sandbox m, in a network namespace
+// the host makes for it when m.Network says so.
+func startInit(cmd *exec.Cmd, m *meta) (*netBoot, error) {
+	b := &netBoot{m: m}
+	if m.Network == nil {
+		return b, cmd.Start()
+	}
+	ns, err := startInNewNetns(cmd)
+	b.ns = ns
+	return b, err
+}
+
+// plumb gives the sandbox its link and firewall when its mode needs
+// them, recording them in m.Network.
+func (b *netBoot) plumb(ctx context.Context) error {
+	if b.ns == nil || !b.m.Config.needsInterface() {
+		return nil
+	}
+	u, err := openUplink(ctx, b.m.Network.Uplink)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
+	defer u.close()
+	return u.attach(b.ns, b.m)
+}
+
+// close releases the host's handle on the namespace (the init holds it).
+func (b *netBoot) close() {
+	if b != nil && b.ns != nil {
+		b.ns.Close()
+	}
+}
+
+// attach gives the sandbox m, whose namespace is sbx, its link and its
+// firewall, and records them in m.Network.
+func (u *uplink) attach(sbx *os.File, m *meta) error {
+	rec := m.Network
+	rec.IPv6 = u.forwardsIPv6()
+	if rec.Resolver == "" {
+		if r, ok := hostResolver(rec.IPv6); ok {
+			rec.Resolver = r.String()
+		}
+	}
+	n, ifindex, err := u.addLink(sbx, rec.IPv6)
 	if err != nil {
 		return err
 	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+	rec.Link, rec.Ifindex = n, ifindex
+	if err := u.forward(); err != nil {
 		return err
 	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+	if err := newFirewall(u.nft, n).create(policyOf(m)); err != nil {
+		return err
+	}
+	if err := u.nft.Flush(); err != nil {
+		return fmt.Errorf("sandbox network: write the firewall: %w", err)
+	}
+	return nil
+}
+
+// policyOf returns the firewall policy of the sandbox m, which has a link.
+func policyOf(m *meta) *netPolicy {
+	p := &netPolicy{n: m.Network.Link, mode: networkMode(&m.Config), v6: m.Network.IPv6, ports: m.Ports}
+	if m.Config.NetworkAllowList != "" {
+		p.allow, _ = parseAllowCIDRs(m.Config.NetworkAllowList) // validated before
+	}
+	p.resolver, _ = netip.ParseAddr(m.Network.Resolver)
+	return p
+}
+
+// hostResolver returns the first nameserver of the host's resolv.conf
+// that a sandbox can use: IPv4 (IPv6 only when the sandbox has it).
+func hostResolver(v6 bool) (netip.Addr, bool) {
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err == nil && (a.Is4() || v6 && a.Is6() && a.Zone() == "") {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// teardownNetwork removes the link and firewall of the sandbox m, whose
+// init has ended, and forgets them; when it was the last sandbox of its
+// uplink, it undoes what agentbox changed there.
+func teardownNetwork(ctx context.Context, m *meta) {
+	rec := m.Network
+	m.Network = nil
+	if rec == nil || rec.Link == 0 {
+		return
+	}
+	u, err := openUplink(ctx, rec.Uplink)
+	if err != nil {
+		return // a test's uplink that is gone, and its links with it
+	}
+	defer u.close()
+	u.delLink(rec.Link, rec.Ifindex)
+	_ = u.cleanup()
+}
+
+// applyNetwork puts the network policy of next in place on the running
+// sandbox m (whose Config is the current one): the link and firewall,
+// and the egress proxy helper. It updates m.
+func (s *Sandbox) applyNetwork(ctx context.Context, dir string, m *meta, next Config) error {
+	prev := m.Config
+	rec := m.Network
+	if rec == nil && networkMode(&prev) != networkMode(&next) {
+		return fmt.Errorf("%w: a sandbox started without root cannot change its network mode while it runs (only its domain list); stop it, change the settings, and start it again", sandbox.ErrUnsupported)
+	}
+	if rec != nil {
+		if err := s.applyLink(ctx, m, next); err != nil {
+			return err
+		}
+	}
+	m.Config = next
+	return s.applyEgressProxy(ctx, dir, m)
+}
+
+// applyLink gives the sandbox m the link and firewall next needs, or
+// takes them away, or rewrites the firewall's policy.
+func (s *Sandbox) applyLink(ctx context.Context, m *meta, next Config) error {
+	rec := m.Network
+	u, err := openUplink(ctx, rec.Uplink)
+	if err != nil {
+		return err
+	}
+	defer u.close()
+	switch {
+	case !next.needsInterface():
+		if rec.Link != 0 {
+			u.delLink(rec.Link, rec.Ifindex)
+			rec.Link, rec.Ifindex = 0, 0
+			return u.cleanup()
+		}
+		return nil
+	case rec.Link == 0:
+		sbx, err := openInitNetns(m.Init)
+		if err != nil {
+			return err
+		}
+		defer sbx.Close()
+		cur := *m
+		cur.Config = next
+		return u.attach(sbx, &cur)
+	}
+	cur := *m
+	cur.Config = next
+	f, err := existingFirewall(u.nft, rec.Link)
+	if err != nil {
+		return err
+	}
+	if err := f.policy(policyOf(&cur)); err != nil {
+		return err
+	}
+	return u.nft.Flush()
+}
+
+// applyPorts rewrites the published ports of the running sandbox m.
+func applyPorts(ctx context.Context, m *meta) error {
+	rec := m.Network
+	if rec == nil || rec.Link == 0 {
+		return nil
+	}
+	u, err := openUplink(ctx, rec.Uplink)
+	if err != nil {
+		return err
+	}
+	defer u.close()
+	f, err := existingFirewall(u.nft, rec.Link)
+	if err != nil {
+		return err
+	}
+	f.ports(policyOf(m))
+	return u.nft.Flush()
+}
+
+// addNetworkState adds to n what the running sandbox m's network shows:
+// its firewall's refusals, its egress proxy's policy log, its ports.
+func addNetworkState(dir string, m *meta, n *sandbox.NetworkInfo) {
+	n.Ports = m.Ports
+	addPolicyLog(dir, m, n)
+	if !m.alive() {
+		return
+	}
+	if rec := m.Network; rec != nil && rec.Link != 0 {
+		_ = readUplink(rec.Uplink, func(c *nftables.Conn) (err error) {
+			n.RefusedPackets, err = refusedPackets(c, rec.Link)
+			return err
+		})
+		if !rec.IPv6 {
+			n.Note = joinNote(n.Note, "no IPv6: the host does not forward IPv6")
+		}
+		if networkMode(&m.Config) == sandbox.NetworkPublic && rec.Resolver == "" {
+			n.Note = joinNote(n.Note, "no DNS: the host's resolv.conf names no usable nameserver")
+		}
+	}
 }

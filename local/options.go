@@ -44,8 +44,9 @@ const (
 // one) is never silently dropped: Start fails with a [*ConfigMismatchError]
 // naming each such field with both values, matching [ErrConfigMismatch] and
 // [sandbox.ErrInvalidArgument]. Remove the sandbox to create it anew, or
-// use another ID. (Changing a setting of a live sandbox, such as its
-// network, is not offered yet.)
+// use another ID. The network policy of a sandbox changes with
+// [Sandbox.UpdateNetworkSettings] (or [UpdateNetworkSettings] by id), which
+// records it as the sandbox's Config.
 type Options struct {
 	// ID names the sandbox in its state dir. Default: a generated "sbx-…".
 	// It must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
@@ -106,19 +107,46 @@ type Config struct {
 	// Volumes are named persistent folders under <StateDir>/volumes/<name>,
 	// bound into the sandbox; several sandboxes may share one.
 	Volumes []Volume `json:"volumes,omitempty"`
-	// NetworkBlockAll gives the sandbox its own network namespace with only
-	// loopback. By default the sandbox shares the host network, as Daytona
-	// sandboxes have network access by default.
+	// The network. By default (none of the fields below set) a sandbox
+	// has a network namespace of its own and reaches the public internet
+	// only: not the host (its loopback services, abstract unix sockets and
+	// addresses), not its networks, not private, shared or link-local
+	// ranges (cloud metadata at 169.254.169.254 included), not other
+	// sandboxes; DNS works through the host's resolver; nothing reaches
+	// the sandbox but the ports published with [PublishPort]. See
+	// network.go for the details and what needs root.
+	// [Sandbox.UpdateNetworkSettings] changes NetworkBlockAll,
+	// NetworkAllowList and DomainAllowList of a running sandbox.
+
+	// HostNetwork shares the host's network namespace with the sandbox:
+	// UNSAFE, commands reach every service of the host (those listening on
+	// its loopback and its abstract unix sockets included), its networks
+	// and other sandboxes' published ports, and can listen on its
+	// interfaces. Only for trusted commands that need it. Not together
+	// with any other network option.
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+	// NetworkBlockAll gives the sandbox loopback only.
 	NetworkBlockAll bool `json:"networkBlockAll,omitempty"`
+	// NetworkAllowList limits the sandbox to the address ranges it lists,
+	// comma-separated CIDRs as Daytona's networkAllowList
+	// ("203.0.113.0/24,2001:db8::/32"; a bare address is a /32 or /128):
+	// everything else is refused, DNS included (no name resolves; list
+	// names in DomainAllowList to reach them through the egress proxy).
+	// At most MaxNetworkAllowListEntries entries. Private ranges may be
+	// listed; loopback, link-local (169.254.0.0/16, fe80::/10), multicast
+	// and the sandboxes' own ranges are never reachable, nor the host's
+	// own addresses. Needs root. Not together with NetworkBlockAll.
+	NetworkAllowList string `json:"networkAllowList,omitempty"`
 	// DomainAllowList limits the sandbox's network to the names it lists,
 	// comma-separated as Daytona's domainAllowList: "pypi.org,*.github.com".
 	// "*.example.com" covers every name below example.com, not
-	// example.com itself. The sandbox gets a network namespace of its own
-	// with loopback only; commands reach the listed names through an
+	// example.com itself. Commands reach the listed names through an
 	// egress proxy on the host (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
 	// name it: http://127.0.0.1:3128, socks5h://127.0.0.1:3128) that
 	// resolves names itself and refuses IP addresses, other names, and
-	// names that lead to non-public addresses. DNS does not resolve inside.
+	// names that lead to non-public addresses; alone, it leaves the
+	// sandbox loopback only and DNS does not resolve inside; with
+	// NetworkAllowList, the listed ranges are reachable directly too.
 	// At most 100 entries (egress.MaxEntries); names in ASCII (punycode
 	// for internationalized ones). Not together with NetworkBlockAll.
 	// Refusals are logged; Info shows the last of them.
@@ -281,7 +309,7 @@ func (c Config) normalize() (Config, error) {
 	if c.Volumes, err = normalizeVolumes(c.Volumes, home); err != nil {
 		return c, err
 	}
-	if c.DomainAllowList, err = normalizeDomainAllowList(&c); err != nil {
+	if err := normalizeNetwork(&c); err != nil {
 		return c, err
 	}
 	if c.Resources, err = c.Resources.normalize(); err != nil {

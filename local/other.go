@@ -59,3 +59,23 @@ func checkResources(Resources, string) error { return nil }
 
 // waitDiskReleased does nothing: no disk image is mounted here.
 func waitDiskReleased(context.Context, string) error { return nil }
+
+// teardownNetwork does nothing: no sandbox network is made here.
+func teardownNetwork(context.Context, *meta) {}
+
+// addNetworkState adds the published ports only: nothing runs here.
+func addNetworkState(_ string, m *meta, n *sandbox.NetworkInfo) { n.Ports = m.Ports }
+
+// checkNetworkAvailable fails: local sandboxes need Linux.
+func checkNetworkAvailable(*Config) error { return checkPlatform(runtime.GOOS) }
+
+// applyNetwork fails: no sandbox runs here.
+func (s *Sandbox) applyNetwork(context.Context, string, *meta, Config) error {
+	return checkPlatform(runtime.GOOS)
+}
+
+// claimHostPort fails: local sandboxes need Linux.
+func claimHostPort(context.Context, *meta, int) (int, error) { return 0, checkPlatform(runtime.GOOS) }
+
+// applyPorts does nothing: no sandbox runs here.
+func applyPorts(context.Context, *meta) error { return nil }

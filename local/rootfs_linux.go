@@ -223,10 +223,14 @@ func (r *rootfs) makeFolders() error {
 	return os.MkdirAll(r.at("run"), 0o755)
 }
 
-// bindResolvConf brings along, read-only, the file /etc/resolv.conf names
-// when it links into /run (systemd-resolved), so that name resolution
-// works. Without it the sandbox only lacks name resolution.
+// bindResolvConf gives the sandbox the resolver the host chose for it
+// (ownResolvConf), or brings along, read-only, the file /etc/resolv.conf
+// names when it links into /run (systemd-resolved), so that name
+// resolution works. Without it the sandbox only lacks name resolution.
 func (r *rootfs) bindResolvConf() error {
+	if ns := r.cfg.Net.Nameserver; ns != "" {
+		return r.ownResolvConf("# agentbox: DNS through the host (see Info)\nnameserver " + ns + "\n")
+	}
 	t, err := filepath.EvalSymlinks("/etc/resolv.conf")
 	if err != nil || !strings.HasPrefix(t, "/run/") || strings.HasPrefix(t, initTmpDir) {
 		return nil
@@ -236,6 +240,37 @@ func (r *rootfs) bindResolvConf() error {
 	}
 	if bindFile(t, r.at(t), 0o644) == nil {
 		r.readOnly = append(r.readOnly, r.at(t))
+	}
+	return nil
+}
+
+// ownResolvConf makes the sandbox's /etc/resolv.conf say content: a file
+// of the root tmpfs, where the host's link leads when it is a link into
+// /run, else bound over the host's file.
+func (r *rootfs) ownResolvConf(content string) error {
+	dst := "/run/resolv.conf"
+	if link, err := os.Readlink("/etc/resolv.conf"); err == nil {
+		if !filepath.IsAbs(link) {
+			link = filepath.Join("/etc", link)
+		}
+		if t := filepath.Clean(link); strings.HasPrefix(t, "/run/") && !within(t, initTmpDir) {
+			dst = t
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(r.at(dst)), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(r.at(dst), []byte(content), 0o644); err != nil {
+		return err
+	}
+	if dst != "/run/resolv.conf" {
+		return nil // the link leads to it
+	}
+	if _, err := os.Lstat("/etc/resolv.conf"); err != nil {
+		return nil // the host has none to cover
+	}
+	if err := unix.Mount(r.at(dst), r.at("/etc/resolv.conf"), "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind resolv.conf: %w", err)
 	}
 	return nil
 }

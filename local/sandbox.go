@@ -39,10 +39,12 @@ type Sandbox struct {
 	transport *http.Transport // our own transport when the socket path is long, else nil
 
 	egressTest egressTestHooks // tests only (export_test.go)
+	netTest    netTestHooks    // tests only (export_test.go)
 
-	mu      sync.Mutex
-	started bool            // this object acquired the sandbox at least once
-	waits   []chan struct{} // reapers of inits this process started
+	mu       sync.Mutex
+	started  bool            // this object acquired the sandbox at least once
+	proxyEnv bool            // the running init has the egress proxy's variables (meta.ProxyEnv)
+	waits    []chan struct{} // reapers of inits this process started
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -89,7 +91,7 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	s.mgr = process.NewManager(process.Options{
 		Client:         s.client,
-		Host:           s.Lifecycle,
+		Host:           commandHost{s},
 		DefaultTimeout: o.Timeout,
 		// "" = the init's working directory, which is the one the sandbox
 		// was created with even when this object's options differ.
@@ -330,6 +332,7 @@ func (s *Sandbox) adopt(m *meta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.opts.Config = m.Config
+	s.proxyEnv = m.ProxyEnv
 }
 
 func (s *Sandbox) afterStart(restarted bool) {

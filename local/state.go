@@ -225,8 +225,9 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 
 // killInit asks the init recorded in m to shut down (SIGTERM), kills it
 // after a grace period, then makes sure no process of the sandbox is left,
-// removes its cgroups and waits until its disk image is released. It
-// clears m.Init, m.Cgroups and m.EgressProxy (ending that helper too) and
+// removes its cgroups and its network's host side, and waits until its
+// disk image is released. It clears m.Init, m.Cgroups, m.Network and
+// m.EgressProxy (ending that helper too) and
 // records the last use in m.LastUsedAt (the next boot empties the folder
 // holding the activity stamp); the caller writes m.
 func killInit(ctx context.Context, dir string, m *meta) error {
@@ -234,6 +235,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 		terminate(ctx, *m.Init)
 	}
 	stopEgressProxy(ctx, m)
+	teardownNetwork(ctx, m)
 	if err := m.Cgroups.destroy(ctx); err != nil {
 		return err
 	}
@@ -244,7 +246,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 			return err
 		}
 	}
-	m.Init, m.Cgroups = nil, nil
+	m.Init, m.Cgroups, m.ProxyEnv = nil, nil, false
 	m.LastUsedAt = lastUsed(dir, m)
 	_ = os.Remove(filepath.Join(dir, socketFile))
 	return nil

@@ -187,7 +187,7 @@ func TestInfoAndInstructions(t *testing.T) {
 	ins := sb.Instructions()
 	for _, w := range []string{want, "Default working directory: /workspace.", "Command timeout: 90s.",
 		"root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=/home/dev.",
-		"1 volume(s) attached: /cache (read-only).", "Network access is shared with the host.",
+		"1 volume(s) attached: /cache (read-only).", "Network access is limited to the public internet",
 		"persist across stop and start."} {
 		if !strings.Contains(ins, w) {
 			t.Errorf("instructions lack %q: %s", w, ins)

@@ -117,9 +117,19 @@ const (
 	// NetworkHost: the sandbox shares the host's network namespace: it
 	// reaches everything the host reaches, loopback services included.
 	NetworkHost NetworkMode = "host"
+	// NetworkPublic: the sandbox has a network namespace of its own and
+	// reaches the public internet only: not the host, its loopback
+	// services or its networks, not private, shared or link-local
+	// addresses (cloud metadata), not other sandboxes.
+	NetworkPublic NetworkMode = "public"
 	// NetworkBlocked: the sandbox has a network namespace of its own with
 	// only a loopback interface.
 	NetworkBlocked NetworkMode = "blocked"
+	// NetworkAllowList: the sandbox has a network namespace of its own and
+	// reaches only the address ranges of its allow list (and, when it has
+	// one too, the names of its domain allow list through an egress
+	// proxy).
+	NetworkAllowList NetworkMode = "allowList"
 	// NetworkDomainAllowList: the sandbox has a network namespace of its
 	// own with only a loopback interface, and reaches the names of its
 	// allow list through an egress proxy.
@@ -129,9 +139,48 @@ const (
 // NetworkInfo describes the network access of a sandbox.
 type NetworkInfo struct {
 	Mode NetworkMode `json:"mode"`
+	// AllowList lists the address ranges (CIDRs) the sandbox may reach in
+	// mode NetworkAllowList.
+	AllowList []string `json:"allowList,omitempty"`
 	// DomainAllowList lists the names (and "*." wildcards) the sandbox may
-	// reach in mode NetworkDomainAllowList.
+	// reach through its egress proxy (modes NetworkDomainAllowList and
+	// NetworkAllowList).
 	DomainAllowList []string `json:"domainAllowList,omitempty"`
+	// Ports are the sandbox ports published on the host.
+	Ports []PublishedPort `json:"ports,omitempty"`
+	// RefusedConnections counts the connections and requests the egress
+	// proxy refused by policy; RefusedPackets the packets the sandbox's
+	// firewall refused (answered with a TCP reset or an ICMP
+	// administratively-prohibited error) since the sandbox last started.
+	RefusedConnections uint64 `json:"refusedConnections,omitempty"`
+	RefusedPackets     uint64 `json:"refusedPackets,omitempty"`
+	// PolicyLog holds the last refusals that name their destination,
+	// oldest first.
+	PolicyLog []NetworkRefusal `json:"policyLog,omitempty"`
+	// Note says in words what the fields do not (e.g. a part of the
+	// policy that is not in force).
+	Note string `json:"note,omitempty"`
+}
+
+// PublishedPort forwards a port of the host to a port of the sandbox.
+type PublishedPort struct {
+	// HostAddress and HostPort are where host processes connect, e.g.
+	// 127.0.0.1 and 8080.
+	HostAddress string `json:"hostAddress"`
+	HostPort    int    `json:"hostPort"`
+	// SandboxPort is the TCP port inside the sandbox.
+	SandboxPort int `json:"sandboxPort"`
+}
+
+// NetworkRefusal is one entry of a sandbox's network policy log.
+type NetworkRefusal struct {
+	Time time.Time `json:"time"`
+	// Protocol is how the sandbox asked ("http", "connect", "socks5",
+	// "tls", …).
+	Protocol string `json:"protocol"`
+	Host     string `json:"host,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	Reason   string `json:"reason"`
 }
 
 // Limits are the resource limits a sandbox enforces. A zero field means

@@ -16,8 +16,9 @@ STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # with, util-linux (unshare, nsenter, mount) and procps (ps, pkill in
 # sandboxes) for the local engine; bubblewrap, which the escape probes run
 # in a sandbox that allows nested namespaces; curl for the DomainAllowList
-# probes; e2fsprogs (mkfs.ext4), which formats the disk images of
-# sandboxes' disk limits.
+# probes (and nsenter, of util-linux, for BenchmarkEgressDownload);
+# e2fsprogs (mkfs.ext4), which formats the disk images of sandboxes' disk
+# limits.
 APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs)
 
 step() { printf '\n==> %s\n' "$*"; }

@@ -42,3 +42,15 @@ func (localEngine) Remove(ctx context.Context, stateDir, id string) error {
 func (localEngine) StopByID(ctx context.Context, stateDir, id string) error {
 	return local.StopByID(ctx, stateDir, id)
 }
+
+func (localEngine) UpdateNetwork(ctx context.Context, stateDir, id string, s cli.NetworkSettings) error {
+	return local.UpdateNetworkSettings(ctx, stateDir, id, local.NetworkSettings{BlockAll: s.BlockAll, AllowList: s.AllowList, DomainAllowList: s.DomainAllowList})
+}
+
+func (localEngine) PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
+	return local.PublishPort(ctx, stateDir, id, hostPort, sandboxPort)
+}
+
+func (localEngine) UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error {
+	return local.UnpublishPort(ctx, stateDir, id, hostPort)
+}

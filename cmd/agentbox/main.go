@@ -9,6 +9,8 @@
 //	agentbox logs [--id SANDBOX] [-f] ID
 //	agentbox kill [--id SANDBOX] ID...
 //	agentbox sandbox ls | info ID | stop ID... | rm ID...
+//	agentbox sandbox network ID [--default | --block-all | --allow-cidr LIST | --allow-domain LIST]
+//	agentbox ports publish ID PORT[:SANDBOXPORT] | ls ID | rm ID PORT
 //
 // --id names the sandbox. The ID of logs and kill is that of a background
 // process: the number spawn prints and ps lists in its ID column (1, 2,

@@ -48,16 +48,23 @@ type Engine interface {
 	Remove(ctx context.Context, stateDir, id string) error
 	// StopByID stops a sandbox, keeping its files.
 	StopByID(ctx context.Context, stateDir, id string) error
+	// UpdateNetwork changes the network policy of a sandbox, live when it
+	// runs, and records it with the sandbox.
+	UpdateNetwork(ctx context.Context, stateDir, id string, s NetworkSettings) error
+	// PublishPort forwards hostPort of the host's loopback (0: any free
+	// one) to sandboxPort of a sandbox.
+	PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error)
+	// UnpublishPort stops forwarding hostPort.
+	UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error
 }
 
 // OpenOptions configures [Engine.Open].
 type OpenOptions struct {
 	StateDir string
 	ID       string
-	// NetworkBlockAll creates the sandbox without network access. It only
-	// matters when the sandbox is created; false means "whatever the
-	// sandbox has". When the sandbox exists with network access, Start
-	// fails with an error matching sandbox.ErrInvalidArgument.
+	// NetworkBlockAll creates the sandbox without network access; false
+	// means "whatever the sandbox has". exec switches an existing
+	// sandbox to it first (Engine.UpdateNetwork).
 	NetworkBlockAll bool
 }
 
@@ -204,7 +211,7 @@ Every command works on the sandbox "default" unless given --id.
 	pf.StringVar(&a.stateDir, "state-dir", "", "the `DIR` holding the sandboxes (default: $"+StateDirEnv+", else "+cfg.Engine.DefaultStateDirHelp()+"); it must be private to you")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text, errors included (see 'agentbox help json')")
 
-	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(),
+	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(),
 		// A help topic: 'agentbox help json'.
 		&cobra.Command{Use: "json", Short: "What --json prints: event streams, documents and error codes", Long: jsonHelp})
 	return root, a

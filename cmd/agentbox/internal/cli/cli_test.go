@@ -762,3 +762,45 @@ func jsonError(t *testing.T, out string) errorEvent {
 	}
 	return e
 }
+
+// TestNetworkAndPorts: sandbox network changes the policy and prints it;
+// ports publish, ls and rm manage published ports.
+func TestNetworkAndPorts(t *testing.T) {
+	h := newHarness(t)
+	h.must("exec", "true")
+	if r := h.must("sandbox", "network", "default"); !strings.Contains(r.stdout, "the public internet only") {
+		t.Errorf("network: %s", r.stdout)
+	}
+	r := h.must("sandbox", "network", "default", "--allow-cidr", "203.0.113.0/24", "--allow-domain", "example.com")
+	if !strings.Contains(r.stdout, "listed address ranges only") || !strings.Contains(r.stdout, "203.0.113.0/24") || !strings.Contains(r.stdout, "example.com") {
+		t.Errorf("network --allow-cidr --allow-domain: %s", r.stdout)
+	}
+	if r := h.must("--json", "sandbox", "network", "default", "--block-all"); !strings.Contains(r.stdout, `"mode": "blocked"`) {
+		t.Errorf("network --block-all --json: %s", r.stdout)
+	}
+	if r := h.run("sandbox", "network", "default", "--block-all", "--default"); r.code != ExitUsage || !strings.Contains(r.stderr, "give one of them") {
+		t.Errorf("two policies: %v", r)
+	}
+	if r := h.run("sandbox", "network", "nope", "--default"); r.code == 0 || !strings.Contains(r.stderr, `no sandbox "nope"`) {
+		t.Errorf("unknown sandbox: %v", r)
+	}
+	if r := h.must("ports", "publish", "default", "0:3000"); r.stdout != "127.0.0.1:40000 -> 3000\n" {
+		t.Errorf("publish: %q", r.stdout)
+	}
+	h.must("ports", "publish", "default", "8080")
+	if r := h.must("ports", "ls", "default"); !strings.Contains(r.stdout, "127.0.0.1:8080") || !strings.Contains(r.stdout, "3000") {
+		t.Errorf("ls: %s", r.stdout)
+	}
+	if r := h.must("sandbox", "info", "default"); !strings.Contains(r.stdout, "127.0.0.1:8080 -> 8080") {
+		t.Errorf("info: %s", r.stdout)
+	}
+	h.must("ports", "rm", "default", "8080")
+	if r := h.must("--json", "ports", "ls", "default"); strings.Contains(r.stdout, "8080") {
+		t.Errorf("ls after rm: %s", r.stdout)
+	}
+	for _, bad := range []string{"x", "80:0", "70000", "1:2:3"} {
+		if r := h.run("ports", "publish", "default", bad); r.code != ExitUsage {
+			t.Errorf("publish %s: %v", bad, r)
+		}
+	}
+}

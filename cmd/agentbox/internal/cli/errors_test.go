@@ -117,23 +117,29 @@ func TestExecSignalCodes(t *testing.T) {
 	}
 }
 
-// TestExecBlockNetworkOnExistingSandbox: --block-network cannot be honoured
-// for a sandbox that exists with network access: exec refuses (exit 2)
-// without running the command, and says how to get a blocked sandbox.
+// TestExecBlockNetworkOnExistingSandbox: --block-network on a sandbox that
+// exists with network access blocks its network first (live), says so,
+// and runs the command; when the engine cannot block it, exec refuses
+// (exit 2) without running the command.
 func TestExecBlockNetworkOnExistingSandbox(t *testing.T) {
 	h := newHarness(t)
 	h.must("exec", "true")
-	r := h.run("exec", "--block-network", "--", "echo ran")
-	for _, w := range []string{`sandbox "default" exists with network access`, "--block-network applies only when a sandbox is created",
-		"'agentbox sandbox rm default'", "--id NEW"} {
-		if !strings.Contains(r.stderr, w) {
-			t.Errorf("stderr lacks %q: %v", w, r)
-		}
+	r := h.must("exec", "--block-network", "--", "echo ran")
+	if r.stdout != "ran\n" || !strings.Contains(r.stderr, `sandbox "default": network blocked`) || !strings.Contains(r.stderr, "sandbox network default --default") {
+		t.Errorf("got %v, want the command run after a notice on stderr", r)
 	}
-	if r.code != ExitUsage || r.stdout != "" || strings.Contains(r.stderr, "--help") {
+	if r := h.must("sandbox", "info", "default"); !strings.Contains(r.stdout, "blocked (loopback only)") {
+		t.Errorf("info after --block-network: %s", r.stdout)
+	}
+	h.must("exec", "--id", "stuck", "true")
+	h.e.mu.Lock()
+	h.e.networkErr = errors.New("the sandbox shares the host's network")
+	h.e.mu.Unlock()
+	r = h.run("exec", "--id", "stuck", "--block-network", "--", "echo ran")
+	if r.code != ExitUsage || r.stdout != "" || !strings.Contains(r.stderr, "could not block it: the sandbox shares the host's network") {
 		t.Errorf("got %v, want exit 2, the command not run", r)
 	}
-	r = h.run("exec", "--json", "--block-network", "--", "echo ran")
+	r = h.run("exec", "--id", "stuck", "--json", "--block-network", "--", "echo ran")
 	if e := jsonError(t, r.stdout); r.code != ExitUsage || e.Code != KindConfigConflict || e.ExitCode != ExitUsage {
 		t.Errorf("--json: %v", r)
 	}

@@ -95,7 +95,8 @@ With --json, exec prints a stream of JSON lines: "start", then "stdout" and
 
 Exit codes: the command's own; 124 when --timeout ended it; 2 for a bad
 command line, or an option the sandbox cannot honour (--block-network on
-a sandbox made without it); 125 when agentbox could not run it (the
+a sandbox whose network cannot change: one made with the host's network);
+125 when agentbox could not run it (the
 message says why); 137 when the sandbox was stopped or removed while the
 command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 143 after SIGTERM (the command is killed in every case).`,
@@ -148,7 +149,7 @@ command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 	fs := c.Flags()
 	f.add(fs, "kill the command after this long, e.g. 30s or 5m (0 = never; default: the sandbox's, 5m)")
 	fs.BoolVarP(&stdin, "stdin", "i", false, "pass standard input to COMMAND; without COMMAND, run the script read from standard input")
-	fs.BoolVar(&blockNet, "block-network", false, "create the sandbox without network access; refused for a sandbox that exists with network access")
+	fs.BoolVar(&blockNet, "block-network", false, "run without network access: create the sandbox so, or block the network of an existing one first (live; 'agentbox sandbox network ID --default' undoes it)")
 	return c
 }
 
@@ -235,7 +236,7 @@ func (g *guardedWriter) Write(p []byte) (int, error) {
 // opts' writers, or as JSON events when events is not nil.
 func (a *app) exec(ctx context.Context, stderr io.Writer, events *eventStream, oo OpenOptions, command string, args []string, opts *sandbox.ExecOptions) error {
 	if oo.NetworkBlockAll {
-		if err := a.checkCanBlockNetwork(ctx, oo.ID); err != nil {
+		if err := a.blockNetwork(ctx, stderr, oo.ID); err != nil {
 			return err
 		}
 	}
@@ -316,14 +317,18 @@ func (a *app) sandboxGone(ctx context.Context, id string) error {
 	return withKind(KindSandboxGone, 0, fmt.Errorf("sandbox %q was %s while the command ran, which killed the command (exit %d)", id, what, ExitSandboxGone))
 }
 
-// checkCanBlockNetwork fails when the sandbox id exists with network
-// access: --block-network applies only when a sandbox is created.
-func (a *app) checkCanBlockNetwork(ctx context.Context, id string) error {
+// blockNetwork switches the sandbox id, when it exists with network
+// access, to NetworkBlockAll (live when it runs), saying so on stderr.
+func (a *app) blockNetwork(ctx context.Context, stderr io.Writer, id string) error {
 	info, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
 	if err != nil || info.Network == nil || info.Network.Mode == sandbox.NetworkBlocked {
 		return nil // none yet (it will be made blocked), or the engine checks at start
 	}
-	return withKind(KindConfigConflict, 0, fmt.Errorf(
-		"sandbox %q exists with network access (%s), and --block-network applies only when a sandbox is created (a sandbox's network cannot be changed yet): remove it first with 'agentbox sandbox rm %s', or use another sandbox with --id NEW",
-		id, networkText(info.Network.Mode), id))
+	if err := a.cfg.Engine.UpdateNetwork(ctx, a.stateDir, id, NetworkSettings{BlockAll: true}); err != nil {
+		return withKind(KindConfigConflict, 0, fmt.Errorf("sandbox %q has network access (%s), and --block-network could not block it: %w", id, networkText(info.Network.Mode), err))
+	}
+	if !a.json {
+		fmt.Fprintf(stderr, "agentbox: sandbox %q: network blocked (it was: %s); 'agentbox sandbox network %s --default' gives it back\n", id, networkText(info.Network.Mode), id)
+	}
+	return nil
 }

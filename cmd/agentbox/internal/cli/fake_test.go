@@ -23,13 +23,14 @@ type fakeEngine struct {
 	t          testing.TB
 	defaultDir string
 
-	mu        sync.Mutex
-	sandboxes map[string]*fakeState // by stateDir + "\x00" + id
-	opened    []OpenOptions
-	openErr   error // Open fails with it when set
-	listErr   error // List fails with it when set
-	checkErr  error // CheckStateDir fails with it when set
-	open      int   // handles not yet detached
+	mu         sync.Mutex
+	sandboxes  map[string]*fakeState // by stateDir + "\x00" + id
+	opened     []OpenOptions
+	openErr    error // Open fails with it when set
+	listErr    error // List fails with it when set
+	checkErr   error // CheckStateDir fails with it when set
+	networkErr error // UpdateNetwork fails with it when set
+	open       int   // handles not yet detached
 }
 
 // fakeState is a sandbox of the engine.
@@ -88,7 +89,7 @@ func (e *fakeEngine) Open(_ context.Context, opts OpenOptions) (Box, error) {
 			return nil, err
 		}
 		now := time.Now()
-		network := sandbox.NetworkHost
+		network := sandbox.NetworkPublic
 		if opts.NetworkBlockAll {
 			network = sandbox.NetworkBlocked
 		}
@@ -170,6 +171,71 @@ func (e *fakeEngine) StopByID(ctx context.Context, stateDir, id string) error {
 		return fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
 	}
 	return st.sb.Stop(ctx)
+}
+
+func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, s NetworkSettings) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, err := e.locked(stateDir, id)
+	if err != nil {
+		return err
+	}
+	if e.networkErr != nil {
+		return e.networkErr
+	}
+	n := &sandbox.NetworkInfo{Mode: sandbox.NetworkPublic, Ports: st.info.Network.Ports}
+	switch {
+	case s.BlockAll:
+		n.Mode = sandbox.NetworkBlocked
+	case s.AllowList != "":
+		n.Mode, n.AllowList = sandbox.NetworkAllowList, strings.Split(s.AllowList, ",")
+	case s.DomainAllowList != "":
+		n.Mode = sandbox.NetworkDomainAllowList
+	}
+	if s.DomainAllowList != "" {
+		n.DomainAllowList = strings.Split(s.DomainAllowList, ",")
+	}
+	st.info.Network = n
+	return nil
+}
+
+func (e *fakeEngine) PublishPort(_ context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, err := e.locked(stateDir, id)
+	if err != nil {
+		return sandbox.PublishedPort{}, err
+	}
+	if hostPort == 0 {
+		hostPort = 40000 + len(st.info.Network.Ports)
+	}
+	p := sandbox.PublishedPort{HostAddress: "127.0.0.1", HostPort: hostPort, SandboxPort: sandboxPort}
+	st.info.Network.Ports = append(st.info.Network.Ports, p)
+	return p, nil
+}
+
+func (e *fakeEngine) UnpublishPort(_ context.Context, stateDir, id string, hostPort int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, err := e.locked(stateDir, id)
+	if err != nil {
+		return err
+	}
+	for i, p := range st.info.Network.Ports {
+		if p.HostPort == hostPort {
+			st.info.Network.Ports = append(st.info.Network.Ports[:i:i], st.info.Network.Ports[i+1:]...)
+			return nil
+		}
+	}
+	return fmt.Errorf("fake: port %d: %w", hostPort, sandbox.ErrNotFound)
+}
+
+// locked returns the sandbox id of stateDir, e.mu held.
+func (e *fakeEngine) locked(stateDir, id string) (*fakeState, error) {
+	if st := e.sandboxes[key(stateDir, id)]; st != nil {
+		return st, nil
+	}
+	return nil, fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
 }
 
 // state describes a sandbox with its current status, or returns nil.

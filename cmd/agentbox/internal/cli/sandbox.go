@@ -18,7 +18,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:     "sandbox",
 		Aliases: []string{"sandboxes", "sb"},
-		Short:   "List, inspect, stop and remove sandboxes",
+		Short:   "List, inspect, stop and remove sandboxes; change their network",
 		Args:    cobra.ArbitraryArgs,
 		RunE:    groupRunE,
 	}
@@ -57,6 +57,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "removed", a.cfg.Engine.Remove)
 			},
 		},
+		a.networkCommand(),
 	)
 	return c
 }
@@ -130,10 +131,7 @@ func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
 		}
 	}
 	if n := in.Network; n != nil {
-		t.row("Network:", networkText(n.Mode))
-		if len(n.DomainAllowList) > 0 {
-			t.row("Domains:", strings.Join(n.DomainAllowList, ", "))
-		}
+		networkRows(t, n)
 	}
 	if l := in.Limits; l != nil {
 		t.row("Limits:", limitsText(l))
@@ -246,9 +244,13 @@ func hostUIDsText(id *sandbox.Identity) string {
 func networkText(m sandbox.NetworkMode) string {
 	switch m {
 	case sandbox.NetworkHost:
-		return "shared with the host (the host's interfaces and loopback services)"
+		return "shared with the host (the host's interfaces and loopback services; unsafe)"
+	case sandbox.NetworkPublic:
+		return "the public internet only (not the host, its networks, private or link-local addresses, other sandboxes)"
 	case sandbox.NetworkBlocked:
 		return "blocked (loopback only)"
+	case sandbox.NetworkAllowList:
+		return "listed address ranges only (and listed domains, through an egress proxy)"
 	case sandbox.NetworkDomainAllowList:
 		return "listed domains only, through an egress proxy"
 	}

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"net/netip"
 	"path/filepath"
 	"strconv"
 )
@@ -60,4 +61,21 @@ func HomeFile(s *Sandbox, name string) string {
 		return filepath.Join(s.dir, homeDir, name)
 	}
 	return filepath.Join("/proc", strconv.Itoa(m.Init.PID), "root", m.Config.home(), name)
+}
+
+// SetNetworkTestUplink makes the next boots of s link it to the uplink
+// network namespace of the file path (a test's "internet") instead of the
+// host's, and forward its DNS to resolver (when valid).
+func SetNetworkTestUplink(s *Sandbox, path string, resolver netip.Addr) {
+	s.netTest = netTestHooks{Uplink: path, Resolver: resolver}
+}
+
+// NetworkLink returns the number n of the running sandbox's link
+// (agentbox<n>), or 0.
+func NetworkLink(s *Sandbox) int {
+	m, err := readMeta(s.dir)
+	if err != nil || m.Network == nil {
+		return 0
+	}
+	return m.Network.Link
 }

@@ -1,0 +1,157 @@
+package local
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// Address ranges of the network policy (the firewall, netfilter_linux.go,
+// and the validation of NetworkAllowList).
+
+// sandboxRange4 and sandboxRange6 hold the links between the host and its
+// sandboxes: sandbox n gets 10.231.0.0/16's n-th /30 and
+// fd61:6762:6f78::/48's n-th /64 (gateway .1 / ::1, sandbox .2 / ::2).
+var (
+	sandboxRange4 = netip.MustParsePrefix("10.231.0.0/16")
+	sandboxRange6 = netip.MustParsePrefix("fd61:6762:6f78::/48")
+)
+
+// maxSandboxLinks is how many sandbox links sandboxRange4 holds (index 0
+// is never used).
+const maxSandboxLinks = 1 << 14
+
+// addrRange is a named address range.
+type addrRange struct {
+	prefix netip.Prefix
+	what   string
+}
+
+func ranges(what string, prefixes ...string) []addrRange {
+	out := make([]addrRange, len(prefixes))
+	for i, p := range prefixes {
+		out[i] = addrRange{netip.MustParsePrefix(p), what}
+	}
+	return out
+}
+
+// neverRanges are never reachable from a sandbox, whatever its policy:
+// loopback, link-local (cloud metadata), unspecified, multicast and
+// reserved ranges, and the sandboxes' own links. (The host's own
+// addresses are refused by the firewall's input chain, not by range.)
+var neverRanges = concat(
+	ranges("loopback", "127.0.0.0/8", "::1/128"),
+	ranges("link-local addresses (cloud metadata lives there)", "169.254.0.0/16", "fe80::/10"),
+	ranges("the unspecified range", "0.0.0.0/8", "::/128"),
+	ranges("multicast", "224.0.0.0/4", "ff00::/8"),
+	ranges("a reserved range", "240.0.0.0/4", "::ffff:0:0/96", "fec0::/10"),
+	[]addrRange{{sandboxRange4, "the sandboxes' own links"}, {sandboxRange6, "the sandboxes' own links"}},
+)
+
+// privateRanges are refused in the default (public) mode, besides
+// neverRanges: private and shared ranges, where the host's networks are.
+var privateRanges = concat(
+	ranges("a private range", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"),
+	ranges("the shared (carrier-grade NAT) range", "100.64.0.0/10"),
+	ranges("a reserved range", "192.0.0.0/24", "198.18.0.0/15", "100::/64", "64:ff9b:1::/48"),
+)
+
+func concat(lists ...[]addrRange) []addrRange {
+	var out []addrRange
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// neverReachable returns what p lies in when every address of p is in
+// neverRanges, else "".
+func neverReachable(p netip.Prefix) string {
+	for _, r := range neverRanges {
+		if r.prefix.Bits() <= p.Bits() && r.prefix.Contains(p.Addr()) {
+			return r.what
+		}
+	}
+	return ""
+}
+
+// blockedPrefixes returns the prefixes of rs and, for each IPv4 one, its
+// images in the NAT64 well-known prefix (64:ff9b::/96) and in 6to4
+// (2002::/16), through which a translator on the path would reach it.
+func blockedPrefixes(rs ...[]addrRange) []netip.Prefix {
+	nat64 := netip.MustParseAddr("64:ff9b::").As16()
+	var out []netip.Prefix
+	for _, l := range rs {
+		for _, r := range l {
+			p := r.prefix
+			out = append(out, p)
+			if !p.Addr().Is4() {
+				continue
+			}
+			v4 := p.Addr().As4()
+			a := nat64
+			copy(a[12:], v4[:])
+			out = append(out, netip.PrefixFrom(netip.AddrFrom16(a), 96+p.Bits()))
+			var b [16]byte
+			b[0], b[1] = 0x20, 0x02
+			copy(b[2:6], v4[:])
+			out = append(out, netip.PrefixFrom(netip.AddrFrom16(b), 16+p.Bits()))
+		}
+	}
+	return out
+}
+
+// sandboxLink returns the addresses of the link of sandbox n: the
+// gateway's (the host's end) and the sandbox's, v4 and v6.
+func sandboxLink(n int) (gw4, sbx4, gw6, sbx6 netip.Addr) {
+	b4 := sandboxRange4.Addr().As4()
+	base := uint32(b4[0])<<24 | uint32(b4[1])<<16 | uint32(b4[2])<<8 | uint32(b4[3])
+	base += uint32(n) * 4
+	at := func(off uint32) netip.Addr {
+		v := base + off
+		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	b6 := sandboxRange6.Addr().As16()
+	b6[6], b6[7] = byte(n>>8), byte(n)
+	b6[15] = 1
+	gw6 = netip.AddrFrom16(b6)
+	b6[15] = 2
+	return at(1), at(2), gw6, netip.AddrFrom16(b6)
+}
+
+// ipRange is an inclusive range of addresses of one family.
+type ipRange struct{ first, last netip.Addr }
+
+// mergePrefixes returns the ranges the prefixes of one family cover,
+// sorted, overlapping and adjacent ones merged: what an nftables interval
+// set holds.
+func mergePrefixes(prefixes []netip.Prefix) []ipRange {
+	rs := make([]ipRange, 0, len(prefixes))
+	for _, p := range prefixes {
+		rs = append(rs, ipRange{p.Masked().Addr(), lastAddr(p)})
+	}
+	slices.SortFunc(rs, func(a, b ipRange) int { return a.first.Compare(b.first) })
+	var out []ipRange
+	for _, r := range rs {
+		if n := len(out); n > 0 {
+			cur := &out[n-1]
+			if next := cur.last.Next(); !next.IsValid() || r.first.Compare(next) <= 0 {
+				if r.last.Compare(cur.last) > 0 {
+					cur.last = r.last
+				}
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// lastAddr returns the last address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}

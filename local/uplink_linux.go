@@ -1,0 +1,385 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// The uplink: the network namespace where the links of sandboxes end and
+// their traffic is forwarded and masqueraded. It is this host's (the
+// namespace of the process that starts sandboxes), or one a test names
+// (netRecord.Uplink), so that tests never send a packet out of the
+// machine.
+//
+// Every change to the uplink happens under an exclusive flock of its
+// namespace file (/proc/self/ns/net, or the test's file): the lock is
+// per namespace, shared by every process and state dir, and vanishes with
+// the namespace. Nothing is written to the file system.
+//
+// What agentbox changes in the uplink while at least one sandbox has a
+// link, and undoes when the last one goes (cleanup):
+//   - a veth pair per sandbox: agentbox<n> here, eth0 in the sandbox;
+//     on agentbox<n>, IPv4 forwarding and route_localnet (for DNS to a
+//     resolver on the host's loopback and for published ports) are
+//     turned on; they go with the link;
+//   - an nftables table per sandbox (netfilter_linux.go), and the table
+//     "inet agentbox" of the uplink as a whole;
+//   - IPv4 forwarding on the interfaces of the default routes, where it
+//     is off (net.ipv4.conf.<if>.forwarding: IPv4 forwards a packet only
+//     when the interface it came in through forwards, so replies need
+//     it). The table "inet agentbox" remembers them (set "flipped") and,
+//     while they forward for agentbox only, refuses (chain "forward") new
+//     connections that came in through them and are not going to a
+//     sandbox, so that the host does not become a router for its
+//     networks. When the last sandbox goes, they are turned off again,
+//     unless forwarding was turned on for every interface meanwhile
+//     (net.ipv4.ip_forward = 1: someone else wants it).
+//
+// IPv6: the kernel forwards IPv6 only when forwarding is on for every
+// interface (net.ipv6.conf.all.forwarding), which also stops the host
+// from accepting router advertisements; agentbox never turns it on.
+// Sandboxes get IPv6 (a ULA address, masqueraded) only where the uplink
+// forwards IPv6 already; elsewhere they have no IPv6 route.
+type uplink struct {
+	ns   *os.File // the namespace; nil: this process's own
+	lock *os.File
+	nl   *netlink.Handle
+	nft  *nftables.Conn
+}
+
+// openUplink opens and locks the uplink named by path ("" for this
+// host's).
+func openUplink(ctx context.Context, path string) (*uplink, error) {
+	u := &uplink{}
+	// This thread's: /proc/self shows the main thread's, which a
+	// library user may have moved.
+	name := "/proc/thread-self/ns/net"
+	if path != "" {
+		name = path
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox network: open the uplink namespace: %w", err)
+	}
+	u.lock = f
+	if err := flockCtx(ctx, f); err != nil {
+		u.close()
+		return nil, err
+	}
+	if path != "" {
+		u.ns = f
+		u.nl, err = netlink.NewHandleAt(netns.NsHandle(f.Fd()), unix.NETLINK_ROUTE)
+		if err == nil {
+			u.nft, err = nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+		}
+	} else {
+		u.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+		if err == nil {
+			u.nft, err = nftables.New()
+		}
+	}
+	if err != nil {
+		u.close()
+		return nil, fmt.Errorf("sandbox network: %w", err)
+	}
+	return u, nil
+}
+
+// readUplink runs f with an nftables connection to the uplink named by
+// path, for reading (without its lock).
+func readUplink(path string, f func(*nftables.Conn) error) error {
+	if path == "" {
+		c, err := nftables.New()
+		if err != nil {
+			return err
+		}
+		return f(c)
+	}
+	ns, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	c, err := nftables.New(nftables.WithNetNSFd(int(ns.Fd())))
+	if err != nil {
+		return err
+	}
+	return f(c)
+}
+
+// close unlocks and releases the uplink.
+func (u *uplink) close() {
+	if u.nl != nil {
+		u.nl.Close()
+	}
+	if u.lock != nil {
+		u.lock.Close() // releases the flock
+	}
+}
+
+// sysctl reads the sysctl key ("net/ipv4/ip_forward") of the uplink.
+func (u *uplink) sysctl(key string) (string, error) {
+	var v string
+	err := inNetns(u.ns, func() error {
+		b, err := os.ReadFile("/proc/sys/" + key)
+		v = strings.TrimSpace(string(b))
+		return err
+	})
+	return v, err
+}
+
+// setSysctl writes the sysctl key of the uplink.
+func (u *uplink) setSysctl(key, value string) error {
+	return inNetns(u.ns, func() error { return os.WriteFile("/proc/sys/"+key, []byte(value), 0) })
+}
+
+// forwardsIPv6 reports whether the uplink forwards IPv6 already.
+func (u *uplink) forwardsIPv6() bool {
+	v, err := u.sysctl("net/ipv6/conf/all/forwarding")
+	return err == nil && v == "1"
+}
+
+// addLink makes the link of the sandbox whose network namespace is sbx,
+// and returns its number n and the host end's interface index: a veth
+// pair, agentbox<n> here and eth0 there, with the addresses of
+// sandboxLink(n) (IPv6 too when v6) and the sandbox's default routes
+// through it.
+func (u *uplink) addLink(sbx *os.File, v6 bool) (n, ifindex int, err error) {
+	for try := 0; try < 64; try++ {
+		n = 1 + rand.IntN(maxSandboxLinks-1)
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: linkName(n)}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(sbx.Fd()))}
+		err := u.nl.LinkAdd(veth)
+		if errors.Is(err, unix.EEXIST) {
+			continue // another sandbox's number
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("sandbox network: make the link: %w", err)
+		}
+		ifindex, err := u.configureLink(n, sbx, v6)
+		if err != nil {
+			_ = u.nl.LinkDel(veth)
+			return 0, 0, fmt.Errorf("sandbox network: configure the link: %w", err)
+		}
+		return n, ifindex, nil
+	}
+	return 0, 0, errors.New("sandbox network: no free link number (too many sandboxes)")
+}
+
+// configureLink addresses both ends of link n and routes the sandbox
+// through it; it returns the host end's interface index.
+func (u *uplink) configureLink(n int, sbx *os.File, v6 bool) (int, error) {
+	host, err := u.nl.LinkByName(linkName(n))
+	if err != nil {
+		return 0, err
+	}
+	return host.Attrs().Index, u.configureEnds(n, host, sbx, v6)
+}
+
+// configureEnds addresses the ends of link n (host, here) and routes the
+// sandbox through it.
+func (u *uplink) configureEnds(n int, host netlink.Link, sbx *os.File, v6 bool) error {
+	gw4, sbx4, gw6, sbx6 := sandboxLink(n)
+	if err := u.nl.AddrAdd(host, addr(gw4, 30)); err != nil {
+		return err
+	}
+	if v6 {
+		if err := u.nl.AddrAdd(host, addr(gw6, 64)); err != nil {
+			return err
+		}
+	}
+	conf := "net/ipv4/conf/" + linkName(n) + "/"
+	for _, key := range []string{conf + "forwarding", conf + "route_localnet"} {
+		if err := u.setSysctl(key, "1"); err != nil {
+			return err
+		}
+	}
+	// Its IPv6 link-local address usable at once (best effort: IPv6 may
+	// be off).
+	_ = u.setSysctl("net/ipv6/conf/"+linkName(n)+"/accept_dad", "0")
+	if err := u.nl.LinkSetUp(host); err != nil {
+		return err
+	}
+	h, err := netlink.NewHandleAt(netns.NsHandle(sbx.Fd()), unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	eth, err := h.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	if err := h.AddrAdd(eth, addr(sbx4, 30)); err != nil {
+		return err
+	}
+	if v6 {
+		if err := h.AddrAdd(eth, addr(sbx6, 64)); err != nil {
+			return err
+		}
+	}
+	if err := h.LinkSetUp(eth); err != nil {
+		return err
+	}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw4.AsSlice()}); err != nil {
+		return err
+	}
+	if v6 {
+		return h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw6.AsSlice()})
+	}
+	return nil
+}
+
+// addr is a netlink address a/bits, without duplicate address detection
+// (the link has two ends, both ours).
+func addr(a netip.Addr, bits int) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, a.BitLen())}, Flags: unix.IFA_F_NODAD}
+}
+
+// delLink removes link n, whose host end had the interface index
+// ifindex, and its table. The link is gone already when the sandbox's
+// namespace ended; then another sandbox may have its number, and its
+// link and table are left alone (cleanup removes a table without a
+// link).
+func (u *uplink) delLink(n, ifindex int) {
+	l, err := u.nl.LinkByName(linkName(n))
+	if err == nil && l.Attrs().Index != ifindex {
+		return // another sandbox's
+	}
+	if err == nil {
+		_ = u.nl.LinkDel(l)
+	}
+	u.nft.DelTable(&nftables.Table{Name: sandboxTableName(n), Family: nftables.TableFamilyINet})
+	_ = u.nft.Flush() // ENOENT: the table was gone
+}
+
+// forward makes the uplink forward IPv4 for its sandboxes: it turns on
+// forwarding on the interfaces of its default routes that have it off,
+// and remembers them in the shared table.
+func (u *uplink) forward() error {
+	if all, err := u.sysctl("net/ipv4/conf/all/forwarding"); err == nil && all == "1" {
+		return nil
+	}
+	routes, err := u.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("sandbox network: read the host's routes: %w", err)
+	}
+	var flip []string
+	for _, r := range routes {
+		if r.Dst != nil {
+			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+				continue
+			}
+		}
+		l, err := u.nl.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			continue
+		}
+		name := l.Attrs().Name
+		if v, err := u.sysctl("net/ipv4/conf/" + name + "/forwarding"); err == nil && v == "0" {
+			flip = append(flip, name)
+		}
+	}
+	if len(flip) == 0 {
+		return nil
+	}
+	t, s := u.sharedTable()
+	for _, name := range flip {
+		if err := u.setSysctl("net/ipv4/conf/"+name+"/forwarding", "1"); err != nil {
+			return fmt.Errorf("sandbox network: turn on IPv4 forwarding on %s: %w", name, err)
+		}
+		if err := u.nft.SetAddElements(s, []nftables.SetElement{{Key: ifname(name)}}); err != nil {
+			return err
+		}
+	}
+	_ = t
+	return u.nft.Flush()
+}
+
+// sharedTable adds (in the pending batch) the table of the uplink as a
+// whole, its set of the interfaces agentbox turned forwarding on for, and
+// the rule that keeps them from forwarding anything else.
+func (u *uplink) sharedTable() (*nftables.Table, *nftables.Set) {
+	t := u.nft.AddTable(&nftables.Table{Name: sharedTableName, Family: nftables.TableFamilyINet})
+	s := &nftables.Set{Table: t, Name: "flipped", KeyType: nftables.TypeIFName}
+	_ = u.nft.AddSet(s, nil)
+	existing, _ := u.nft.ListChain(t, "forward")
+	if existing == nil {
+		c := u.nft.AddChain(&nftables.Chain{Name: "forward", Table: t, Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Type: nftables.ChainTypeFilter})
+		var r rules
+		r = r.add(&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
+		r = r.add(ifIs(expr.MetaKeyOIFNAME, linkPrefix+"*", false)...)
+		r = r.add(ctBits(expr.CtKeySTATE, expr.CtStateBitNEW, false)...)
+		r = r.add(ctBits(expr.CtKeySTATUS, ipsDstNAT, true)...)
+		r = r.add(verdict(expr.VerdictDrop))
+		u.nft.AddRule(&nftables.Rule{Table: t, Chain: c, Exprs: r})
+	}
+	return t, s
+}
+
+// cleanup removes the tables of links that are gone and, when no sandbox
+// link is left, turns forwarding off again where agentbox turned it on
+// and removes the shared table.
+func (u *uplink) cleanup() error {
+	links, err := u.nl.LinkList()
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, l := range links {
+		if name := l.Attrs().Name; strings.HasPrefix(name, linkPrefix) {
+			live[name] = true
+		}
+	}
+	tables, err := u.nft.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return err
+	}
+	var shared *nftables.Table
+	for _, t := range tables {
+		if n, ok := tableIndex(t.Name); ok && !live[linkName(n)] {
+			u.nft.DelTable(t)
+		}
+		if t.Name == sharedTableName {
+			shared = t
+		}
+	}
+	if len(live) == 0 && shared != nil {
+		u.restoreForwarding(shared)
+		u.nft.DelTable(shared)
+	}
+	return u.nft.Flush()
+}
+
+// restoreForwarding turns forwarding off on the interfaces of the set
+// "flipped" of the shared table t, unless forwarding is now on for all.
+func (u *uplink) restoreForwarding(t *nftables.Table) {
+	if all, err := u.sysctl("net/ipv4/conf/all/forwarding"); err != nil || all == "1" {
+		return
+	}
+	s, err := u.nft.GetSetByName(t, "flipped")
+	if err != nil {
+		return
+	}
+	elems, err := u.nft.GetSetElements(s)
+	if err != nil {
+		return
+	}
+	for _, e := range elems {
+		name := strings.TrimRight(string(e.Key), "\x00")
+		key := "net/ipv4/conf/" + name + "/forwarding"
+		if v, err := u.sysctl(key); err == nil && v == "1" {
+			_ = u.setSysctl(key, "0")
+		}
+	}
+}
