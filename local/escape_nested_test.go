@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,30 +111,22 @@ func TestEscapeNestedNamespaces(t *testing.T) {
 // tablesOf lists the nf_tables tables of pid's network namespace, from a
 // thread that enters it and then ends with its goroutine.
 func tablesOf(pid int) ([]string, error) {
-	type result struct {
-		tables []string
-		err    error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread ends with the goroutine rather than
-		// serve others in the wrong namespace.
-		runtime.LockOSThread()
+	// On a thread of its own that ends with it (never the main thread,
+	// which would stay in the namespace, and /proc/self with it).
+	var tables []string
+	err := onThread(func() error {
 		fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			ch <- result{err: err}
-			return
+			return err
 		}
 		defer unix.Close(fd)
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: err}
-			return
+			return err
 		}
-		tables, err := nftTables()
-		ch <- result{tables, err}
-	}()
-	r := <-ch
-	return r.tables, r.err
+		tables, err = nftTables()
+		return err
+	})
+	return tables, err
 }
 
 // TestEscapeProcKeys: /proc/keys and /proc/key-users show a sandbox no key
