@@ -24,9 +24,7 @@
 // directory are folders of the state dir, so everything written there
 // persists across Stop and Start (an [Config.Ephemeral] sandbox is deleted,
 // files and all, when it stops). Commands run as uid 0 of the user
-// namespace, which is host uid 100000 when the engine runs as root (a
-// shifted range of 65536 ids) and the caller's own uid otherwise, and with
-// no capabilities at all (empty bounding, permitted, effective, inheritable
+// namespace, and with no capabilities at all (empty bounding, permitted, effective, inheritable
 // and ambient sets, and no_new_privs): root inside cannot mount, remount the
 // read-only system folders, or regain capabilities through setuid or
 // file-capability programs. Every command also runs under a seccomp filter
@@ -38,6 +36,20 @@
 // each sandbox also gets its own cgroups (v1 or v2), used to account its
 // memory and to make sure Stop and Destroy leave no process; commands see
 // them as the root of a cgroup namespace (/proc/self/cgroup shows "/").
+//
+// When the engine runs as root, each sandbox's ids 0 to 65535 are a range
+// of 65536 host uids (and gids) of its own, given from a pool recorded in
+// the state dir (from [DefaultHostIDBase], or [Options.HostIDBase]) and
+// kept until the sandbox is removed; its user namespace belongs to the
+// range's first uid. So no two sandboxes share a file owner, kernel key
+// quota or /proc/keys view, or a per-user counter of the kernel (inotify
+// instances, pending signals …), with each other or with root. Its home,
+// /tmp and working directory belong to its range on the host. Volumes
+// keep, on disk, the owners files have inside (0 for what a sandbox's
+// root makes), and every sandbox sees them through an ID-mapped mount as
+// its own ids, so sandboxes share them whatever their ranges; the volumes
+// folder is closed to other users. Otherwise (not root) the sandbox's
+// only uid is the caller's own.
 //
 // [Options] says which sandbox a handle is for (ID, StateDir) and holds the
 // handle's own settings (Env, Timeout, Hooks); its embedded [Config] shapes
@@ -66,6 +78,7 @@
 //
 //	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
+//	<StateDir>/hostids.json      the host uid ranges of the sandboxes (as root)
 //
 // Whoever can write into the state dir can swap a sandbox's socket, so it
 // must be private to its user: every function refuses one owned by another
@@ -93,7 +106,9 @@ package local
 //	launch_linux.go     host side of a start: fork the init in new namespaces, wait until it serves
 //	prepare_linux.go    host side: the sandbox's folders, toolbox socket and bind sources
 //	control_linux.go    the host↔init control socket: initConfig, its sending and receiving
-//	userns_linux.go     user namespace: uid mapping, availability checks
+//	hostids.go          the pool of host uid ranges in the state dir: allocation, locking, reuse
+//	userns_linux.go     user namespace: uid mapping, its owner, availability checks
+//	volume_linux.go     who owns the bound folders on the host; volumes' ID-mapped mounts
 //	init_linux.go       the init: its named setup steps, then PID 1 (toolbox server, signals, idle stop)
 //	rootfs_linux.go     the init's root file system steps (tmpfs root, binds, /proc, /dev, pivot_root)
 //	network_linux.go    the sandbox's network namespace (host side) and interfaces (init side)

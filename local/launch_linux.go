@@ -30,6 +30,11 @@ const readyTimeout = 30 * time.Second
 // boot starts the init of the locked folder dir and records it in m. On
 // failure the caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
+	ids, err := hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+	if err != nil {
+		return err
+	}
+	m.HostIDs = ids
 	cg, err := newCgroupSet(cgroupKey(s.opts.StateDir, m.ID))
 	if err != nil {
 		cg = nil // accounting only; the pid namespace still holds the sandbox
@@ -64,15 +69,14 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	return nil
 }
 
-// launch starts the init of the sandbox folder dir (locked by the caller).
-// ready waits until it serves, or kills it and reports why it could not;
-// the caller reaps cmd. The init outlives this process.
+// launch starts the init of the sandbox folder dir (locked by the caller),
+// whose ids map to m.HostIDs. ready waits until it serves, or kills it
+// and reports why it could not; the caller reaps cmd. The init outlives
+// this process.
 func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (cmd *exec.Cmd, ready func() error, err error) {
 	if err := checkUserns(); err != nil {
 		return nil, nil, err
 	}
-	shifted := shiftedMode()
-	m.HostIDs = hostIDs(shifted)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("control socket: %w", err)
@@ -81,7 +85,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 	child := os.NewFile(uintptr(fds[1]), "control-child")
 	defer child.Close()
 
-	cmd = initCommand(m, child, shifted)
+	cmd = initCommand(m, child)
 	// On v2 the init is cloned straight into its cgroup; on v1 the host
 	// moves it there while it starts.
 	cgFile := cg.openV2()
@@ -90,16 +94,16 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(cgFile.Fd())
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startInit(cmd, m.HostIDs); err != nil {
 		ctl.Close()
-		return nil, nil, startError(err, shifted)
+		return nil, nil, startError(err, m.HostIDs)
 	}
 	child.Close()
 	var moveInto *cgroupSet
 	if cgFile == nil {
 		moveInto = cg
 	}
-	if err := configure(cmd.Process.Pid, ctl, dir, m, moveInto, stateDir, shifted); err != nil {
+	if err := configure(cmd.Process.Pid, ctl, dir, m, moveInto, stateDir); err != nil {
 		ctl.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -110,12 +114,12 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 
 // initCommand returns the command of the init of the sandbox m, in its new
 // namespaces, with child as its control socket.
-func initCommand(m *meta, child *os.File, shifted bool) *exec.Cmd {
+func initCommand(m *meta, child *os.File) *exec.Cmd {
 	attr := &syscall.SysProcAttr{
 		Cloneflags: sandboxNamespaces | networkCloneFlags(&m.Config),
 		Setsid:     true,
 	}
-	setIDMappings(attr, shifted)
+	setIDMappings(attr, m.HostIDs)
 	return &exec.Cmd{
 		// /proc/self/exe reaches this program even when a folder on its
 		// path is closed to the sandbox's host uid.
@@ -133,14 +137,15 @@ func initCommand(m *meta, child *os.File, shifted bool) *exec.Cmd {
 	}
 }
 
-// startError explains why the init could not be started.
-func startError(err error, shifted bool) error {
+// startError explains why the init, whose ids map to ids, could not be
+// started.
+func startError(err error, ids *idRange) error {
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EINVAL) {
 		return fmt.Errorf("%w: creating the sandbox namespaces failed: %v; this host does not allow user namespaces for this user (run as root, or enable unprivileged user namespaces)", sandbox.ErrIsolationUnavailable, err)
 	}
-	if errors.Is(err, syscall.EACCES) && shifted {
+	if errors.Is(err, syscall.EACCES) && ids.Count > 1 {
 		self, _ := os.Executable()
-		return fmt.Errorf("start sandbox init: %w: the sandbox re-executes this program (%s) as host uid %d, which may not execute it; make it executable by others (chmod o+rx)", err, self, uidBase)
+		return fmt.Errorf("start sandbox init: %w: the sandbox re-executes this program (%s) as host uid %d, which may not execute it; make it executable by others (chmod o+rx)", err, self, ids.First)
 	}
 	return fmt.Errorf("start sandbox init: %w", err)
 }
@@ -148,14 +153,14 @@ func startError(err error, shifted bool) error {
 // configure readies the sandbox of the started init pid: it moves the init
 // into the cgroups moveInto (unless nil) while it prepares the folders,
 // socket and binds of dir, then sends the init its configuration over ctl.
-func configure(pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, stateDir string, shifted bool) error {
+func configure(pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, stateDir string) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
 		go func() { cgDone <- moveInto.add(pid) }()
 	} else {
 		cgDone <- nil
 	}
-	cfg, files, err := prepare(dir, m, stateDir, shifted)
+	cfg, files, err := prepare(dir, m, stateDir, pid)
 	defer closeFiles(files)
 	if cgErr := <-cgDone; err == nil {
 		err = cgErr

@@ -16,7 +16,9 @@ import "path/filepath"
 // One file holds everything a host process needs: creating files is the
 // slowest step of a start on some disks.
 //
-//	<StateDir>/volumes/<name>/              named volumes
+//	<StateDir>/volumes/<name>/              named volumes (mode 0700 folder: see volume_linux.go)
+//	<StateDir>/hostids.json                 the host uid ranges of the sandboxes (hostids.go)
+//	<StateDir>/hostids.lock                 flocked while a process reads or changes hostids.json
 const (
 	sandboxesDir = "sandboxes"
 	volumesDir   = "volumes"
@@ -29,6 +31,8 @@ const (
 	exitFile     = "exit.json" // in toolboxDir
 	activityFile = "last-used" // in toolboxDir; its mtime is when the toolbox API was last used
 	trashPrefix  = ".trash-"   // a sandbox folder being removed
+	hostIDsFile  = "hostids.json"
+	hostIDsLock  = "hostids.lock"
 )
 
 // sandboxDir returns the folder of the sandbox id.

@@ -25,8 +25,12 @@ type meta struct {
 	// Init and Cgroups describe the running init; nil when stopped.
 	Init    *initRecord `json:"init,omitempty"`
 	Cgroups *cgroupSet  `json:"cgroups,omitempty"`
-	// HostIDs are the host uids and gids the sandbox's ids mapped to when
-	// it last started (kept while it is stopped); nil before.
+	// HostIDs are the host uids and gids the sandbox's ids map to: started
+	// by root, a range of its own from the state dir's pool (hostids.go),
+	// which it keeps until it is removed; otherwise the uid of the user
+	// who last started it. nil before its first start (and in metadata of
+	// versions that shared one range between all sandboxes: see
+	// legacyOwned).
 	HostIDs *idRange `json:"hostIds,omitempty"`
 }
 
@@ -237,7 +241,7 @@ const limitsNote = "no CPU, memory, process-count or disk limit; the sandbox's p
 
 // describe states who commands of the sandbox shaped by c run as, its
 // network access and its limits; ids are the host ids its ids map to
-// (those of the next start when nil).
+// (when nil, those of the next start, if known before it).
 func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo, *sandbox.Limits) {
 	id := &sandbox.Identity{User: c.User, UID: 0, GID: 0, Home: c.home(), Capabilities: "none"}
 	if ids == nil {

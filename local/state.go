@@ -268,7 +268,7 @@ func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
 	if err := removeAll(trash); err != nil {
 		return fmt.Errorf("remove sandbox folder: %w", err)
 	}
-	return nil
+	return releaseHostIDs(ctx, stateDir, filepath.Base(l.path))
 }
 
 // removeAll is os.RemoveAll that also copes with folders the sandbox made
