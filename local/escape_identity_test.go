@@ -627,7 +627,21 @@ func TestIdentityLegacyVolume(t *testing.T) {
 			}
 		}
 	}
+	// A link out of the volume: what it names is no file of the volume.
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(outside, 100000, 100000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(vol, "sub", "out")); err != nil {
+		t.Fatal(err)
+	}
 	sb := newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{Volumes: []local.Volume{{Name: "old", MountPath: "/old"}}}})
+	if uid, gid := owner(t, outside); uid != 100000 || gid != 100000 {
+		t.Errorf("the conversion followed a link out of the volume: %s is now %d:%d", outside, uid, gid)
+	}
 	if got := mustRun(t, sb, "echo more >> /old/f && cat /old/link && stat -c '%n %u:%g %a' /old /old/f /old/sub /old/sub/g /old/host"); got != "f\nmore\n/old 0:0 755\n/old/f 0:0 600\n/old/sub 1000:1000 755\n/old/sub/g 1000:1000 4755\n/old/host 0:0 644\n" {
 		t.Errorf("the converted volume inside: %q", got)
 	}

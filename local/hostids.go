@@ -1,16 +1,15 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"maps"
 	"os"
-	"os/user"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,8 +33,10 @@ import (
 // container ranges (524288 to 1879048191), and the search starts at a
 // place derived from the state dir, so that two state dirs of one machine
 // seldom meet; a range that overlaps one listed in /etc/subuid or
-// /etc/subgid (for any user), or whose first id names a user or group,
-// is skipped.
+// /etc/subgid (for any user), or holds the id of a user in /etc/passwd or
+// of a group in /etc/group, is skipped. Directory services (LDAP …) are
+// not asked, for speed: where they hand out ids that high, set
+// Options.HostIDBase to a free region.
 
 const (
 	// idRangeSize is how many ids a sandbox started by root has: 0 to
@@ -142,7 +143,8 @@ func allocateHostIDs(ctx context.Context, stateDir, id string, base int) (idRang
 	if err != nil {
 		return idRange{}, err
 	}
-	r, err := p.allocate(id, base, subIDRanges("/etc/subuid", "/etc/subgid"), idNamed)
+	reserved := append(subIDRanges("/etc/subuid", "/etc/subgid"), userDBIDs("/etc/passwd", "/etc/group")...)
+	r, err := p.allocate(id, base, reserved)
 	if cerr := p.close(); err == nil {
 		err = cerr
 	}
@@ -150,9 +152,8 @@ func allocateHostIDs(ctx context.Context, stateDir, id string, base int) (idRang
 }
 
 // allocate gives id a free range: see allocateHostIDs. reserved are the
-// ranges to avoid besides the pool's (/etc/subuid's), and named reports
-// whether a host id names a user or group.
-func (p *lockedPool) allocate(id string, base int, reserved []idRange, named func(int) bool) (idRange, error) {
+// ranges to avoid besides the pool's (/etc/subuid's, users' ids).
+func (p *lockedPool) allocate(id string, base int, reserved []idRange) (idRange, error) {
 	if r, ok := p.Ranges[id]; ok {
 		return r, nil
 	}
@@ -170,14 +171,14 @@ func (p *lockedPool) allocate(id string, base int, reserved []idRange, named fun
 	first, slots, start := poolBounds(p.stateDir, base)
 	for i := range slots {
 		r := idRange{First: first + (start+i)%slots*idRangeSize, Count: idRangeSize}
-		if overlapsAny(r, taken) || named(r.First) {
+		if overlapsAny(r, taken) {
 			continue
 		}
 		p.Ranges[id] = r
 		p.changed = true
 		return r, nil
 	}
-	return idRange{}, fmt.Errorf("no free host uid range for sandbox %q: the %d ranges of %d ids from %d are given to sandboxes of %s or listed in /etc/subuid; remove sandboxes, or set Options.HostIDBase to a lower base", id, slots, idRangeSize, first, p.stateDir)
+	return idRange{}, fmt.Errorf("no free host uid range for sandbox %q: the %d ranges of %d ids from %d are given to sandboxes of %s, listed in /etc/subuid or hold users' ids; remove sandboxes, or set Options.HostIDBase to a lower base", id, slots, idRangeSize, first, p.stateDir)
 }
 
 // poolBounds returns the first id of the pool of stateDir for
@@ -223,12 +224,7 @@ func (p *lockedPool) reserve(id string, r idRange) error {
 	if have, ok := p.Ranges[id]; ok && have == r {
 		return nil
 	}
-	ids := make([]string, 0, len(p.Ranges))
-	for other := range p.Ranges {
-		ids = append(ids, other)
-	}
-	sort.Strings(ids)
-	for _, other := range ids {
+	for _, other := range slices.Sorted(maps.Keys(p.Ranges)) {
 		o := p.Ranges[other]
 		if other == id || !o.overlaps(r) || (o == legacyIDs && r == legacyIDs) {
 			continue
@@ -265,38 +261,47 @@ func releaseHostIDs(ctx context.Context, stateDir, id string) error {
 // format: "user:first:count" lines) list, for any user.
 func subIDRanges(files ...string) []idRange {
 	var out []idRange
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			continue
+	eachColonLine(files, func(f []string) {
+		if len(f) != 3 {
+			return
 		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			parts := strings.Split(strings.TrimSpace(sc.Text()), ":")
-			if len(parts) != 3 {
-				continue
-			}
-			first, err1 := strconv.Atoi(parts[1])
-			count, err2 := strconv.Atoi(parts[2])
-			if err1 == nil && err2 == nil && count > 0 {
-				out = append(out, idRange{First: first, Count: count})
-			}
+		first, err1 := strconv.Atoi(f[1])
+		count, err2 := strconv.Atoi(f[2])
+		if err1 == nil && err2 == nil && count > 0 {
+			out = append(out, idRange{First: first, Count: count})
 		}
-		f.Close()
-	}
+	})
 	return out
 }
 
-// idNamed reports whether host id names a user or a group (the user
-// database may list ids far above the usual ones, e.g. from a directory
-// service).
-func idNamed(id int) bool {
-	s := strconv.Itoa(id)
-	if _, err := user.LookupId(s); err == nil {
-		return true
+// userDBIDs returns, as ranges of one, the ids from idRangeSize up of the
+// users and groups the user database files (/etc/passwd format: the id in
+// the third field) list.
+func userDBIDs(files ...string) []idRange {
+	var out []idRange
+	eachColonLine(files, func(f []string) {
+		if len(f) < 4 {
+			return
+		}
+		if id, err := strconv.Atoi(f[2]); err == nil && id >= idRangeSize {
+			out = append(out, idRange{First: id, Count: 1})
+		}
+	})
+	return out
+}
+
+// eachColonLine calls f with the colon-separated fields of each line of
+// the files (those that exist).
+func eachColonLine(files []string, f func(fields []string)) {
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f(strings.Split(strings.TrimSpace(line), ":"))
+		}
 	}
-	_, err := user.LookupGroupId(s)
-	return err == nil
 }
 
 // validHostIDBase checks Options.HostIDBase.

@@ -26,34 +26,31 @@ func poolStateDir(t *testing.T, ids ...string) string {
 }
 
 // allocateWith allocates a range for id in stateDir's pool from base,
-// avoiding reserved and the ids named says are taken.
-func allocateWith(t *testing.T, stateDir, id string, base int, reserved []idRange, named func(int) bool) (idRange, error) {
+// avoiding reserved.
+func allocateWith(t *testing.T, stateDir, id string, base int, reserved []idRange) (idRange, error) {
 	t.Helper()
 	p, err := openPool(context.Background(), stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := p.allocate(id, base, reserved, named)
+	r, err := p.allocate(id, base, reserved)
 	if cerr := p.close(); cerr != nil {
 		t.Fatal(cerr)
 	}
 	return r, err
 }
 
-func noneNamed(int) bool { return false }
-
 // TestPoolAllocate: ranges are 65536 ids from the base, each sandbox its
-// own, skipping the legacy range, subordinate id ranges and ids that name
-// a user; asking again returns the same range; a returned range is
+// own, skipping the legacy range, subordinate id ranges and users' ids;
+// asking again returns the same range; a returned range is
 // reused; a range whose sandbox folder is gone is reclaimed.
 func TestPoolAllocate(t *testing.T) {
 	const base = 1 << 16
 	stateDir := poolStateDir(t, "a", "b", "c", "d")
-	subuid := []idRange{{First: 4 << 16, Count: 10}}
-	named := func(id int) bool { return id == 5<<16 }
-	want := map[string]int{"a": 3 << 16, "b": 6 << 16, "c": 7 << 16} // 1, 2: legacy; 4: subuid; 5: named
+	reserved := []idRange{{First: 4 << 16, Count: 10}, {First: 5<<16 + 1000, Count: 1}}
+	want := map[string]int{"a": 3 << 16, "b": 6 << 16, "c": 7 << 16} // 1, 2: legacy; 4: subuid; 5: a user
 	for _, id := range []string{"a", "b", "c", "a"} {
-		r, err := allocateWith(t, stateDir, id, base, subuid, named)
+		r, err := allocateWith(t, stateDir, id, base, reserved)
 		if err != nil || r != (idRange{First: want[id], Count: 1 << 16}) {
 			t.Errorf("allocate %s: %+v %v, want from %d", id, r, err, want[id])
 		}
@@ -61,7 +58,7 @@ func TestPoolAllocate(t *testing.T) {
 	if err := releaseHostIDs(context.Background(), stateDir, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := allocateWith(t, stateDir, "d", base, subuid, named); r.First != 6<<16 {
+	if r, _ := allocateWith(t, stateDir, "d", base, reserved); r.First != 6<<16 {
 		t.Errorf("after b's release, d got %+v, want b's range", r)
 	}
 	if err := os.Remove(sandboxDir(stateDir, "a")); err != nil {
@@ -70,7 +67,7 @@ func TestPoolAllocate(t *testing.T) {
 	if err := os.MkdirAll(sandboxDir(stateDir, "e"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := allocateWith(t, stateDir, "e", base, subuid, named); r.First != 3<<16 {
+	if r, _ := allocateWith(t, stateDir, "e", base, reserved); r.First != 3<<16 {
 		t.Errorf("with a's folder gone, e got %+v, want a's range", r)
 	}
 	var pool idPool
@@ -86,7 +83,7 @@ func TestPoolAllocate(t *testing.T) {
 // starting at a place the state dir decides, the same each time.
 func TestPoolDefaultBase(t *testing.T) {
 	stateDir := poolStateDir(t, "a")
-	r, err := allocateWith(t, stateDir, "a", 0, nil, noneNamed)
+	r, err := allocateWith(t, stateDir, "a", 0, nil)
 	first, slots, start := poolBounds(stateDir, 0)
 	if err != nil || r.First != first+start*idRangeSize || first != DefaultHostIDBase || slots != 4094 {
 		t.Errorf("%+v %v; pool from %d, %d ranges, start %d", r, err, first, slots, start)
@@ -100,10 +97,10 @@ func TestPoolDefaultBase(t *testing.T) {
 func TestPoolFull(t *testing.T) {
 	stateDir := poolStateDir(t, "a", "b")
 	base := hostIDLimit - idRangeSize
-	if _, err := allocateWith(t, stateDir, "a", base, nil, noneNamed); err != nil {
+	if _, err := allocateWith(t, stateDir, "a", base, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := allocateWith(t, stateDir, "b", base, nil, noneNamed); err == nil || !strings.Contains(err.Error(), "no free host uid range") || !strings.Contains(err.Error(), "HostIDBase") {
+	if _, err := allocateWith(t, stateDir, "b", base, nil); err == nil || !strings.Contains(err.Error(), "no free host uid range") || !strings.Contains(err.Error(), "HostIDBase") {
 		t.Errorf("allocation from a full pool: %v", err)
 	}
 }
@@ -177,7 +174,7 @@ func TestPoolSeeded(t *testing.T) {
 	if err := writeMeta(sandboxDir(stateDir, "old"), &meta{ID: "old", HostIDs: &have}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := allocateWith(t, stateDir, "new", DefaultHostIDBase, nil, noneNamed)
+	r, err := allocateWith(t, stateDir, "new", DefaultHostIDBase, nil)
 	if err != nil || r.overlaps(have) {
 		t.Errorf("new sandbox: %+v %v, beside %+v", r, err, have)
 	}
@@ -195,11 +192,43 @@ func TestSubIDRanges(t *testing.T) {
 	}
 }
 
+func TestUserDBIDs(t *testing.T) {
+	dir := t.TempDir()
+	passwd, group := filepath.Join(dir, "passwd"), filepath.Join(dir, "group")
+	if err := os.WriteFile(passwd, []byte("root:x:0:0::/root:/bin/sh\nldap:x:1879048200:1:::\nbad\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(group, []byte("big:x:70000:\nusers:x:100:\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := userDBIDs(passwd, group, filepath.Join(dir, "absent")); fmt.Sprint(got) != "[{1879048200 1} {70000 1}]" {
+		t.Errorf("ids %v", got)
+	}
+}
+
 func TestHostIDBaseOption(t *testing.T) {
 	for base, ok := range map[int]bool{0: true, 1 << 16: true, DefaultHostIDBase: true, hostIDLimit - idRangeSize: true, 100000: false, -65536: false, hostIDLimit: false} {
 		_, err := Options{HostIDBase: base}.normalize()
 		if (err == nil) != ok || (err != nil && !errors.Is(err, sandbox.ErrInvalidArgument)) {
 			t.Errorf("HostIDBase %d: %v", base, err)
+		}
+	}
+}
+
+// BenchmarkAllocateRelease measures giving a new sandbox a range (locking
+// the pool, checking /etc/subuid and the user database) and returning it.
+func BenchmarkAllocateRelease(b *testing.B) {
+	ctx := context.Background()
+	stateDir := b.TempDir()
+	if err := os.MkdirAll(sandboxDir(stateDir, "a"), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := allocateHostIDs(ctx, stateDir, "a", 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := releaseHostIDs(ctx, stateDir, "a"); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -268,7 +268,10 @@ func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
 	if err := removeAll(trash); err != nil {
 		return fmt.Errorf("remove sandbox folder: %w", err)
 	}
-	return releaseHostIDs(ctx, stateDir, filepath.Base(l.path))
+	// A range not returned now (the pool is locked past ctx, or not
+	// writable) is reclaimed by the next allocation: its folder is gone.
+	_ = releaseHostIDs(ctx, stateDir, filepath.Base(l.path))
+	return nil
 }
 
 // removeAll is os.RemoveAll that also copes with folders the sandbox made

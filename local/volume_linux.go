@@ -143,31 +143,40 @@ func ensurePrivateDir(dir string) error {
 // 100000), their canonical owners: host id 100000+k becomes k. The folder
 // itself changes last, so an interrupted conversion resumes at the next
 // bind; a lock on the folder keeps two starts from converting it at once.
-// Set-user-ID and set-group-ID bits, which chown clears, are set again;
-// file capabilities and ACL entries naming ids are not converted.
+// Each file is reached from the folder without following any symbolic
+// link (a sandbox of an older version using the volume meanwhile cannot
+// redirect the changes outside it). Set-user-ID and set-group-ID bits,
+// which chown clears, are set again; file capabilities and ACL entries
+// naming ids are not converted.
 func convertLegacyVolume(dir string) error {
 	if !legacyVolume(dir) {
 		return nil
 	}
-	f, err := os.Open(dir)
+	root, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+	defer root.Close()
+	if err := unix.Flock(int(root.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("lock %s: %w", dir, err)
 	}
 	if !legacyVolume(dir) {
 		return nil // converted while we waited
 	}
 	err = filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil || p == dir {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			return err
 		}
-		return unshiftOwner(p)
+		if p == dir {
+			return nil
+		}
+		return unshiftOwner(int(root.Fd()), p[len(dir)+1:])
 	})
 	if err == nil {
-		err = unshiftOwner(dir)
+		err = unshiftOwner(int(root.Fd()), ".")
 	}
 	if err != nil {
 		return fmt.Errorf("volume %s: convert its files from the shared host ids %d-%d: %w", dir, legacyIDs.First, legacyIDs.end()-1, err)
@@ -182,11 +191,23 @@ func legacyVolume(dir string) bool {
 	return unix.Lstat(dir, &st) == nil && st.Uid == legacyIDBase
 }
 
-// unshiftOwner changes owner ids of p in the shared range to canonical
-// ones.
-func unshiftOwner(p string) error {
+// unshiftOwner changes owner ids in the shared range to canonical ones on
+// the file rel beneath the folder rootFD. A file gone, or reached only
+// through a symbolic link, is left alone.
+func unshiftOwner(rootFD int, rel string) error {
+	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", rel, err)
+	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
+	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
 	unshift := func(id uint32) int {
@@ -199,11 +220,12 @@ func unshiftOwner(p string) error {
 	if uid == int(st.Uid) && gid == int(st.Gid) {
 		return nil
 	}
-	if err := unix.Lchown(p, uid, gid); err != nil {
-		return err
+	if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("chown %s: %w", rel, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK && st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		return unix.Chmod(p, st.Mode&0o7777)
+		// The descriptor's link names the very file, not a path.
+		return unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), st.Mode&0o7777)
 	}
 	return nil
 }
