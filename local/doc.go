@@ -18,6 +18,20 @@
 // the API (to within a second) where every process sees it:
 // sandbox.Info.LastUsedAt, and TimeoutAt when it will stop itself.
 //
+// When the engine runs as root, each sandbox's ids 0 to 65535 are a range
+// of 65536 host uids (and gids) of its own, given from a pool recorded in
+// the state dir (from [DefaultHostIDBase], or [Options.HostIDBase]) and
+// kept until the sandbox is removed; its user namespace belongs to the
+// range's first uid. So no two sandboxes share a file owner, kernel key
+// quota or /proc/keys view, or a per-user counter of the kernel (inotify
+// instances, pending signals …), with each other or with root. Its home,
+// /tmp and working directory belong to its range on the host. Volumes
+// keep, on disk, the owners files have inside (0 for what a sandbox's
+// root makes), and every sandbox sees them through an ID-mapped mount as
+// its own ids, so sandboxes share them whatever their ranges; the volumes
+// folder is closed to other users. Otherwise (not root) the sandbox's
+// only uid is the caller's own.
+//
 // Inside, the host's /usr and /etc (and the /bin, /lib … links or folders)
 // are read-only; /proc, /dev and the root are the sandbox's own; the home
 // (/home/<user>, the default working directory), /tmp and the working
@@ -36,20 +50,6 @@
 // each sandbox also gets its own cgroups (v1 or v2), used to account its
 // memory and to make sure Stop and Destroy leave no process; commands see
 // them as the root of a cgroup namespace (/proc/self/cgroup shows "/").
-//
-// When the engine runs as root, each sandbox's ids 0 to 65535 are a range
-// of 65536 host uids (and gids) of its own, given from a pool recorded in
-// the state dir (from [DefaultHostIDBase], or [Options.HostIDBase]) and
-// kept until the sandbox is removed; its user namespace belongs to the
-// range's first uid. So no two sandboxes share a file owner, kernel key
-// quota or /proc/keys view, or a per-user counter of the kernel (inotify
-// instances, pending signals …), with each other or with root. Its home,
-// /tmp and working directory belong to its range on the host. Volumes
-// keep, on disk, the owners files have inside (0 for what a sandbox's
-// root makes), and every sandbox sees them through an ID-mapped mount as
-// its own ids, so sandboxes share them whatever their ranges; the volumes
-// folder is closed to other users. Otherwise (not root) the sandbox's
-// only uid is the caller's own.
 //
 // [Options] says which sandbox a handle is for (ID, StateDir) and holds the
 // handle's own settings (Env, Timeout, Hooks); its embedded [Config] shapes

@@ -69,10 +69,9 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	return nil
 }
 
-// launch starts the init of the sandbox folder dir (locked by the caller),
-// whose ids map to m.HostIDs. ready waits until it serves, or kills it
-// and reports why it could not; the caller reaps cmd. The init outlives
-// this process.
+// launch starts the init of the sandbox folder dir (locked by the caller).
+// ready waits until it serves, or kills it and reports why it could not;
+// the caller reaps cmd. The init outlives this process.
 func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (cmd *exec.Cmd, ready func() error, err error) {
 	if err := checkUserns(); err != nil {
 		return nil, nil, err
