@@ -38,10 +38,10 @@
 // directory are folders of the state dir, so everything written there
 // persists across Stop and Start (an [Config.Ephemeral] sandbox is deleted,
 // files and all, when it stops). Commands run as uid 0 of the user
-// namespace, and with no capabilities at all (empty bounding, permitted, effective, inheritable
-// and ambient sets, and no_new_privs): root inside cannot mount, remount the
-// read-only system folders, or regain capabilities through setuid or
-// file-capability programs. Every command also runs under a seccomp filter
+// namespace, with no capabilities at all (empty bounding, permitted,
+// effective, inheritable and ambient sets, and no_new_privs): root inside
+// cannot mount, remount the read-only system folders, or regain
+// capabilities through setuid or file-capability programs. Every command also runs under a seccomp filter
 // modelled on Docker's default profile and, where the kernel has it,
 // Landlock scoping (no signals to, nor abstract unix sockets of, processes
 // outside the sandbox); the init is not dumpable, so commands cannot
