@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -161,12 +162,13 @@ func setIDMappings(attr *syscall.SysProcAttr, ids *idRange) {
 // credentials with it.
 //
 // Changing a thread's effective uid makes the kernel clear the whole
-// process's dumpable flag; startInit sets it back if it was set (two
-// concurrent starts may leave it clear, the safe side).
+// process's dumpable flag; startInit sets it back if it was set.
 func startInit(cmd *exec.Cmd, ids *idRange) error {
 	if ids.Count <= 1 {
 		return cmd.Start()
 	}
+	ownerStart.Lock()
+	defer ownerStart.Unlock()
 	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
 	errc := make(chan error, 1)
 	go func() {
@@ -183,6 +185,12 @@ func startInit(cmd *exec.Cmd, ids *idRange) error {
 	}
 	return err
 }
+
+// ownerStart serializes startInit's change of credentials. The dumpable
+// flag it reads and sets back belongs to the whole process, so two starts
+// at once would read each other's change and leave it cleared: the lock
+// guards state of the process, as syscall.ForkLock does.
+var ownerStart sync.Mutex
 
 // becomeOwner sets the effective uid of the calling OS thread to uid and
 // makes its permitted capabilities effective again (the kernel clears the
