@@ -206,6 +206,11 @@ func nsOwner(t *testing.T, pid int) int {
 func TestIdentityRangesDisjoint(t *testing.T) {
 	needRoot(t)
 	ctx := context.Background()
+	// Other code may have cleared it (a child started with other
+	// credentials clears it through the memory it shares until exec).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
 	stateDir := newStateDir(t)
 	_, out, goAhead := startHelper(t, "start", stateDir, "c", true)
 	sbs := map[string]*local.Sandbox{"a": openSandbox(t, local.Options{ID: "a", StateDir: stateDir}), "b": openSandbox(t, local.Options{ID: "b", StateDir: stateDir})}

@@ -66,10 +66,10 @@ type Options struct {
 	// root get start: each sandbox gets 65536 host uids (and gids) of its
 	// own, from a pool recorded in the state dir. Default (0):
 	// DefaultHostIDBase. Otherwise a multiple of 65536 from 65536 to
-	// 0x7FFD0000; ranges listed in /etc/subuid or /etc/subgid, and those
-	// whose first id names a user or group, are skipped. It only affects
-	// sandboxes created from now on: a sandbox keeps its range. Per
-	// handle.
+	// 0x7FFD0000; ranges that overlap one listed in /etc/subuid or
+	// /etc/subgid, or hold the id of a user of /etc/passwd or a group of
+	// /etc/group, are skipped. It only affects sandboxes created from now
+	// on: a sandbox keeps its range. Per handle.
 	HostIDBase int
 
 	// Config shapes the sandbox when it is created.
