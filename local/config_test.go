@@ -251,8 +251,13 @@ func limitsSentence() string {
 func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 	t.Helper()
 	host, count := os.Geteuid(), 1
-	if os.Geteuid() == 0 {
-		host, count = 100000, 65536
+	if os.Geteuid() == 0 && info.Identity != nil {
+		// A range of its own from the pool: 65536 ids from a multiple of
+		// 65536 in [DefaultHostIDBase, HostIDLimit).
+		host, count = info.Identity.HostUID, 65536
+		if host < local.DefaultHostIDBase || host+count > local.HostIDLimit || host%count != 0 {
+			t.Errorf("host uids from %d: not a range of the default pool", host)
+		}
 	}
 	want := &sandbox.Identity{User: user, UID: 0, GID: 0, Home: "/home/" + user, HostUID: host, HostUIDCount: count, Capabilities: "none"}
 	if !reflect.DeepEqual(info.Identity, want) {

@@ -61,7 +61,8 @@ func makeUndumpable() error {
 
 // maskedProcFiles are kernel-wide /proc files that /dev/null hides unless
 // nested namespaces are allowed: the kernel keys of every process with the
-// sandbox's host uid (other sandboxes included) and their quotas.
+// sandbox's host uid (the calling user's own processes, when not root)
+// and their quotas.
 var maskedProcFiles = []string{"keys", "key-users"}
 
 // maskProc binds /dev/null over maskedProcFiles, like Docker's masked

@@ -18,18 +18,30 @@
 // the API (to within a second) where every process sees it:
 // sandbox.Info.LastUsedAt, and TimeoutAt when it will stop itself.
 //
+// When the engine runs as root, each sandbox's ids 0 to 65535 are a range
+// of 65536 host uids (and gids) of its own, given from a pool recorded in
+// the state dir (from [DefaultHostIDBase], or [Options.HostIDBase]) and
+// kept until the sandbox is removed; its user namespace belongs to the
+// range's first uid. So no two sandboxes share a file owner, kernel key
+// quota or /proc/keys view, or a per-user counter of the kernel (inotify
+// instances, pending signals …), with each other or with root. Its home,
+// /tmp and working directory belong to its range on the host. Volumes
+// keep, on disk, the owners files have inside (0 for what a sandbox's
+// root makes), and every sandbox sees them through an ID-mapped mount as
+// its own ids, so sandboxes share them whatever their ranges; the volumes
+// folder is closed to other users. Otherwise (not root) the sandbox's
+// only uid is the caller's own.
+//
 // Inside, the host's /usr and /etc (and the /bin, /lib … links or folders)
 // are read-only; /proc, /dev and the root are the sandbox's own; the home
 // (/home/<user>, the default working directory), /tmp and the working
 // directory are folders of the state dir, so everything written there
 // persists across Stop and Start (an [Config.Ephemeral] sandbox is deleted,
 // files and all, when it stops). Commands run as uid 0 of the user
-// namespace, which is host uid 100000 when the engine runs as root (a
-// shifted range of 65536 ids) and the caller's own uid otherwise, and with
-// no capabilities at all (empty bounding, permitted, effective, inheritable
-// and ambient sets, and no_new_privs): root inside cannot mount, remount the
-// read-only system folders, or regain capabilities through setuid or
-// file-capability programs. Every command also runs under a seccomp filter
+// namespace, with no capabilities at all (empty bounding, permitted,
+// effective, inheritable and ambient sets, and no_new_privs): root inside
+// cannot mount, remount the read-only system folders, or regain
+// capabilities through setuid or file-capability programs. Every command also runs under a seccomp filter
 // modelled on Docker's default profile and, where the kernel has it,
 // Landlock scoping (no signals to, nor abstract unix sockets of, processes
 // outside the sandbox); the init is not dumpable, so commands cannot
@@ -119,6 +131,7 @@
 //	                             (with a disk limit, all but toolbox/ on disk.img)
 //	<StateDir>/templates/        formatted disk images that new ones copy
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
+//	<StateDir>/hostids.json      the host uid ranges of the sandboxes (as root)
 //
 // Whoever can write into the state dir can swap a sandbox's socket, so it
 // must be private to its user: every function refuses one owned by another
@@ -146,7 +159,9 @@ package local
 //	launch_linux.go     host side of a start: fork the init in new namespaces, wait until it serves
 //	prepare_linux.go    host side: the sandbox's folders, toolbox socket and bind sources
 //	control_linux.go    the host↔init control socket: initConfig, its sending and receiving
-//	userns_linux.go     user namespace: uid mapping, availability checks
+//	hostids.go          the pool of host uid ranges in the state dir: allocation, locking, reuse
+//	userns_linux.go     user namespace: uid mapping, its owner, availability checks
+//	volume_linux.go     who owns the bound folders on the host; volumes' ID-mapped mounts
 //	init_linux.go       the init: its named setup steps, then PID 1 (toolbox server, signals, idle stop)
 //	rootfs_linux.go     the init's root file system steps (tmpfs root, binds, /proc, /dev, pivot_root)
 //	network.go          the network options (modes, NetworkAllowList, NetworkSettings), their

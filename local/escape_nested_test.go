@@ -130,8 +130,8 @@ func tablesOf(pid int) ([]string, error) {
 }
 
 // TestEscapeProcKeys: /proc/keys and /proc/key-users show a sandbox no key
-// of the host, nor of another sandbox with the same host uid (today all
-// sandboxes of a root engine share one uid range).
+// of the host, nor of a neighbour sandbox (which, as root, has host ids
+// of its own anyway: escape_identity_test.go).
 func TestEscapeProcKeys(t *testing.T) {
 	skipUnless(t, os.Geteuid() == 0, "needs root: the neighbour's key is checked as its host uid")
 	hostKey := fmt.Sprintf("agentbox-escape-host-%d", os.Getpid())

@@ -6,6 +6,9 @@ import (
 	"strconv"
 )
 
+// HostIDLimit ends the pool of host id ranges.
+const HostIDLimit = hostIDLimit
+
 // InitPID returns the host pid of the sandbox's running init, or 0.
 func InitPID(s *Sandbox) int { return InitPIDOf(s.opts.StateDir, s.opts.ID) }
 

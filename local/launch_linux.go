@@ -31,6 +31,11 @@ const readyTimeout = 30 * time.Second
 // helper, with a DomainAllowList) and records it in m. On failure the
 // caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
+	ids, err := hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+	if err != nil {
+		return err
+	}
+	m.HostIDs = ids
 	cg, err := s.limit(dir, m)
 	if err != nil {
 		return err
@@ -98,8 +103,6 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 	if err := checkUserns(); err != nil {
 		return nil, nil, err
 	}
-	shifted := shiftedMode()
-	m.HostIDs = hostIDs(shifted)
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("control socket: %w", err)
@@ -108,7 +111,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 	child := os.NewFile(uintptr(fds[1]), "control-child")
 	defer child.Close()
 
-	cmd = initCommand(m, child, shifted)
+	cmd = initCommand(m, child)
 	// On v2 the init is cloned straight into its cgroup; on v1 the host
 	// moves it there while it starts.
 	cgFile := cg.openV2()
@@ -121,14 +124,14 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 	defer nb.close()
 	if err != nil {
 		ctl.Close()
-		return nil, nil, startError(err, shifted)
+		return nil, nil, startError(err, m.HostIDs)
 	}
 	child.Close()
 	var moveInto *cgroupSet
 	if cgFile == nil {
 		moveInto = cg
 	}
-	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, nb, stateDir, shifted); err != nil {
+	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, nb, stateDir); err != nil {
 		ctl.Close()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -139,12 +142,12 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 
 // initCommand returns the command of the init of the sandbox m, in its new
 // namespaces, with child as its control socket.
-func initCommand(m *meta, child *os.File, shifted bool) *exec.Cmd {
+func initCommand(m *meta, child *os.File) *exec.Cmd {
 	attr := &syscall.SysProcAttr{
 		Cloneflags: sandboxNamespaces | networkCloneFlags(&m.Config),
 		Setsid:     true,
 	}
-	setIDMappings(attr, shifted)
+	setIDMappings(attr, m.HostIDs)
 	return &exec.Cmd{
 		// /proc/self/exe reaches this program even when a folder on its
 		// path is closed to the sandbox's host uid.
@@ -162,14 +165,15 @@ func initCommand(m *meta, child *os.File, shifted bool) *exec.Cmd {
 	}
 }
 
-// startError explains why the init could not be started.
-func startError(err error, shifted bool) error {
+// startError explains why the init, whose ids map to ids, could not be
+// started.
+func startError(err error, ids *idRange) error {
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EINVAL) {
 		return fmt.Errorf("%w: creating the sandbox namespaces failed: %v; this host does not allow user namespaces for this user (run as root, or enable unprivileged user namespaces)", sandbox.ErrIsolationUnavailable, err)
 	}
-	if errors.Is(err, syscall.EACCES) && shifted {
+	if errors.Is(err, syscall.EACCES) && ids.Count > 1 {
 		self, _ := os.Executable()
-		return fmt.Errorf("start sandbox init: %w: the sandbox re-executes this program (%s) as host uid %d, which may not execute it; make it executable by others (chmod o+rx)", err, self, uidBase)
+		return fmt.Errorf("start sandbox init: %w: the sandbox re-executes this program (%s) as host uid %d, which may not execute it; make it executable by others (chmod o+rx)", err, self, ids.First)
 	}
 	return fmt.Errorf("start sandbox init: %w", err)
 }
@@ -178,7 +182,7 @@ func startError(err error, shifted bool) error {
 // into the cgroups moveInto (unless nil) and gives it its network (nb)
 // while it prepares the folders, socket and binds of dir, then sends the
 // init its configuration over ctl.
-func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, nb *netBoot, stateDir string, shifted bool) error {
+func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, nb *netBoot, stateDir string) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
 		go func() { cgDone <- moveInto.add(pid) }()
@@ -187,7 +191,7 @@ func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, 
 	}
 	netDone := make(chan error, 1)
 	go func() { netDone <- nb.plumb(ctx) }()
-	cfg, files, err := prepare(dir, m, stateDir, shifted, m.Cgroups)
+	cfg, files, err := prepare(dir, m, stateDir, pid, m.Cgroups)
 	defer closeFiles(files)
 	if cgErr := <-cgDone; err == nil {
 		err = cgErr

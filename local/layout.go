@@ -23,7 +23,9 @@ import "path/filepath"
 // One file holds everything a host process needs: creating files is the
 // slowest step of a start on some disks.
 //
-//	<StateDir>/volumes/<name>/              named volumes
+//	<StateDir>/volumes/<name>/              named volumes (mode 0700 folder: see volume_linux.go)
+//	<StateDir>/hostids.json                 the host uid ranges of the sandboxes (hostids.go)
+//	<StateDir>/hostids.lock                 flocked while a process reads or changes hostids.json
 const (
 	sandboxesDir = "sandboxes"
 	volumesDir   = "volumes"
@@ -38,6 +40,8 @@ const (
 	trashPrefix  = ".trash-"   // a sandbox folder being removed
 	diskImage    = "disk.img"
 	templatesDir = "templates"
+	hostIDsFile  = "hostids.json"
+	hostIDsLock  = "hostids.lock"
 )
 
 // sandboxDir returns the folder of the sandbox id.

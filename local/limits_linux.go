@@ -70,12 +70,12 @@ func openDisk(dir string, m *meta) (*os.File, error) {
 // limitFiles adds to files (sent to the init with cfg) the descriptors
 // the init needs for the sandbox's limits, and names them in cfg: the
 // host's folder for the init's stamps when the toolbox's folder is on the
-// disk image, and the files through which the init's thread that starts
+// disk image (owned by owner, see ensureOwned), and the files through which the init's thread that starts
 // commands joins their cgroups.
-func limitFiles(cfg *initConfig, files []*os.File, dir string, disk, shifted bool, cg *cgroupSet) ([]*os.File, error) {
+func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner int, cg *cgroupSet) ([]*os.File, error) {
 	if disk {
 		stamps := filepath.Join(dir, toolboxDir)
-		if err := ensureOwned(stamps, false, shifted); err != nil {
+		if err := ensureOwned(stamps, false, owner); err != nil {
 			return files, err
 		}
 		f, err := os.OpenFile(stamps, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

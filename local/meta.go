@@ -25,8 +25,12 @@ type meta struct {
 	// Init and Cgroups describe the running init; nil when stopped.
 	Init    *initRecord `json:"init,omitempty"`
 	Cgroups *cgroupSet  `json:"cgroups,omitempty"`
-	// HostIDs are the host uids and gids the sandbox's ids mapped to when
-	// it last started (kept while it is stopped); nil before.
+	// HostIDs are the host uids and gids the sandbox's ids map to: started
+	// by root, a range of its own from the state dir's pool (hostids.go),
+	// which it keeps until it is removed; otherwise the uid of the user
+	// who last started it. nil before its first start (and in metadata of
+	// versions that shared one range between all sandboxes: see
+	// legacyOwned).
 	HostIDs *idRange `json:"hostIds,omitempty"`
 	// EgressProxy is the running egress proxy helper of a sandbox with a
 	// DomainAllowList; nil when stopped.
@@ -262,8 +266,8 @@ func limitsOf(dir string, m *meta) *limits {
 }
 
 // describe states who commands of the sandbox shaped by c run as and its
-// network access; ids are the host ids its ids map to (those of the next
-// start when nil). limitsOf states its limits.
+// network access; ids are the host ids its ids map to (when nil, those of
+// the next start, if known before it). limitsOf states its limits.
 func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo) {
 	id := &sandbox.Identity{User: c.User, UID: 0, GID: 0, Home: c.home(), Capabilities: "none"}
 	if ids == nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 
@@ -56,35 +55,21 @@ func inNetns(ns *os.File, f func() error) error {
 	})
 }
 
-// startInNewNetns makes a network namespace, brings its loopback up,
-// starts cmd in it, and returns the namespace (which lives as long as the
-// returned file or a process in it).
-func startInNewNetns(cmd *exec.Cmd) (*os.File, error) {
-	var ns *os.File
-	err := onThrowawayThread(func() error {
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("make the sandbox's network namespace: %w", err)
-		}
-		// The sandbox's interface, made later, inherits this: its IPv6
-		// addresses are usable at once (no duplicate address detection on
-		// a link with two ends, both ours).
-		_ = os.WriteFile("/proc/sys/net/ipv6/conf/default/accept_dad", []byte("0"), 0)
-		if err := loopbackUp(); err != nil {
-			return fmt.Errorf("bring up the sandbox's loopback: %w", err)
-		}
-		f, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			return err
-		}
-		// The child is forked by this thread, into its namespace.
-		if err := cmd.Start(); err != nil {
-			f.Close()
-			return err
-		}
-		ns = f
-		return nil
-	})
-	return ns, err
+// newNetnsHere moves the calling thread (a throwaway one) into a new
+// network namespace with its loopback up, and returns the namespace
+// (which lives as long as the returned file or a process in it).
+func newNetnsHere() (*os.File, error) {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return nil, fmt.Errorf("make the sandbox's network namespace: %w", err)
+	}
+	// The sandbox's interface, made later, inherits this: its IPv6
+	// addresses are usable at once (no duplicate address detection on a
+	// link with two ends, both ours).
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/default/accept_dad", []byte("0"), 0)
+	if err := loopbackUp(); err != nil {
+		return nil, fmt.Errorf("bring up the sandbox's loopback: %w", err)
+	}
+	return os.Open("/proc/thread-self/ns/net")
 }
 
 // openInitNetns opens the network namespace of the running init r.

@@ -104,15 +104,41 @@ type netBoot struct {
 	ns *os.File // the namespace the host made; nil otherwise
 }
 
-// startInit starts cmd, the init of the sandbox m, in a network namespace
-// the host makes for it when m.Network says so.
+// startInit starts cmd, the init of the sandbox m. When the host makes the
+// sandbox's network namespace (m.Network), or the sandbox has a host id
+// range of its own (m.HostIDs), cmd starts from a throwaway OS thread
+// (onThrowawayThread) which first makes the namespace, owned by the
+// host's user namespace, so the sandbox's root cannot change it, then
+// takes the range's first uid as its effective uid (becomeOwner), so that
+// the new user namespace belongs to that uid rather than to root: the
+// kernel charges per-user counters (inotify instances, key quotas) to the
+// namespace's owner, which must not be shared by every sandbox. Both
+// changes are the thread's alone and end with it.
 func startInit(cmd *exec.Cmd, m *meta) (*netBoot, error) {
 	b := &netBoot{m: m}
-	if m.Network == nil {
+	owned := ownedByRange(m.HostIDs)
+	if m.Network == nil && !owned {
 		return b, cmd.Start()
 	}
-	ns, err := startInNewNetns(cmd)
-	b.ns = ns
+	if owned {
+		defer restoreDumpable()()
+	}
+	err := onThrowawayThread(func() error {
+		if m.Network != nil {
+			ns, err := newNetnsHere()
+			if err != nil {
+				return err
+			}
+			b.ns = ns
+		}
+		if owned {
+			if err := becomeOwner(m.HostIDs.First); err != nil {
+				return err
+			}
+		}
+		// The child is forked by this thread, into its namespace.
+		return cmd.Start()
+	})
 	return b, err
 }
 

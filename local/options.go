@@ -26,9 +26,9 @@ const (
 //
 // Options holds three kinds of settings:
 //   - which sandbox: ID and StateDir;
-//   - per handle: Env, Timeout and Hooks belong to the object [New]
-//     returns, are never persisted, and may differ between two handles of
-//     one sandbox;
+//   - per handle: Env, Timeout, Hooks and HostIDBase belong to the object
+//     [New] returns, are never persisted, and may differ between two
+//     handles of one sandbox;
 //   - create-time: the embedded [Config] shapes the sandbox when it is
 //     created and is persisted with it; a handle of a sandbox that already
 //     exists adopts the sandbox's own Config in place of this one.
@@ -63,6 +63,15 @@ type Options struct {
 	Timeout time.Duration
 	// Hooks run around lifecycle transitions. Per handle.
 	Hooks sandbox.Hooks
+	// HostIDBase is where the host uid ranges that sandboxes created as
+	// root get start: each sandbox gets 65536 host uids (and gids) of its
+	// own, from a pool recorded in the state dir. Default (0):
+	// DefaultHostIDBase. Otherwise a multiple of 65536 from 65536 to
+	// 0x7FFD0000; ranges that overlap one listed in /etc/subuid or
+	// /etc/subgid, or hold the id of a user of /etc/passwd or a group of
+	// /etc/group, are skipped. It only affects sandboxes created from now
+	// on: a sandbox keeps its range. Per handle.
+	HostIDBase int
 
 	// Config shapes the sandbox when it is created.
 	Config
@@ -275,6 +284,9 @@ func (o Options) normalize() (Options, error) {
 	}
 	if err := sandbox.ValidateEnv(o.Env); err != nil {
 		return o, err
+	}
+	if err := validHostIDBase(o.HostIDBase); err != nil {
+		return o, fmt.Errorf("%w: %v", sandbox.ErrInvalidArgument, err)
 	}
 	o.Config, err = o.Config.normalize()
 	return o, err

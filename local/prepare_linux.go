@@ -12,11 +12,17 @@ import (
 
 // prepare makes the folders of the sandbox in dir and the toolbox socket,
 // and returns the init's configuration with the descriptors to send it:
-// the listening socket first, then one detached mount per bind when
-// shifted (otherwise the init opens the bind sources by path), then those
-// of its limits (limitFiles) and its cgroups cg.
-func prepare(dir string, m *meta, stateDir string, shifted bool, cg *cgroupSet) (*initConfig, []*os.File, error) {
+// the listening socket first, then one detached mount per bind when the
+// sandbox has a host id range of its own (otherwise the init opens the
+// bind sources by path), then those of its limits (limitFiles) and its
+// cgroups cg. pid is the started init's.
+func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet) (*initConfig, []*os.File, error) {
 	cfg := newInitConfig(m.ID, m.Config)
+	own, err := newOwnership(m.HostIDs, pid, len(m.Config.Volumes) > 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer own.close()
 	// The toolbox server's own files (command logs) are fresh each boot.
 	if err := removeAll(filepath.Join(dir, toolboxDir)); err != nil {
 		return nil, nil, stateDirError(stateDir, err)
@@ -40,7 +46,7 @@ func prepare(dir string, m *meta, stateDir string, shifted bool, cg *cgroupSet) 
 	}
 	files := []*os.File{ln}
 	for _, b := range binds {
-		spec, f, err := bindSource(b, stateDir, shifted)
+		spec, f, err := bindSource(b, stateDir, own)
 		if err != nil {
 			closeFiles(files)
 			return nil, nil, err
@@ -51,7 +57,7 @@ func prepare(dir string, m *meta, stateDir string, shifted bool, cg *cgroupSet) 
 		}
 		cfg.Binds = append(cfg.Binds, spec)
 	}
-	if files, err = limitFiles(cfg, files, dir, disk != nil, shifted, cg); err != nil {
+	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
 		closeFiles(files)
 		return nil, nil, err
 	}
@@ -64,6 +70,9 @@ type hostBind struct {
 	// private folders (the home) are kept at mode 0700: no other user of
 	// the host, or of the sandbox, may read them.
 	private bool
+	// volume folders are shared between sandboxes: their files keep
+	// canonical owners (volume_linux.go).
+	volume bool
 	bindSpec
 }
 
@@ -74,32 +83,33 @@ type hostBind struct {
 func stateBinds(data, stateDir string, c *Config) []hostBind {
 	home, wd := c.home(), c.WorkingDirectory
 	binds := []hostBind{
-		{filepath.Join(data, homeDir), true, bindSpec{Target: home}},
-		{filepath.Join(data, tmpDir), false, bindSpec{Target: sandboxTmp}},
-		{filepath.Join(data, toolboxDir), false, bindSpec{Target: initTmpDir}},
+		{host: filepath.Join(data, homeDir), private: true, bindSpec: bindSpec{Target: home}},
+		{host: filepath.Join(data, tmpDir), bindSpec: bindSpec{Target: sandboxTmp}},
+		{host: filepath.Join(data, toolboxDir), bindSpec: bindSpec{Target: initTmpDir}},
 	}
 	covered := within(wd, home) || within(wd, sandboxTmp)
 	for _, v := range c.Volumes {
-		binds = append(binds, hostBind{filepath.Join(stateDir, volumesDir, v.Name), false, bindSpec{Target: v.MountPath, ReadOnly: v.ReadOnly}})
+		binds = append(binds, hostBind{host: filepath.Join(stateDir, volumesDir, v.Name), volume: true, bindSpec: bindSpec{Target: v.MountPath, ReadOnly: v.ReadOnly}})
 		covered = covered || within(wd, v.MountPath)
 	}
 	if !covered {
-		binds = append(binds, hostBind{filepath.Join(data, workDir), false, bindSpec{Target: wd}})
+		binds = append(binds, hostBind{host: filepath.Join(data, workDir), bindSpec: bindSpec{Target: wd}})
 	}
 	return binds
 }
 
-// bindSource makes the host folder of b (given to the sandbox root when
-// shifted) and returns how the init finds it. Shifted, the sandbox's host
-// uid may not traverse the state dir (it often lives under /root), so the
-// init gets a detached clone of the folder, returned as f; otherwise it
-// opens the folder by path itself, in its own mount namespace.
-func bindSource(b hostBind, stateDir string, shifted bool) (spec bindSpec, f *os.File, err error) {
+// bindSource makes the host folder of b, owned as own says, and returns
+// how the init finds it. With a range of its own, the sandbox's host uid
+// may not traverse the state dir (it often lives under /root), so the
+// init gets a detached clone of the folder, returned as f (ID-mapped for
+// a volume); otherwise it opens the folder by path itself, in its own
+// mount namespace.
+func bindSource(b hostBind, stateDir string, own *ownership) (spec bindSpec, f *os.File, err error) {
 	spec = b.bindSpec
-	if err := ensureOwned(b.host, b.private, shifted); err != nil {
+	if err := own.prepareFolder(b); err != nil {
 		return spec, nil, stateDirError(stateDir, err)
 	}
-	if !shifted {
+	if !own.shifted() {
 		spec.FD, spec.Path = -1, b.host
 		return spec, nil, nil
 	}
@@ -108,12 +118,9 @@ func bindSource(b hostBind, stateDir string, shifted bool) (spec bindSpec, f *os
 		return spec, nil, fmt.Errorf("clone mount of %s: %w", b.host, err)
 	}
 	f = os.NewFile(uintptr(fd), b.host)
-	if b.ReadOnly {
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			f.Close()
-			return spec, nil, fmt.Errorf("make %s read-only: %w", b.host, err)
-		}
+	if err := own.setMountAttr(fd, b); err != nil {
+		f.Close()
+		return spec, nil, err
 	}
 	return spec, f, nil
 }

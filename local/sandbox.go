@@ -315,7 +315,9 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 		_ = killInit(cctx, l.path, &m)
 		if fresh {
 			// Never leave a half-made sandbox behind.
-			_ = removeAll(l.path)
+			if removeAll(l.path) == nil {
+				_ = releaseHostIDs(cctx, stateDir, s.opts.ID)
+			}
 		} else {
 			m.Status = sandbox.StatusStopped
 			_ = writeMeta(l.path, &m)

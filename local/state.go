@@ -279,6 +279,9 @@ func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
 	if err := removeAll(trash); err != nil {
 		return fmt.Errorf("remove sandbox folder: %w", err)
 	}
+	// A range not returned now (the pool is locked past ctx, or not
+	// writable) is reclaimed by the next allocation: its folder is gone.
+	_ = releaseHostIDs(ctx, stateDir, filepath.Base(l.path))
 	return nil
 }
 

@@ -1,9 +1,11 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -11,31 +13,20 @@ import (
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
-// Identity mapping of sandboxes started by root: uid/gid 0..65535 inside
-// map to uidBase.. on the host. Every sandbox of a machine shares the range
-// so that volumes can be shared between sandboxes; sandboxes cannot reach
-// each other anyway (separate pid, mount and ipc namespaces).
-const (
-	uidBase = 100000
-	uidSize = 65536
-)
+// The user namespace of a sandbox. Started by root, its ids 0..65535 map
+// to a range of host ids of its own (hostids.go), and the namespace
+// belongs to the first of them (startInit): the kernel counts per-user
+// resources (inotify instances and watches, user namespaces, pending
+// signals, message queue bytes) against the owner of a namespace on the
+// host, so each sandbox has its own counters, apart from root's and the
+// other sandboxes'. Kernel keys are counted per host uid, so the own range
+// separates their quotas and /proc/keys too. Started by another user, the
+// namespace maps that user's uid alone.
 
-// hostIDs returns the host ids the ids of a sandbox started now map to:
-// the shifted range, or this process's own uid alone.
-func hostIDs(shifted bool) *idRange {
-	if shifted {
-		return &idRange{First: uidBase, Count: uidSize}
-	}
-	return &idRange{First: os.Geteuid(), Count: 1}
-}
-
-// nextHostIDs returns the host ids the ids of a sandbox this process
-// starts map to.
-func nextHostIDs() *idRange { return hostIDs(shiftedMode()) }
-
-// shiftedMode reports whether sandboxes get the shifted uid range: this
-// process is root and its own user namespace maps the whole range (not so
-// as root of a rootless container, which then uses the single-uid mode).
+// shiftedMode reports whether sandboxes get host id ranges of their own:
+// this process is root and its own user namespace maps every id the
+// ranges may take (not so as root of a rootless container, which then
+// uses the single-uid mode).
 func shiftedMode() bool {
 	if os.Geteuid() != 0 {
 		return false
@@ -46,16 +37,65 @@ func shiftedMode() bool {
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		var in, out, n int
-		if _, err := fmt.Sscan(line, &in, &out, &n); err == nil && in <= uidBase && in+n >= uidBase+uidSize {
+		if _, err := fmt.Sscan(line, &in, &out, &n); err == nil && in <= idRangeSize && in+n >= hostIDLimit {
 			return true
 		}
 	}
 	return false
 }
 
-// ensureOwned creates dir (and parents) and, when shifted, gives it to the
-// sandbox root. A private dir is made, or set back to, mode 0700.
-func ensureOwned(dir string, private, shifted bool) error {
+// nextHostIDs returns the host ids the ids of a sandbox not started yet
+// map to when this process starts it: this process's uid alone, or nil
+// when the sandbox gets a range of its own, not known before it starts.
+func nextHostIDs() *idRange {
+	if shiftedMode() {
+		return nil
+	}
+	return &idRange{First: os.Geteuid(), Count: 1}
+}
+
+// hostIDsFor returns the host ids the sandbox of the folder dir, whose
+// metadata is m, maps to when this process starts it now. Started by
+// root, that is the range its metadata records (a sandbox keeps its
+// range; one of the shared-range era keeps that), or a new one from the
+// pool of stateDir; the pool records it either way. base is
+// Options.HostIDBase.
+func hostIDsFor(ctx context.Context, stateDir, dir string, m *meta, base int) (*idRange, error) {
+	if !shiftedMode() {
+		return &idRange{First: os.Geteuid(), Count: 1}, nil
+	}
+	r := m.HostIDs
+	if r == nil || r.Count != idRangeSize {
+		r = nil
+		if legacyOwned(dir) {
+			r = &legacyIDs
+		}
+	}
+	if r != nil {
+		if err := reserveHostIDs(ctx, stateDir, m.ID, *r); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	got, err := allocateHostIDs(ctx, stateDir, m.ID, base)
+	if err != nil {
+		return nil, err
+	}
+	return &got, nil
+}
+
+// legacyOwned reports whether the home of the sandbox folder dir belongs
+// to the range sandboxes shared before ranges were per sandbox: it was
+// made by a version that did not record the range in the metadata.
+func legacyOwned(dir string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(dir+"/"+homeDir, &st) == nil && st.Uid == legacyIDBase && st.Gid == legacyIDBase
+}
+
+// ensureOwned creates dir (and parents) and gives it to owner (uid and
+// gid) unless owner is negative. A private dir is made, or set back to,
+// mode 0700.
+func ensureOwned(dir string, private bool, owner int) error {
 	perm := uint32(0o755)
 	if private {
 		perm = 0o700
@@ -67,14 +107,14 @@ func ensureOwned(dir string, private, shifted bool) error {
 				return err
 			}
 		}
-		if !shifted || (st.Uid == uidBase && st.Gid == uidBase) {
+		if owner < 0 || (int(st.Uid) == owner && int(st.Gid) == owner) {
 			return nil
 		}
 	} else if err := os.MkdirAll(dir, os.FileMode(perm)); err != nil {
 		return err
 	}
-	if shifted {
-		return os.Lchown(dir, uidBase, uidBase)
+	if owner >= 0 {
+		return os.Lchown(dir, owner, owner)
 	}
 	return nil
 }
@@ -95,16 +135,64 @@ func checkUserns() error {
 	return nil
 }
 
-// setIDMappings maps uid and gid 0 of the sandbox's user namespace: to the
-// shifted range when shifted, else to this process's own ids alone.
-func setIDMappings(attr *syscall.SysProcAttr, shifted bool) {
-	if shifted {
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uidBase, Size: uidSize}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uidBase, Size: uidSize}}
+// setIDMappings maps the ids of the sandbox's user namespace to ids: the
+// whole range, with uid and gid 0 as the init's own, or this process's
+// own ids alone.
+func setIDMappings(attr *syscall.SysProcAttr, ids *idRange) {
+	if ids.Count > 1 {
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: ids.First, Size: ids.Count}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: ids.First, Size: ids.Count}}
 		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
 		return
 	}
 	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
 	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	attr.GidMappingsEnableSetgroups = false
+}
+
+// ownedByRange reports whether the user namespace of a sandbox whose ids
+// map to ids is made to belong to the range's first host uid rather than
+// to root (see startInit): so when the sandbox has a range of its own.
+func ownedByRange(ids *idRange) bool { return ids != nil && ids.Count > 1 }
+
+// restoreDumpable takes ownerStart and returns a function that sets the
+// process's dumpable flag back to what it is now, then releases the lock.
+// Changing a thread's effective uid (becomeOwner) makes the kernel clear
+// the whole process's dumpable flag.
+func restoreDumpable() func() {
+	ownerStart.Lock()
+	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	return func() {
+		if dumpable == 1 {
+			_ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+		}
+		ownerStart.Unlock()
+	}
+}
+
+// ownerStart serializes startInit's change of credentials. The dumpable
+// flag it reads and sets back belongs to the whole process, so two starts
+// at once would read each other's change and leave it cleared: the lock
+// guards state of the process, as syscall.ForkLock does.
+var ownerStart sync.Mutex
+
+// becomeOwner sets the effective uid of the calling OS thread to uid and
+// makes its permitted capabilities effective again (the kernel clears the
+// effective set when the effective uid leaves 0).
+func becomeOwner(uid int) error {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
+		return fmt.Errorf("set the effective uid of the starting thread to %d: %w", uid, e)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read the starting thread's capabilities: %w", err)
+	}
+	for i := range data {
+		data[i].Effective = data[i].Permitted
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("restore the starting thread's capabilities: %w", err)
+	}
+	return nil
 }

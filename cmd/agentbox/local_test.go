@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -238,7 +239,12 @@ func TestSandboxInfoLocal(t *testing.T) {
 	hostUIDs := fmt.Sprintf("%d (uid 0 inside; the sandbox has no other)", os.Geteuid())
 	limits := "none enforced (no CPU, memory, process-count or disk limit"
 	if os.Geteuid() == 0 {
-		hostUIDs = "100000-165535 (uids 0-65535 inside, unprivileged on the host)"
+		// The sandbox's own range, as its uid_map says ("0 first 65536").
+		var first int
+		if f := strings.Fields(uid); len(f) == 4 {
+			first, _ = strconv.Atoi(f[2])
+		}
+		hostUIDs = fmt.Sprintf("%d-%d (uids 0-65535 inside, unprivileged on the host)", first, first+65535)
 		limits = "1024 processes"
 	}
 	for _, w := range []string{"User:", "agent (uid 0, gid 0: root of the sandbox's own user namespace, capabilities: none), HOME=/home/agent",
