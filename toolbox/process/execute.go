@@ -311,11 +311,9 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 		// is cancelled, and a Read that blocks is abandoned (the goroutine
 		// ends when it returns; Close waits for that).
 		stdinErr = make(chan error, 1)
-		m.bg.add()
-		go func() {
-			defer m.bg.done()
+		m.bg.Go(func() {
 			stdinErr <- stdinFailure(m.copyStdin(fctx, s.id, cid, opts.Stdin))
-		}()
+		})
 	}
 	code, killed, delivered, err := m.follow(fctx, s.id, cid, out)
 	timedOut := err != nil && ctx.Err() == nil && fctx.Err() != nil

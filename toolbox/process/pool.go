@@ -82,14 +82,12 @@ func (m *Manager) release(s session, kept int64) {
 		m.deleteSession(s.id)
 		return
 	}
-	m.bg.add()
-	go func() {
-		defer m.bg.done()
+	m.bg.Go(func() {
 		if keep {
 			m.replenish(s.gen)
 		}
 		m.deleteSession(s.id)
-	}()
+	})
 }
 
 // replenish creates a session and adds it to the pool of generation gen,
