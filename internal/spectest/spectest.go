@@ -28,7 +28,7 @@
 //
 // Tests that send malformed requests on purpose use ResponsesOnly, which
 // skips request checks and holds error statuses the documents do not
-// declare (413, 503, an unknown route's 404) to the ErrorResponse schema;
+// declare (413, an unknown route's 404) to the ErrorResponse schema;
 // tests that move large bodies use SkipBodiesOver.
 //
 // A test validates every exchange of a server it starts, on both sides:

@@ -218,22 +218,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, errorf(http.StatusInternalServerError, codeInternal, "handler panicked: %v", v))
 		}
 	}()
-	if s.isClosed() {
-		s.writeError(w, r, errShuttingDown())
-		return
-	}
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// Close kills every process of every session and of running one-shot
-// executions, ends log followers, waits for the server's goroutines and
-// removes its log files. Requests arriving afterwards get 503.
+// Close deletes every session, killing every process of every session and
+// of running one-shot executions, ends log followers, waits for the
+// server's goroutines and removes its log files.
+//
+// Requests in flight get the answers a deleted session gives: a sync
+// session exec 404 NOT_FOUND, a log follower a normal close ("killed" with
+// the frames extension) or 1001 going away. Requests arriving meanwhile or
+// afterwards are answered as by a server without sessions (404 for any
+// session or command; files and version as usual), except those that
+// would start something new, a session or a one-shot execution: they get
+// no answer, their connection is closed, as by a server that has stopped.
+// To stop serving, close the listener first, then Close, then let the
+// http.Server finish what is in flight (Shutdown).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {

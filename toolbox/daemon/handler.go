@@ -17,10 +17,16 @@ import (
 // nil.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle registers h for pattern on m.
+// handle registers h for pattern on m. A handler's errClosed closes the
+// connection without an answer.
 func (s *Server) handle(m *http.ServeMux, pattern string, h handlerFunc) {
 	m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
+		err := h(w, r)
+		switch {
+		case err == nil:
+		case errors.Is(err, errClosed):
+			panic(http.ErrAbortHandler) // net/http closes the connection
+		default:
 			s.writeError(w, r, err)
 		}
 	})

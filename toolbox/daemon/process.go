@@ -78,6 +78,11 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error
 	if err := c.waitDone(r.Context()); err != nil {
 		return nil // the client went away; the command keeps running
 	}
+	if _, killed := c.ended(); killed {
+		// The session was deleted (or the server closed) while the
+		// command ran: its log went with it.
+		return errSessionDeleted(ss)
+	}
 	mode := logModeOf(r)
 	base64Out := uses(r, toolbox.ExtBase64)
 	forms := formRaw

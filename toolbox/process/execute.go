@@ -120,7 +120,7 @@ func (m *Manager) Execute(ctx context.Context, command string, args []string, op
 func (m *Manager) requireStdin(ctx context.Context) error {
 	ext, err := m.client.Extensions(ctx)
 	if err != nil {
-		return &toolboxError{op: "asking the server for its extensions", err: err}
+		return m.fail("asking the server for its extensions", err)
 	}
 	if !ext.Stdin {
 		return fmt.Errorf("process: %w: Stdin needs a toolbox server with the agentbox stdin extension (a plain Daytona daemon cannot deliver exact bytes or close a command's input); pipe the input through the command line instead", sandbox.ErrUnsupported)
@@ -154,7 +154,7 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 			return result(pl.line, *res.ExitCode, out, time.Since(start)), nil
 		case err == nil:
 			m.deleteSession(s.id)
-			return nil, &toolboxError{op: "running a command", err: errors.New("the server reported no exit code")}
+			return nil, m.fail("running a command", errors.New("the server reported no exit code"))
 		case timedOut:
 			out := m.salvage(s.id, pl.retain)
 			m.deleteSession(s.id)
@@ -162,12 +162,12 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 		case ctx.Err() != nil:
 			m.deleteSession(s.id)
 			return nil, ctx.Err()
-		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound):
+		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound) && m.goingAway() == "":
 			m.stale(s.gen)
 			continue
 		default:
 			m.deleteSession(s.id)
-			return nil, &toolboxError{op: "running a command", err: err}
+			return nil, m.fail("running a command", err)
 		}
 	}
 }
@@ -221,16 +221,16 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 			return s, res.CmdID, nil
 		case err == nil:
 			m.deleteSession(s.id)
-			return session{}, "", &toolboxError{op: "starting a command", err: errors.New("the server returned no command id")}
+			return session{}, "", m.fail("starting a command", errors.New("the server returned no command id"))
 		case ctx.Err() != nil:
 			m.deleteSession(s.id)
 			return session{}, "", ctx.Err()
-		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound):
+		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound) && m.goingAway() == "":
 			m.stale(s.gen)
 			continue
 		default:
 			m.deleteSession(s.id)
-			return session{}, "", &toolboxError{op: "starting a command", err: err}
+			return session{}, "", m.fail("starting a command", err)
 		}
 	}
 }
@@ -273,13 +273,13 @@ func (m *Manager) exitCode(ctx context.Context, sid, cid string) (int, bool, err
 			if errors.Is(err, sandbox.ErrNotFound) {
 				return 0, true, nil // the session was deleted
 			}
-			return 0, false, &toolboxError{op: "getting the exit code", err: err}
+			return 0, false, m.fail("getting the exit code", err)
 		}
 		if c.ExitCode != nil {
 			return *c.ExitCode, false, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, false, &toolboxError{op: "getting the exit code", err: fmt.Errorf("the server reported none %v after the output ended", exitCodeWait)}
+			return 0, false, m.fail("getting the exit code", fmt.Errorf("the server reported none %v after the output ended", exitCodeWait))
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -334,6 +334,8 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 	case err == nil && !killed:
 		m.release(s, kept(s, delivered, out.total()))
 		return result(pl.line, code, out, time.Since(start)), ioErr
+	case err == nil && m.goingAway() != "":
+		return nil, m.fail("running a command", errors.New("the command was killed with its session"))
 	case err == nil: // someone deleted the session (Close)
 		r := result(pl.line, sandbox.ExitKilled, out, time.Since(start))
 		r.Killed = true
@@ -346,7 +348,7 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 		return nil, ctx.Err()
 	default:
 		m.deleteSession(s.id)
-		return nil, &toolboxError{op: "following a command's output", err: err}
+		return nil, m.fail("following a command's output", err)
 	}
 }
 

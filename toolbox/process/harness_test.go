@@ -179,11 +179,9 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	t.Cleanup(func() {
 		h.close(t)
 		// Let requests the client abandoned (a cancelled poll) finish
-		// while the daemon still runs: served after Close they would get
-		// its 503, which no client receives and the spec does not
-		// declare. Shutdown also waits for the handlers, so that the
-		// validator never reports after the test has ended; WebSocket
-		// followers (hijacked) end with srv.Close.
+		// while the daemon still runs. Shutdown also waits for the
+		// handlers, so that the validator never reports after the test
+		// has ended; WebSocket followers (hijacked) end with srv.Close.
 		tr.CloseIdleConnections()
 		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer scancel()

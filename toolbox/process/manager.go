@@ -125,7 +125,7 @@ func (m *Manager) deleteSession(id string) error {
 	defer cancel()
 	err := m.client.DeleteSession(ctx, id)
 	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-		return &toolboxError{op: "deleting a session", err: err}
+		return m.fail("deleting a session", err)
 	}
 	return nil
 }
@@ -207,14 +207,3 @@ func (m *Manager) let(ctx context.Context, kill bool) error {
 	}
 	return errors.Join(errs...)
 }
-
-// toolboxError wraps a failed toolbox request with what the Manager was
-// doing. It never includes the command or its environment (they may hold
-// secrets).
-type toolboxError struct {
-	op  string
-	err error
-}
-
-func (e *toolboxError) Error() string { return "process: " + e.op + ": " + e.err.Error() }
-func (e *toolboxError) Unwrap() error { return e.err }

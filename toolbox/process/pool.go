@@ -50,7 +50,7 @@ func (m *Manager) acquire(ctx context.Context) (session, error) {
 		if ctx.Err() != nil {
 			return session{}, ctx.Err()
 		}
-		return session{}, &toolboxError{op: "creating a session", err: err}
+		return session{}, m.fail("creating a session", err)
 	}
 	return session{id: id, gen: gen}, nil
 }
