@@ -77,7 +77,9 @@ type Server struct {
 	mux      *http.ServeMux
 	users    idCache
 	starter  *starter        // nil: commands start directly
+	argv0    string          // the shell's argv[0]: its base name, as a user's `bash -c` has it
 	program  string          // the ready shells' program (see readyShellProgram)
+	boot     string          // under bash, their -c argument, which reads the program (bashBootstrap)
 	ctx      context.Context // cancelled by Close
 	cancel   context.CancelFunc
 	bg       goroutine.Group // every goroutine the server starts
@@ -137,7 +139,9 @@ func New(opts Options) (*Server, error) {
 		s.shell = p
 	}
 	s.bash = filepath.Base(s.shell) == "bash"
+	s.argv0 = filepath.Base(s.shell)
 	s.program = readyShellProgram(s.bash)
+	s.boot = bashBootstrap(len(s.program))
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()

@@ -277,11 +277,11 @@ func exitCode(cmd *exec.Cmd, err error) int {
 // script is too long for one argument.
 func (s *Server) shellArgs(script, dir, name string) ([]string, func(), error) {
 	if len(script) <= maxInlineScript {
-		return []string{s.shell, "-c", script}, func() {}, nil
+		return []string{s.argv0, "-c", script}, func() {}, nil
 	}
 	p := filepath.Join(dir, name+".sh")
 	if err := os.WriteFile(p, []byte(script), 0o600); err != nil {
 		return nil, nil, fmt.Errorf("writing the script file: %w", err)
 	}
-	return []string{s.shell, p}, func() { os.Remove(p) }, nil
+	return []string{s.argv0, p}, func() { os.Remove(p) }, nil
 }

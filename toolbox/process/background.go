@@ -56,7 +56,11 @@ func (m *Manager) Spawn(ctx context.Context, command string, opts *sandbox.ExecO
 	}
 	sid := m.bgSession(n)
 	// Not stateless: the server must keep the log for other handles.
-	res, err := m.client.SessionExecute(ctx, sid, toolbox.SessionExecuteRequest{Command: pl.script, RunAsync: true, SuppressInputEcho: true})
+	script := pl.script
+	if m.agentboxServer(ctx) {
+		script = pl.fresh
+	}
+	res, err := m.client.SessionExecute(ctx, sid, toolbox.SessionExecuteRequest{Command: script, RunAsync: true, SuppressInputEcho: true})
 	if err == nil && res.CmdID == "" {
 		err = errors.New("the server returned no command id")
 	}

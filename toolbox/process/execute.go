@@ -17,8 +17,8 @@ import (
 // plan is a validated command, ready to run.
 type plan struct {
 	line    string        // the full command line (what results report)
-	script  string        // the session command actually sent, in a subshell
-	bare    string        // the same without the subshell, for stateless execs
+	script  string        // the session command for a Daytona session shell (buildScript)
+	fresh   string        // the same for agentbox's toolbox server (buildFresh)
 	timeout time.Duration // <= 0: none
 	retain  int64         // bytes retained per stream, < 0: all
 }
@@ -46,11 +46,11 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 	if cwd == "" {
 		cwd = m.defaultCwd
 	}
-	script, err := buildScript(line, env, cwd, stdinNull, true)
+	script, err := buildScript(line, env, cwd, stdinNull)
 	if err != nil {
 		return nil, err
 	}
-	bare, _ := buildScript(line, env, cwd, stdinNull, false)
+	fresh, _ := buildFresh(line, env, cwd, stdinNull)
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = m.defaultTimeout
@@ -60,7 +60,7 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 			return nil, err
 		}
 	}
-	return &plan{line: line, script: script, bare: bare, timeout: timeout, retain: retain}, nil
+	return &plan{line: line, script: script, fresh: fresh, timeout: timeout, retain: retain}, nil
 }
 
 // retention validates n, a MaxRetainedBytes option: 0 means def.
@@ -172,14 +172,23 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 	}
 }
 
-// request builds the session exec of pl: without the subshell, and
-// stateless, when the server offers the stateless extension. The
+// request builds the session exec of pl: in the fresh form, and
+// stateless, when the server offers the stateless extension (agentbox's
+// toolbox server, which runs every command in a fresh shell). The
 // extensions are known by then (acquire made or reused a session).
 func (m *Manager) request(ctx context.Context, pl *plan) (toolbox.SessionExecuteRequest, toolbox.SessionExecOptions) {
-	if ext, err := m.client.Extensions(ctx); err == nil && ext.Stateless {
-		return toolbox.SessionExecuteRequest{Command: pl.bare}, toolbox.SessionExecOptions{Stateless: true}
+	if m.agentboxServer(ctx) {
+		return toolbox.SessionExecuteRequest{Command: pl.fresh}, toolbox.SessionExecOptions{Stateless: true}
 	}
 	return toolbox.SessionExecuteRequest{Command: pl.script}, toolbox.SessionExecOptions{}
+}
+
+// agentboxServer reports whether the server is agentbox's toolbox server,
+// which runs every session command in a fresh shell of its own (it offers
+// the stateless extension): commands go in the fresh form there.
+func (m *Manager) agentboxServer(ctx context.Context) bool {
+	ext, err := m.client.Extensions(ctx)
+	return err == nil && ext.Stateless
 }
 
 // salvage fetches the output a synchronous command wrote before its

@@ -18,7 +18,7 @@ import (
 )
 
 func TestBuildScript(t *testing.T) {
-	got, err := buildScript("echo hi", map[string]string{"B": "it's", "A": "x y"}, "/tmp/my dir", true, true)
+	got, err := buildScript("echo hi", map[string]string{"B": "it's", "A": "x y"}, "/tmp/my dir", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,16 +26,22 @@ func TestBuildScript(t *testing.T) {
 	if got != want {
 		t.Errorf("script\n got %s\nwant %s", got, want)
 	}
-	got, _ = buildScript("exit 3", nil, "", false, true)
+	got, _ = buildScript("exit 3", nil, "", false)
 	if want := `(eval 'exit 3')`; got != want {
 		t.Errorf("script\n got %s\nwant %s", got, want)
 	}
-	got, _ = buildScript("echo hi", map[string]string{"A": "1"}, "/d", true, false)
-	if want := `export A=1 && cd /d && eval 'echo hi' </dev/null`; got != want {
-		t.Errorf("stateless script\n got %s\nwant %s", got, want)
+	got, _ = buildFresh("echo hi\necho 'there'", map[string]string{"A": "1"}, "/d", true)
+	if want := "export A=1 && cd /d || exit; exec </dev/null; echo hi\necho 'there'"; got != want {
+		t.Errorf("fresh script\n got %s\nwant %s", got, want)
 	}
-	if _, err := buildScript("true", map[string]string{"1BAD": "x"}, "", false, true); !errors.Is(err, sandbox.ErrInvalidEnv) {
-		t.Errorf("bad env name: err = %v, want ErrInvalidEnv", err)
+	got, _ = buildFresh("exit 3", nil, "", false)
+	if want := "exit 3"; got != want {
+		t.Errorf("fresh script\n got %s\nwant %s", got, want)
+	}
+	for _, build := range []func(string, map[string]string, string, bool) (string, error){buildScript, buildFresh} {
+		if _, err := build("true", map[string]string{"1BAD": "x"}, "", false); !errors.Is(err, sandbox.ErrInvalidEnv) {
+			t.Errorf("bad env name: err = %v, want ErrInvalidEnv", err)
+		}
 	}
 }
 

@@ -296,19 +296,24 @@ func TestParseScript(t *testing.T) {
 	for _, line := range lines {
 		for _, env := range envs {
 			for _, cwd := range []string{"", "/tmp", "/a dir/it's"} {
-				for _, flags := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
-					script, err := buildScript(line, env, cwd, flags[0], flags[1])
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got, ok := parseScript(script); !ok || got != line {
-						t.Errorf("parseScript(%q) = %q, %v; want %q", script, got, ok, line)
+				for _, stdinNull := range []bool{false, true} {
+					for _, build := range []func(string, map[string]string, string, bool) (string, error){buildScript, buildFresh} {
+						script, err := build(line, env, cwd, stdinNull)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := commandLine(script); got != line {
+							t.Errorf("commandLine(%q) = %q; want %q", script, got, line)
+						}
 					}
 				}
 			}
 		}
 	}
-	for _, foreign := range []string{"sleep 30", "(eval 'x'", "eval 'x' y", "export =1 && eval x", "eval 'a'b'", "cd /tmp && eval x y"} {
+	for _, foreign := range []string{
+		"sleep 30", "(eval 'x'", "eval 'x' y", "export =1 && eval x", "eval 'a'b'", "cd /tmp && eval x y",
+		"eval 'x'", "export A=1 && eval 'x'", "cd /tmp || exit", "(cd /tmp || exit; x)", "export A='1 || exit; x",
+	} {
 		if got, ok := parseScript(foreign); ok {
 			t.Errorf("parseScript(%q) = %q, true; want false", foreign, got)
 		}
