@@ -219,6 +219,8 @@ type Extensions struct {
 	// Stateless: session commands that leave the session's state alone
 	// (SessionExecOptions.Stateless).
 	Stateless bool
+	// Binary: sync exec answers with the raw output.
+	Binary bool
 }
 
 func parseExtensions(v string) Extensions {
@@ -233,6 +235,8 @@ func parseExtensions(v string) Extensions {
 			e.Base64 = true
 		case ExtStateless:
 			e.Stateless = true
+		case ExtBinary:
+			e.Binary = true
 		}
 	}
 	return e

@@ -66,6 +66,17 @@ const (
 	// FollowResult.Delivered); the command's exit code stays, and its log
 	// reads as empty from then on.
 	ExtStateless = "stateless"
+	// ExtBinary: a synchronous POST /process/session/{id}/exec is answered
+	// with the raw output instead of JSON, so that output crosses the
+	// connection once, binary safe, and each side can handle it in a
+	// buffer of the exact size: status 200, Content-Type
+	// ContentTypeBinary, the command id, exit code and byte counts in
+	// headers (HeaderCommandID, HeaderExitCode, HeaderStdoutBytes,
+	// HeaderStderrBytes, HeaderStdoutDropped, HeaderStderrDropped), and a
+	// body of the stdout bytes followed by the stderr bytes. HeaderTail on
+	// the request asks for only the last n bytes of each stream. Errors
+	// stay JSON. Asynchronous execs are unchanged.
+	ExtBinary = "binary"
 )
 
 // Headers of the agentbox protocol extensions.
@@ -87,7 +98,27 @@ const (
 	// using the stdin extension, says that data is standard base64 of the
 	// raw bytes to write (so input need not be UTF-8).
 	HeaderStdinEncoding = "X-Agentbox-Stdin-Encoding"
+
+	// HeaderTail, on a sync session exec using the binary extension, asks
+	// for only the last n bytes (a decimal n > 0) of stdout and of stderr;
+	// the rest is counted in HeaderStdoutDropped and HeaderStderrDropped.
+	HeaderTail = "X-Agentbox-Tail"
+	// HeaderCommandID, HeaderExitCode, HeaderStdoutBytes,
+	// HeaderStderrBytes, HeaderStdoutDropped and HeaderStderrDropped
+	// describe a binary exec answer (ExtBinary): the command's id, its exit
+	// code, how many bytes of stdout and of stderr the body holds (in that
+	// order), and how many were left out at the start of each stream
+	// (HeaderTail). All counts are decimal.
+	HeaderCommandID     = "X-Agentbox-Command-Id"
+	HeaderExitCode      = "X-Agentbox-Exit-Code"
+	HeaderStdoutBytes   = "X-Agentbox-Stdout-Bytes"
+	HeaderStderrBytes   = "X-Agentbox-Stderr-Bytes"
+	HeaderStdoutDropped = "X-Agentbox-Stdout-Dropped"
+	HeaderStderrDropped = "X-Agentbox-Stderr-Dropped"
 )
+
+// ContentTypeBinary is the media type of a binary exec answer (ExtBinary).
+const ContentTypeBinary = "application/octet-stream"
 
 // EncodingBase64 is the value of HeaderEncoding and HeaderStdinEncoding:
 // standard base64 (RFC 4648 with padding) of the raw bytes.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -67,6 +68,14 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error
 	if err := checkCommand(req.Command); err != nil {
 		return err
 	}
+	async := req.RunAsync || req.Async
+	binaryOut := !async && uses(r, toolbox.ExtBinary)
+	tail := int64(-1)
+	if binaryOut {
+		if tail, err = tailOf(r); err != nil {
+			return err
+		}
+	}
 	c, err := ss.start(req, uses(r, toolbox.ExtStateless))
 	if err != nil {
 		return err
@@ -82,6 +91,18 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error
 		// The session was deleted (or the server closed) while the
 		// command ran: its log went with it.
 		return errSessionDeleted(ss)
+	}
+	if binaryOut {
+		complete, err := writeBinaryResult(w, c, tail)
+		if errors.Is(err, errLogClosed) {
+			return errSessionDeleted(ss)
+		} else if err != nil {
+			return err
+		}
+		if complete && c.stateless {
+			c.log.drop()
+		}
+		return nil
 	}
 	mode := logModeOf(r)
 	base64Out := uses(r, toolbox.ExtBase64)

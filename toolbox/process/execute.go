@@ -139,6 +139,9 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 		}
 		req, eo := m.request(ctx, pl)
 		s.stateless = eo.Stateless
+		if pl.retain > 0 {
+			eo.Tail = pl.retain
+		}
 		rctx, cancel := withTimeout(ctx, pl.timeout)
 		res, err := m.client.SessionExecuteWith(rctx, s.id, req, eo)
 		timedOut := err != nil && ctx.Err() == nil && rctx.Err() != nil
@@ -147,11 +150,14 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 		case err == nil && res.ExitCode != nil:
 			// The server drops a stateless command's log once it has
 			// sent the answer.
-			m.release(s, kept(s, true, int64(len(res.Stdout)+len(res.Stderr))))
-			out := newStreams(pl.retain, nil, nil)
-			out.stdout.add(res.Stdout)
-			out.stderr.add(res.Stderr)
-			return result(pl.line, *res.ExitCode, out, time.Since(start)), nil
+			n := int64(len(res.Stdout)+len(res.Stderr)) + res.StdoutDropped + res.StderrDropped
+			m.release(s, kept(s, true, n))
+			// The strings are the client's, allocated once at their
+			// size: the result takes them as they are.
+			r := &sandbox.CommandResult{Command: pl.line, ExitCode: *res.ExitCode, Duration: time.Since(start)}
+			r.Stdout, r.StdoutDroppedBytes = runeAligned(res.Stdout, res.StdoutDropped)
+			r.Stderr, r.StderrDroppedBytes = runeAligned(res.Stderr, res.StderrDropped)
+			return r, nil
 		case err == nil:
 			m.deleteSession(s.id)
 			return nil, m.fail("running a command", errors.New("the server reported no exit code"))

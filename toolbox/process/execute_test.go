@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -723,5 +724,33 @@ func TestCompleteRunes(t *testing.T) {
 	}
 	if completeRunes([]byte{0xff}) != 1 {
 		t.Error("invalid byte held back")
+	}
+}
+
+// A command whose output is collected into the result costs, client and
+// server together, about one allocation of the output's size: the answer
+// is raw (the binary extension), read into strings of their exact size,
+// and the server streams it from its log through a fixed buffer. (Before,
+// the JSON answer carried the output twice, NULs as \u0000 and base64,
+// and cost many times the output.)
+func TestExecuteBufferedAllocations(t *testing.T) {
+	h := newHarness(t, harnessOptions{noSpec: true})
+	h.warm(t)
+	const n = 32 << 20
+	for _, cmd := range []string{
+		fmt.Sprintf("head -c %d /dev/zero", n),
+		fmt.Sprintf("yes 'a line of text, as a build prints it' | head -c %d", n),
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		r := h.exec(t, cmd, nil, nil)
+		runtime.ReadMemStats(&after)
+		if len(r.Stdout) != n || r.ExitCode != 0 {
+			t.Fatalf("%s: %d bytes, exit %d", cmd, len(r.Stdout), r.ExitCode)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > n+n/8+4<<20 {
+			t.Errorf("%s: %d MiB allocated for %d MiB of output", cmd, alloc>>20, n>>20)
+		}
 	}
 }

@@ -64,13 +64,21 @@ func (o *output) snapshot() (string, int64) {
 	if o.full && o.start > 0 {
 		b = append(append(make([]byte, 0, len(b)), b[o.start:]...), b[:o.start]...)
 	}
+	return runeAligned(string(b), dropped)
+}
+
+// runeAligned returns s, the retained end of a stream that lost its first
+// dropped bytes, starting at a UTF-8 sequence boundary: when bytes were
+// dropped, up to 3 leading continuation bytes are dropped (and counted)
+// too. It does not copy s.
+func runeAligned(s string, dropped int64) (string, int64) {
 	if dropped > 0 {
-		for i := 0; i < 3 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
-			b = b[1:]
+		for i := 0; i < 3 && len(s) > 0 && !utf8.RuneStart(s[0]); i++ {
+			s = s[1:]
 			dropped++
 		}
 	}
-	return string(b), dropped
+	return s, dropped
 }
 
 // total returns the count of bytes added so far, retained or not.
