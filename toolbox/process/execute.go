@@ -471,10 +471,12 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithCancel(ctx)
 }
 
+// result is the result of a command whose output out has received: it
+// finishes out's streams, which then hold their final strings.
 func result(line string, code int, out *streams, d time.Duration) *sandbox.CommandResult {
 	r := &sandbox.CommandResult{Command: line, ExitCode: code, Duration: d}
-	r.Stdout, r.StdoutDroppedBytes = out.stdout.snapshot()
-	r.Stderr, r.StderrDroppedBytes = out.stderr.snapshot()
+	r.Stdout, r.StdoutDroppedBytes = out.stdout.finish()
+	r.Stderr, r.StderrDroppedBytes = out.stderr.finish()
 	return r
 }
 
