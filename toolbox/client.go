@@ -221,6 +221,9 @@ type Extensions struct {
 	Stateless bool
 	// Binary: sync exec answers with the raw output.
 	Binary bool
+	// Tether: commands that die with their client
+	// (SessionExecOptions.Tether).
+	Tether bool
 }
 
 func parseExtensions(v string) Extensions {
@@ -237,6 +240,8 @@ func parseExtensions(v string) Extensions {
 			e.Stateless = true
 		case ExtBinary:
 			e.Binary = true
+		case ExtTether:
+			e.Tether = true
 		}
 	}
 	return e

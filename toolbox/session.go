@@ -88,6 +88,11 @@ type SessionExecOptions struct {
 	// others ignore the request and run the command as usual, so check
 	// Extensions first when the difference matters.
 	Stateless bool
+	// Tether asks for the tether extension: the command dies with this
+	// client (see ExtTether); follow an async command at once, or ask
+	// about it at least every TetherGrace. Servers without the extension
+	// ignore it.
+	Tether bool
 	// Tail, when above 0, keeps only the last Tail bytes of each stream
 	// of a synchronous exec in the result. A server with the binary
 	// extension sends only those; from others the client cuts them.
@@ -130,6 +135,9 @@ func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req S
 	}
 	if opts.Stateless {
 		use = append(use, ExtStateless)
+	}
+	if opts.Tether {
+		use = append(use, ExtTether)
 	}
 	if len(use) > 0 {
 		hdr.Set(HeaderUseExtensions, strings.Join(use, ","))

@@ -1,5 +1,7 @@
 package toolbox
 
+import "time"
+
 // The wire vocabulary of the toolbox protocol: Daytona's headers and log
 // markers, and the agentbox extensions (docs/protocol.md). Client and
 // server (package toolbox/daemon) both use these names; exit codes are
@@ -77,7 +79,20 @@ const (
 	// the request asks for only the last n bytes of each stream. Errors
 	// stay JSON. Asynchronous execs are unchanged.
 	ExtBinary = "binary"
+	// ExtTether: on a session exec, the command is tied to its client and
+	// dies with it, as a command run over ssh or by os/exec does. A sync
+	// exec's command is killed when its request goes away before the
+	// answer (the client closed the connection, or died); an async exec's
+	// command is killed when, for TetherGrace, no log follower has been
+	// connected and no request about the command (its logs, its exit
+	// code, its input) has come. Without it (Daytona's way) a command runs
+	// on whatever becomes of its client.
+	ExtTether = "tether"
 )
+
+// TetherGrace is how long an agentbox toolbox server keeps a command run
+// with ExtTether alive without any sign of its client.
+const TetherGrace = 3 * time.Second
 
 // Headers of the agentbox protocol extensions.
 const (

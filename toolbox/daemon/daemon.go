@@ -26,7 +26,7 @@ const DefaultMaxBodyBytes = 10 << 20
 
 // offeredExtensions lists the agentbox protocol extensions this server
 // offers, as sent in the X-Agentbox-Extensions header of every response.
-const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless + "," + toolbox.ExtBinary
+const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless + "," + toolbox.ExtBinary + "," + toolbox.ExtTether
 
 // Options configures a Server. The zero value is usable: commands run in the
 // process's working directory with its environment.

@@ -28,7 +28,7 @@
 //
 // It also offers the agentbox protocol extensions, announced on every
 // response by the X-Agentbox-Extensions header ("frames,stdin,base64,
-// stateless,binary") and used only when a client asks for them with
+// stateless,binary,tether") and used only when a client asks for them with
 // X-Agentbox-Use:
 //
 //   - frames (log follow WebSocket): binary messages of one stream id byte
@@ -48,6 +48,10 @@
 //     the command's log through a fixed buffer, so its memory does not grow
 //     with the output, and the output crosses the connection once (the
 //     JSON answer carries it twice, and escapes every NUL as six bytes).
+//   - tether (session exec): the command dies with its client. A sync
+//     exec's command is killed when its request goes away unanswered; an
+//     async exec's command once, for toolbox.TetherGrace, no log follower
+//     has been connected and no request about it has come.
 //   - stateless (session exec): the command runs in a fresh shell of the
 //     session's current state, but no EXIT trap saves the state it leaves:
 //     its cd, exports and variables are gone for the next command. That

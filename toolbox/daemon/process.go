@@ -76,7 +76,7 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 	}
-	c, err := ss.start(req, uses(r, toolbox.ExtStateless))
+	c, err := ss.start(req, uses(r, toolbox.ExtStateless), uses(r, toolbox.ExtTether))
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,12 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error
 		return nil
 	}
 	if err := c.waitDone(r.Context()); err != nil {
-		return nil // the client went away; the command keeps running
+		// The client went away: a tethered command dies with it, others
+		// run on (Daytona's way).
+		if c.tether != nil {
+			c.abandon()
+		}
+		return nil
 	}
 	if _, killed := c.ended(); killed {
 		// The session was deleted (or the server closed) while the
@@ -151,6 +156,7 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	c.tether.touch()
 	writeJSON(w, http.StatusOK, c.info())
 	return nil
 }
@@ -160,6 +166,7 @@ func (s *Server) handleInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	c.tether.touch()
 	var req toolbox.SessionSendInputRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err

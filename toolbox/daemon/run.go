@@ -116,7 +116,7 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 			return exitNotStarted, nil
 		}
 	}
-	if !c.setProcess(rs.cmd.Process.Pid, rs.stdout, rs.stderr) {
+	if !c.setProcess(rs.cmd.Process.Pid, ss.token+":"+rs.id, rs.stdout, rs.stderr) {
 		rs.dismiss()
 		return sandbox.ExitKilled, nil
 	}

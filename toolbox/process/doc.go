@@ -85,4 +85,12 @@
 // context is cancelled, the command's session is deleted, which makes the
 // server kill the command's whole process tree. Such a session never
 // returns to the pool.
+//
+// A command of Execute dies with the process that runs it even when that
+// process gets no chance to clean up (SIGKILL): against a server with the
+// agentbox "tether" extension every Execute asks for it, and the server
+// kills a command whose sync request went away, or whose follower has been
+// gone for toolbox.TetherGrace. Background processes (Spawn) are not
+// tethered: they outlive their Manager by design (Detach). A plain Daytona
+// daemon has no such thing: there a command of a killed client runs on.
 package process

@@ -182,11 +182,15 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 // stateless, when the server offers the stateless extension (agentbox's
 // toolbox server, which runs every command in a fresh shell). The
 // extensions are known by then (acquire made or reused a session).
+//
+// The command is tethered when the server offers it: it dies with this
+// process, whatever ends it (see ExtTether).
 func (m *Manager) request(ctx context.Context, pl *plan) (toolbox.SessionExecuteRequest, toolbox.SessionExecOptions) {
-	if m.agentboxServer(ctx) {
-		return toolbox.SessionExecuteRequest{Command: pl.fresh}, toolbox.SessionExecOptions{Stateless: true}
+	ext, err := m.client.Extensions(ctx)
+	if err == nil && ext.Stateless {
+		return toolbox.SessionExecuteRequest{Command: pl.fresh}, toolbox.SessionExecOptions{Stateless: true, Tether: ext.Tether}
 	}
-	return toolbox.SessionExecuteRequest{Command: pl.script}, toolbox.SessionExecOptions{}
+	return toolbox.SessionExecuteRequest{Command: pl.script}, toolbox.SessionExecOptions{Tether: err == nil && ext.Tether}
 }
 
 // agentboxServer reports whether the server is agentbox's toolbox server,

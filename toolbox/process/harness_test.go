@@ -27,6 +27,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envHelper) != "" {
+		os.Exit(runHelper())
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -104,6 +107,7 @@ type harness struct {
 	host   *stubHost
 	srv    *daemon.Server
 	dir    string // the sandbox's work dir
+	sock   string // the daemon's unix socket
 	wire   http.RoundTripper
 	mo     Options
 }
@@ -176,7 +180,7 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	host := &stubHost{}
 	mo := ho.manager
 	mo.Client, mo.Host = client, host
-	h := &harness{m: NewManager(mo), client: client, rt: rt, host: host, srv: srv, dir: dir, wire: wire, mo: mo}
+	h := &harness{m: NewManager(mo), client: client, rt: rt, host: host, srv: srv, dir: dir, sock: sock, wire: wire, mo: mo}
 	t.Cleanup(func() {
 		h.close(t)
 		// Let requests the client abandoned (a cancelled poll) finish
