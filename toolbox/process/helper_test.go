@@ -41,6 +41,10 @@ func runHelper() int {
 		r, err := m.Execute(context.Background(), os.Getenv(envCommand), nil, opts)
 		fmt.Println(r, err)
 		return 0
+	case "daemon":
+		return runDaemonHelper()
+	case "rss":
+		return runRSSHelper()
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper %q\n", os.Getenv(envHelper))
 	return 2
