@@ -112,14 +112,22 @@ func TestDaemonBasics(t *testing.T) {
 	}
 }
 
+// sessionEnv is daemonEnv with session sid created, and a context for the
+// test.
+func sessionEnv(t *testing.T, plain bool, sid string) (*toolbox.Client, context.Context) {
+	t.Helper()
+	c, _ := daemonEnv(t, plain, toolbox.ClientOptions{})
+	ctx := ctxT(t)
+	if err := c.CreateSession(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx
+}
+
 func TestDaemonSessionExecute(t *testing.T) {
 	for _, plain := range []bool{false, true} {
 		t.Run(map[bool]string{false: "extensions", true: "plain"}[plain], func(t *testing.T) {
-			c, _ := daemonEnv(t, plain, toolbox.ClientOptions{})
-			ctx := ctxT(t)
-			if err := c.CreateSession(ctx, "s"); err != nil {
-				t.Fatal(err)
-			}
+			c, ctx := sessionEnv(t, plain, "s")
 			r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: `printf 'out\n'; printf 'err é\n' >&2; printf 'bin\377\n'; exit 3`})
 			if err != nil {
 				t.Fatal(err)
@@ -422,11 +430,7 @@ func BenchmarkCommand(b *testing.B) {
 func TestDaemonSessionExecuteTail(t *testing.T) {
 	for _, plain := range []bool{false, true} {
 		t.Run(map[bool]string{false: "extensions", true: "plain"}[plain], func(t *testing.T) {
-			c, _ := daemonEnv(t, plain, toolbox.ClientOptions{})
-			ctx := ctxT(t)
-			if err := c.CreateSession(ctx, "s"); err != nil {
-				t.Fatal(err)
-			}
+			c, ctx := sessionEnv(t, plain, "s")
 			r, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "printf 0123456789; printf ab >&2; exit 4"},
 				toolbox.SessionExecOptions{Tail: 3})
 			if err != nil {

@@ -1,6 +1,10 @@
 package toolbox
 
-import "time"
+import (
+	"net/http"
+	"strings"
+	"time"
+)
 
 // The wire vocabulary of the toolbox protocol: Daytona's headers and log
 // markers, and the agentbox extensions (docs/protocol.md). Client and
@@ -148,3 +152,16 @@ const (
 	// while following.
 	CloseReasonKilled = "killed"
 )
+
+// Uses reports whether a request with header h asks for the agentbox
+// extension ext (HeaderUseExtensions, comma separated, any case).
+func Uses(h http.Header, ext string) bool {
+	for _, v := range h.Values(HeaderUseExtensions) {
+		for _, f := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), ext) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -516,7 +516,7 @@ func (v *Validator) checkBinaryExec(req *http.Request, resp *http.Response, body
 		return fmt.Errorf("spectest: response %d to %s %s (a binary exec answer of the agentbox extension %q): %s",
 			resp.StatusCode, req.Method, req.URL.Path, toolbox.ExtBinary, fmt.Sprintf(format, args...))
 	}
-	if !optedIn(req, toolbox.ExtBinary) {
+	if !toolbox.Uses(req.Header, toolbox.ExtBinary) {
 		return true, fail("the request did not opt in with %s: %s, so the answer must be Daytona's JSON", toolbox.HeaderUseExtensions, toolbox.ExtBinary)
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -543,18 +543,6 @@ func (v *Validator) checkBinaryExec(req *http.Request, resp *http.Response, body
 		return true, fail("the body holds %d bytes, the headers say %d", len(body), total)
 	}
 	return true, nil
-}
-
-// optedIn reports whether req asks for the agentbox extension ext.
-func optedIn(req *http.Request, ext string) bool {
-	for _, v := range req.Header.Values(toolbox.HeaderUseExtensions) {
-		for _, f := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), ext) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // checkErrorShape checks that resp carries a JSON body matching the

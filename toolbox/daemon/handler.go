@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -72,16 +71,7 @@ func bodyTooLarge(limit int64) error {
 }
 
 // uses reports whether the request opted in to the agentbox extension ext.
-func uses(r *http.Request, ext string) bool {
-	for _, v := range r.Header.Values(toolbox.HeaderUseExtensions) {
-		for _, f := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), ext) {
-				return true
-			}
-		}
-	}
-	return false
-}
+func uses(r *http.Request, ext string) bool { return toolbox.Uses(r.Header, ext) }
 
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
