@@ -751,7 +751,7 @@ func TestExecuteBufferedAllocations(t *testing.T) {
 		}
 		alloc := after.TotalAlloc - before.TotalAlloc
 		t.Logf("%s: %d MiB allocated", cmd, alloc>>20)
-		if alloc > n+n/8+4<<20 {
+		if alloc > n+n/4+4<<20 {
 			t.Errorf("%s: %d MiB allocated for %d MiB of output", cmd, alloc>>20, n>>20)
 		}
 	}
@@ -811,7 +811,7 @@ func TestExecuteStreamingAllocations(t *testing.T) {
 	}
 	alloc := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d MiB allocated for %d MiB of output", alloc>>20, n>>20)
-	if alloc > n+2*spillRetained+8<<20 {
+	if alloc > n+n/2 {
 		t.Errorf("%d MiB allocated for %d MiB of output", alloc>>20, n>>20)
 	}
 }
