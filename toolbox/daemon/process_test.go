@@ -848,7 +848,9 @@ func TestExecuteErrorsReadAsBashC(t *testing.T) {
 		t.Skip("bash is not installed")
 	}
 	for _, c := range []string{"cd /nonexistent", "true\nnosuch"} {
-		want, _ := exec.Command("bash", "-c", c).CombinedOutput()
+		ref := exec.Command("bash", "-c", c)
+		ref.Env, ref.Dir = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.work, "LANG=C"}, e.work // as newEnv's server
+		want, _ := ref.CombinedOutput()
 		var res toolbox.ExecuteResponse
 		json.Unmarshal(e.expect(200, "POST", "/process/execute", toolbox.ExecuteRequest{Command: c}), &res)
 		if res.Result != string(want) {

@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -39,7 +40,9 @@ func TestShellErrorsReadAsBashC(t *testing.T) {
 				if plain && strings.Contains(c, "\n") {
 					continue
 				}
-				want, _ := exec.Command("bash", "-c", c).CombinedOutput()
+				ref := exec.Command("bash", "-c", c)
+				ref.Env, ref.Dir = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + h.dir, "LANG=C.UTF-8"}, h.dir // as the harness's daemon
+				want, _ := ref.CombinedOutput()
 				r := h.exec(t, c, nil, nil)
 				if r.Stderr != string(want) {
 					t.Errorf("ExecuteCommand(%q): stderr %q, want %q (as bash -c)", c, r.Stderr, want)
