@@ -162,7 +162,7 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 			m.deleteSession(s.id)
 			return nil, m.fail("running a command", errors.New("the server reported no exit code"))
 		case timedOut:
-			out := m.salvage(s.id, pl.retain)
+			out := m.salvage(s.id, pl.retain, eo.Tether)
 			m.deleteSession(s.id)
 			return timedOutResult(pl, out, time.Since(start)), nil
 		case ctx.Err() != nil:
@@ -202,22 +202,29 @@ func (m *Manager) agentboxServer(ctx context.Context) bool {
 }
 
 // salvage fetches the output a synchronous command wrote before its
-// timeout: the session's command still running. Best effort.
-func (m *Manager) salvage(sid string, retain int64) *streams {
+// timeout: the session's command still running, or, when it ran tethered
+// (then the server killed it as the request went away, and lists the
+// session's commands in order), the session's latest command. Best
+// effort.
+func (m *Manager) salvage(sid string, retain int64, tethered bool) *streams {
 	out := newStreams(retain, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	sess, err := m.client.GetSession(ctx, sid)
-	if err != nil {
+	if err != nil || len(sess.Commands) == 0 {
 		return out
 	}
-	for i := len(sess.Commands) - 1; i >= 0; i-- {
-		if c := sess.Commands[i]; c.ExitCode == nil {
-			if stdout, stderr, err := m.client.CommandLogs(ctx, sid, c.ID); err == nil {
-				out.stdout.add(stdout)
-				out.stderr.add(stderr)
-			}
-			break
+	i := len(sess.Commands) - 1
+	for i >= 0 && sess.Commands[i].ExitCode != nil {
+		i--
+	}
+	if i < 0 && tethered {
+		i = len(sess.Commands) - 1
+	}
+	if i >= 0 {
+		if stdout, stderr, err := m.client.CommandLogs(ctx, sid, sess.Commands[i].ID); err == nil {
+			out.stdout.add(stdout)
+			out.stderr.add(stderr)
 		}
 	}
 	return out
