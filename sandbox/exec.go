@@ -42,6 +42,16 @@ type ExecOptions struct {
 	// oldest bytes are dropped first. 0 means the default (all output for
 	// ExecuteCommand, 1 MiB for Spawn); Unlimited keeps everything. Other
 	// negative values are invalid.
+	//
+	// The result keeps output whether or not Stdout and Stderr are set: by
+	// default ExecuteCommand's result holds all of it even when writers
+	// receive it too. A caller that streams large output to its own writer
+	// and needs only the end of it in the result sets MaxRetainedBytes
+	// (say 64 KiB): its memory then stays bounded however much the command
+	// prints. The engines of this module hold whole output in one buffer
+	// of up to 8 MiB per stream and the rest in an unlinked temporary file
+	// until the command ends, then make each result string once at its
+	// exact size: a result costs its own size in memory, not a multiple.
 	MaxRetainedBytes int64
 }
 

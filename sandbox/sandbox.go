@@ -32,6 +32,14 @@ type Sandbox interface {
 	// [ShellQuote], and waits for it. The command itself is not quoted, so it
 	// may contain pipes and redirections. A command that runs and fails is
 	// not an error: it returns a result whose ExitCode is non-zero.
+	//
+	// The command belongs to the call, as with os/exec or ssh: cancelling
+	// ctx kills it, and so does the end of the calling process, however it
+	// ends (even SIGKILL): the engines of this module kill a command whose
+	// client has been gone for a few seconds (toolbox.TetherGrace), so none
+	// runs on unseen. Use Processes().Spawn for work that must outlive its
+	// caller. A command cut short because the sandbox stopped or was
+	// destroyed fails with an error matching ErrNotReady (and ErrDestroyed).
 	ExecuteCommand(ctx context.Context, command string, args []string, opts *ExecOptions) (*CommandResult, error)
 	// Processes returns the manager of background processes.
 	Processes() ProcessManager

@@ -219,6 +219,11 @@ type Extensions struct {
 	// Stateless: session commands that leave the session's state alone
 	// (SessionExecOptions.Stateless).
 	Stateless bool
+	// Binary: sync exec answers with the raw output.
+	Binary bool
+	// Tether: commands that die with their client
+	// (SessionExecOptions.Tether).
+	Tether bool
 }
 
 func parseExtensions(v string) Extensions {
@@ -233,6 +238,10 @@ func parseExtensions(v string) Extensions {
 			e.Base64 = true
 		case ExtStateless:
 			e.Stateless = true
+		case ExtBinary:
+			e.Binary = true
+		case ExtTether:
+			e.Tether = true
 		}
 	}
 	return e

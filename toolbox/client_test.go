@@ -317,7 +317,7 @@ func TestSessionExecuteAsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := e.c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: "sleep 9", RunAsync: true})
-	if err != nil || r.CmdID == "" || r.ExitCode != nil || r.Stdout != nil {
+	if err != nil || r.CmdID == "" || r.ExitCode != nil || r.Stdout != "" {
 		t.Fatalf("async = %+v, %v", r, err)
 	}
 	cmd, err := e.c.GetCommand(ctx, "s", r.CmdID)

@@ -100,7 +100,7 @@ func TestDaemonBasics(t *testing.T) {
 	c, work := daemonEnv(t, false, toolbox.ClientOptions{})
 	ctx := ctxT(t)
 	ext, err := c.Extensions(ctx)
-	if err != nil || ext != (toolbox.Extensions{Frames: true, Stdin: true, Base64: true, Stateless: true}) {
+	if err != nil || ext != (toolbox.Extensions{Frames: true, Stdin: true, Base64: true, Stateless: true, Binary: true, Tether: true}) {
 		t.Fatalf("Extensions = %+v, %v", ext, err)
 	}
 	if d, err := c.WorkDir(ctx); err != nil || d != work {
@@ -112,14 +112,22 @@ func TestDaemonBasics(t *testing.T) {
 	}
 }
 
+// sessionEnv is daemonEnv with session sid created, and a context for the
+// test.
+func sessionEnv(t *testing.T, plain bool, sid string) (*toolbox.Client, context.Context) {
+	t.Helper()
+	c, _ := daemonEnv(t, plain, toolbox.ClientOptions{})
+	ctx := ctxT(t)
+	if err := c.CreateSession(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx
+}
+
 func TestDaemonSessionExecute(t *testing.T) {
 	for _, plain := range []bool{false, true} {
 		t.Run(map[bool]string{false: "extensions", true: "plain"}[plain], func(t *testing.T) {
-			c, _ := daemonEnv(t, plain, toolbox.ClientOptions{})
-			ctx := ctxT(t)
-			if err := c.CreateSession(ctx, "s"); err != nil {
-				t.Fatal(err)
-			}
+			c, ctx := sessionEnv(t, plain, "s")
 			r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: `printf 'out\n'; printf 'err é\n' >&2; printf 'bin\377\n'; exit 3`})
 			if err != nil {
 				t.Fatal(err)
@@ -414,4 +422,26 @@ func BenchmarkCommand(b *testing.B) {
 	b.Run("session-sync", func(b *testing.B) { run(b, "sync") })
 	b.Run("session-sync-stateless", func(b *testing.B) { run(b, "stateless") })
 	b.Run("session-async-follow", func(b *testing.B) { run(b, "async") })
+}
+
+// A sync exec with Tail keeps the last n bytes of each stream and counts
+// the rest, whether the server sends only those (the binary extension) or
+// everything as JSON (a plain Daytona daemon: the client cuts).
+func TestDaemonSessionExecuteTail(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "extensions", true: "plain"}[plain], func(t *testing.T) {
+			c, ctx := sessionEnv(t, plain, "s")
+			r, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "printf 0123456789; printf ab >&2; exit 4"},
+				toolbox.SessionExecOptions{Tail: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Stdout != "789" || r.StdoutDropped != 7 || r.Stderr != "ab" || r.StderrDropped != 0 || r.ExitCode == nil || *r.ExitCode != 4 || r.CmdID == "" {
+				t.Fatalf("result %+v", r)
+			}
+			if _, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "true"}, toolbox.SessionExecOptions{Tail: -1}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+				t.Fatalf("Tail -1: %v", err)
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package toolbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -55,14 +57,19 @@ func (c *Client) DeleteSession(ctx context.Context, sessionID string) error {
 }
 
 // ExecResult is the outcome of SessionExecute. For a synchronous exec the
-// output is split into Stdout and Stderr (binary safe with the base64
-// extension, else as split by the server, else demultiplexed from the
-// marked log) and ExitCode is set; for an async exec only CmdID is set.
+// output is split into Stdout and Stderr (raw with the binary extension;
+// else binary safe with the base64 extension, else as split by the
+// server, else demultiplexed from the marked log) and ExitCode is set; for
+// an async exec only CmdID is set.
 type ExecResult struct {
 	CmdID    string
 	ExitCode *int
-	Stdout   []byte
-	Stderr   []byte
+	// Stdout and Stderr hold the output, any bytes. With
+	// SessionExecOptions.Tail they hold at most the last Tail bytes of
+	// each stream; StdoutDropped and StderrDropped count the bytes left
+	// out before them.
+	Stdout, Stderr               string
+	StdoutDropped, StderrDropped int64
 }
 
 // SessionExecute runs req.Command in a session (POST
@@ -81,9 +88,23 @@ type SessionExecOptions struct {
 	// others ignore the request and run the command as usual, so check
 	// Extensions first when the difference matters.
 	Stateless bool
+	// Tether asks for the tether extension: the command dies with this
+	// client (see ExtTether); follow an async command at once, or ask
+	// about it at least every TetherGrace. Servers without the extension
+	// ignore it.
+	Tether bool
+	// Tail, when above 0, keeps only the last Tail bytes of each stream
+	// of a synchronous exec in the result. A server with the binary
+	// extension sends only those; from others the client cuts them.
+	Tail int64
 }
 
 // SessionExecuteWith is SessionExecute with agentbox extension options.
+//
+// A synchronous exec asks for the binary extension (and base64, for
+// servers without it): then the output crosses the connection once, raw,
+// and each result string is allocated once at its exact size. Servers that
+// do not know the extensions ignore the request and answer JSON.
 func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req SessionExecuteRequest, opts SessionExecOptions) (*ExecResult, error) {
 	if err := checkID("session ID", sessionID); err != nil {
 		return nil, err
@@ -91,38 +112,88 @@ func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req S
 	if strings.TrimSpace(req.Command) == "" {
 		return nil, fmt.Errorf("toolbox: session exec: command is empty: %w", sandbox.ErrInvalidArgument)
 	}
+	if opts.Tail < 0 {
+		return nil, fmt.Errorf("toolbox: session exec: Tail must not be negative: %w", sandbox.ErrInvalidArgument)
+	}
 	async := req.RunAsync || req.Async
 	var use []string
+	hdr := http.Header{}
 	if !async {
-		// Ask for base64 unless the server is known not to offer it:
-		// servers that do not know the header ignore it, and the
-		// answer says whether it was honoured.
-		if e, known := c.cachedExtensions(); !known || e.Base64 {
+		// Ask for binary and base64 unless the server is known not to
+		// offer them: servers that do not know the header ignore it, and
+		// the answer says whether it was honoured.
+		e, known := c.cachedExtensions()
+		if !known || e.Binary {
+			use = append(use, ExtBinary)
+			if opts.Tail > 0 {
+				hdr.Set(HeaderTail, strconv.FormatInt(opts.Tail, 10))
+			}
+		}
+		if !known || e.Base64 {
 			use = append(use, ExtBase64)
 		}
 	}
 	if opts.Stateless {
 		use = append(use, ExtStateless)
 	}
-	var hdr http.Header
+	if opts.Tether {
+		use = append(use, ExtTether)
+	}
 	if len(use) > 0 {
-		hdr = useExtensions(strings.Join(use, ","))
+		hdr.Set(HeaderUseExtensions, strings.Join(use, ","))
 	}
 	path := "/process/session/" + seg(sessionID) + "/exec"
-	var r SessionExecuteResponse
-	resp, err := c.doJSONResp(ctx, http.MethodPost, path, nil, req, hdr, &r)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("toolbox: POST %s: encoding request: %w", path, err)
+	}
+	hreq, err := c.request(ctx, http.MethodPost, path, nil, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range hdr {
+		hreq.Header[k] = v
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json, "+ContentTypeBinary)
+	resp, err := c.send(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer closeBody(resp.Body)
+	if isBinaryResult(resp) {
+		res, err := readBinaryResult(resp)
+		if err != nil {
+			return nil, fmt.Errorf("toolbox: POST %s: reading the answer: %w", path, err)
+		}
+		return res, nil
+	}
+	var r SessionExecuteResponse
+	if err := decodeJSON(resp.Body, &r); err != nil {
+		return nil, fmt.Errorf("toolbox: POST %s: decoding %d answer: %w", path, resp.StatusCode, err)
 	}
 	res := &ExecResult{CmdID: r.CmdID, ExitCode: r.ExitCode}
 	if async || resp.StatusCode == http.StatusAccepted {
 		return res, nil
 	}
-	res.Stdout, res.Stderr, err = splitOutput(resp.Header, r.Output, r.Stdout, r.Stderr)
+	stdout, stderr, err := splitOutput(resp.Header, r.Output, r.Stdout, r.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("toolbox: POST %s: %w", path, err)
 	}
+	res.Stdout, res.StdoutDropped = tailString(stdout, opts.Tail)
+	res.Stderr, res.StderrDropped = tailString(stderr, opts.Tail)
 	return res, nil
+}
+
+// tailString returns the last tail bytes of b (all when tail <= 0) as a
+// string, and the count of bytes left out.
+func tailString(b []byte, tail int64) (string, int64) {
+	var dropped int64
+	if tail > 0 && int64(len(b)) > tail {
+		dropped = int64(len(b)) - tail
+		b = b[dropped:]
+	}
+	return string(b), dropped
 }
 
 // splitOutput picks stdout and stderr from an answer: base64 fields when

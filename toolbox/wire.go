@@ -1,5 +1,11 @@
 package toolbox
 
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
 // The wire vocabulary of the toolbox protocol: Daytona's headers and log
 // markers, and the agentbox extensions (docs/protocol.md). Client and
 // server (package toolbox/daemon) both use these names; exit codes are
@@ -66,7 +72,31 @@ const (
 	// FollowResult.Delivered); the command's exit code stays, and its log
 	// reads as empty from then on.
 	ExtStateless = "stateless"
+	// ExtBinary: a synchronous POST /process/session/{id}/exec is answered
+	// with the raw output instead of JSON, so that output crosses the
+	// connection once, binary safe, and each side can handle it in a
+	// buffer of the exact size: status 200, Content-Type
+	// ContentTypeBinary, the command id, exit code and byte counts in
+	// headers (HeaderCommandID, HeaderExitCode, HeaderStdoutBytes,
+	// HeaderStderrBytes, HeaderStdoutDropped, HeaderStderrDropped), and a
+	// body of the stdout bytes followed by the stderr bytes. HeaderTail on
+	// the request asks for only the last n bytes of each stream. Errors
+	// stay JSON. Asynchronous execs are unchanged.
+	ExtBinary = "binary"
+	// ExtTether: on a session exec, the command is tied to its client and
+	// dies with it, as a command run over ssh or by os/exec does. A sync
+	// exec's command is killed when its request goes away before the
+	// answer (the client closed the connection, or died); an async exec's
+	// command is killed when, for TetherGrace, no log follower has been
+	// connected and no request about the command (its logs, its exit
+	// code, its input) has come. Without it (Daytona's way) a command runs
+	// on whatever becomes of its client.
+	ExtTether = "tether"
 )
+
+// TetherGrace is how long an agentbox toolbox server keeps a command run
+// with ExtTether alive without any sign of its client.
+const TetherGrace = 3 * time.Second
 
 // Headers of the agentbox protocol extensions.
 const (
@@ -87,7 +117,27 @@ const (
 	// using the stdin extension, says that data is standard base64 of the
 	// raw bytes to write (so input need not be UTF-8).
 	HeaderStdinEncoding = "X-Agentbox-Stdin-Encoding"
+
+	// HeaderTail, on a sync session exec using the binary extension, asks
+	// for only the last n bytes (a decimal n > 0) of stdout and of stderr;
+	// the rest is counted in HeaderStdoutDropped and HeaderStderrDropped.
+	HeaderTail = "X-Agentbox-Tail"
+	// HeaderCommandID, HeaderExitCode, HeaderStdoutBytes,
+	// HeaderStderrBytes, HeaderStdoutDropped and HeaderStderrDropped
+	// describe a binary exec answer (ExtBinary): the command's id, its exit
+	// code, how many bytes of stdout and of stderr the body holds (in that
+	// order), and how many were left out at the start of each stream
+	// (HeaderTail). All counts are decimal.
+	HeaderCommandID     = "X-Agentbox-Command-Id"
+	HeaderExitCode      = "X-Agentbox-Exit-Code"
+	HeaderStdoutBytes   = "X-Agentbox-Stdout-Bytes"
+	HeaderStderrBytes   = "X-Agentbox-Stderr-Bytes"
+	HeaderStdoutDropped = "X-Agentbox-Stdout-Dropped"
+	HeaderStderrDropped = "X-Agentbox-Stderr-Dropped"
 )
+
+// ContentTypeBinary is the media type of a binary exec answer (ExtBinary).
+const ContentTypeBinary = "application/octet-stream"
 
 // EncodingBase64 is the value of HeaderEncoding and HeaderStdinEncoding:
 // standard base64 (RFC 4648 with padding) of the raw bytes.
@@ -102,3 +152,16 @@ const (
 	// while following.
 	CloseReasonKilled = "killed"
 )
+
+// Uses reports whether a request with header h asks for the agentbox
+// extension ext (HeaderUseExtensions, comma separated, any case).
+func Uses(h http.Header, ext string) bool {
+	for _, v := range h.Values(HeaderUseExtensions) {
+		for _, f := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), ext) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -26,9 +26,19 @@
 // binary type (GET /files/download) is checked against the error schema
 // the document gives it, since Daytona's daemon sends errors as JSON.
 //
+// One agentbox protocol extension changes the shape of an answer: a
+// synchronous POST /process/session/{sessionId}/exec whose request opts in
+// to the binary extension (X-Agentbox-Use: binary) may be answered with the
+// raw output (Content-Type application/octet-stream, the exit code and
+// byte counts in X-Agentbox-* headers; see docs/protocol.md). Such an
+// answer is accepted for that operation and for opted-in requests only,
+// and checked against the extension's rules instead: status 200, the
+// headers present and well formed, the body exactly as long as they say.
+// A binary answer anywhere else fails as the documents make it fail.
+//
 // Tests that send malformed requests on purpose use ResponsesOnly, which
 // skips request checks and holds error statuses the documents do not
-// declare (413, 503, an unknown route's 404) to the ErrorResponse schema;
+// declare (413, an unknown route's 404) to the ErrorResponse schema;
 // tests that move large bodies use SkipBodiesOver.
 //
 // A test validates every exchange of a server it starts, on both sides:
@@ -54,6 +64,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +75,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
 // EnvSpecDir names the environment variable that overrides the folder
@@ -425,6 +438,9 @@ func (v *Validator) validateResponse(req *http.Request, resp *http.Response, bod
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return nil
 	}
+	if handled, err := v.checkBinaryExec(req, resp, body, skipBody); handled {
+		return err
+	}
 	lenientError := v.responsesOnly && resp.StatusCode >= 400
 	matches, rr, err := v.routes(req)
 	if err != nil {
@@ -477,6 +493,56 @@ func (v *Validator) validateResponse(req *http.Request, resp *http.Response, bod
 		return v.checkErrorShape(req, resp, body, skipBody)
 	}
 	return fmt.Errorf("spectest: response %d to %s %s: %w", resp.StatusCode, req.Method, req.URL.Path, errors.Join(errs...))
+}
+
+// binaryExecPath is the operation that agentbox's binary extension
+// answers with raw output.
+const binaryExecPath = "/process/session/{sessionId}/exec"
+
+// checkBinaryExec checks resp when it is a binary exec answer of the
+// agentbox binary extension to a sync session exec (see the package
+// documentation), and reports whether it was one. Other answers, binary
+// ones to other operations among them, are left to the documents.
+func (v *Validator) checkBinaryExec(req *http.Request, resp *http.Response, body []byte, skipBody bool) (bool, error) {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != toolbox.ContentTypeBinary || req.Method != http.MethodPost {
+		return false, nil
+	}
+	matches, _, err := v.routes(req)
+	if err != nil || !slices.ContainsFunc(matches, func(m routed) bool { return m.route.Path == binaryExecPath }) {
+		return false, nil
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("spectest: response %d to %s %s (a binary exec answer of the agentbox extension %q): %s",
+			resp.StatusCode, req.Method, req.URL.Path, toolbox.ExtBinary, fmt.Sprintf(format, args...))
+	}
+	if !toolbox.Uses(req.Header, toolbox.ExtBinary) {
+		return true, fail("the request did not opt in with %s: %s, so the answer must be Daytona's JSON", toolbox.HeaderUseExtensions, toolbox.ExtBinary)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return true, fail("status %d, want 200 (errors stay JSON)", resp.StatusCode)
+	}
+	h := resp.Header
+	if h.Get(toolbox.HeaderCommandID) == "" {
+		return true, fail("no %s", toolbox.HeaderCommandID)
+	}
+	if _, err := strconv.Atoi(h.Get(toolbox.HeaderExitCode)); err != nil {
+		return true, fail("%s %q is not an integer", toolbox.HeaderExitCode, h.Get(toolbox.HeaderExitCode))
+	}
+	var total int64
+	for _, name := range []string{toolbox.HeaderStdoutBytes, toolbox.HeaderStderrBytes, toolbox.HeaderStdoutDropped, toolbox.HeaderStderrDropped} {
+		n, err := strconv.ParseInt(h.Get(name), 10, 64)
+		if err != nil || n < 0 {
+			return true, fail("%s %q is not a byte count", name, h.Get(name))
+		}
+		if name == toolbox.HeaderStdoutBytes || name == toolbox.HeaderStderrBytes {
+			total += n
+		}
+	}
+	if !skipBody && int64(len(body)) != total {
+		return true, fail("the body holds %d bytes, the headers say %d", len(body), total)
+	}
+	return true, nil
 }
 
 // checkErrorShape checks that resp carries a JSON body matching the

@@ -605,3 +605,61 @@ func checkValidation(t *testing.T, what string, err error, wantErr string) {
 		t.Fatalf("error %q does not mention %q", err, wantErr)
 	}
 }
+
+// A binary exec answer (the agentbox binary extension) is accepted for a
+// sync session exec that opted in, checked against the extension's rules,
+// and for nothing else.
+func TestBinaryExecAnswer(t *testing.T) {
+	v := spectest.Load(t)
+	exec := func(use string) *http.Request {
+		r := jsonRequest("POST", "/process/session/s1/exec", `{"command":"true"}`)
+		if use != "" {
+			r.Header.Set("X-Agentbox-Use", use)
+		}
+		return r
+	}
+	binary := func(status int, body string, mod func(http.Header)) *http.Response {
+		h := http.Header{}
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("X-Agentbox-Command-Id", "c1")
+		h.Set("X-Agentbox-Exit-Code", "3")
+		h.Set("X-Agentbox-Stdout-Bytes", "3")
+		h.Set("X-Agentbox-Stderr-Bytes", "2")
+		h.Set("X-Agentbox-Stdout-Dropped", "0")
+		h.Set("X-Agentbox-Stderr-Dropped", "7")
+		if mod != nil {
+			mod(h)
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body))}
+	}
+	tests := []struct {
+		name    string
+		req     *http.Request
+		resp    *http.Response
+		wantErr string
+	}{
+		{"opted in", exec("base64, binary,stateless"), binary(200, "out\x00e", nil), ""},
+		{"not opted in", exec("base64"), binary(200, "out\x00e", nil), "did not opt in"},
+		{"no opt-in header", exec(""), binary(200, "out\x00e", nil), "did not opt in"},
+		{"length mismatch", exec("binary"), binary(200, "out", nil), "body holds 3 bytes"},
+		{"not 200", exec("binary"), binary(202, "out\x00e", nil), "status 202"},
+		{"bad exit code", exec("binary"), binary(200, "out\x00e", func(h http.Header) { h.Set("X-Agentbox-Exit-Code", "x") }), "Exit-Code"},
+		{"missing count", exec("binary"), binary(200, "out\x00e", func(h http.Header) { h.Del("X-Agentbox-Stderr-Dropped") }), "Stderr-Dropped"},
+		{"missing command id", exec("binary"), binary(200, "out\x00e", func(h http.Header) { h.Del("X-Agentbox-Command-Id") }), "Command-Id"},
+		{"other operation", func() *http.Request {
+			r := httptest.NewRequest("GET", "/process/session/s1/command/c1/logs", nil)
+			r.Header.Set("X-Agentbox-Use", "binary")
+			return r
+		}(), binary(200, "out\x00e", nil), "Content-Type"},
+		{"other method", func() *http.Request {
+			r := httptest.NewRequest("GET", "/process/session/s1", nil)
+			r.Header.Set("X-Agentbox-Use", "binary")
+			return r
+		}(), binary(200, "out\x00e", nil), "Content-Type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkValidation(t, "response", v.ValidateResponse(tt.req, tt.resp), tt.wantErr)
+		})
+	}
+}

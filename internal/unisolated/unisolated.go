@@ -351,6 +351,13 @@ func (s *Sandbox) shutdown(ctx context.Context) error {
 		if err := s.daemon.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("unisolated: closing the daemon: %w", err))
 		}
+		// The daemon's Close ended every command and follower, so the
+		// requests in flight finish at once; wait for their handlers (a
+		// test's validating middleware must not report after the test),
+		// then drop what is left.
+		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = s.server.Shutdown(sctx)
+		scancel()
 		if err := s.server.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("unisolated: closing the server: %w", err))
 		}

@@ -2,8 +2,12 @@ package unisolated_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,5 +116,55 @@ func TestConcurrentStartOneAttempt(t *testing.T) {
 	wg.Wait()
 	if n := starts.Load(); n != 1 {
 		t.Fatalf("OnStart ran %d times for 8 concurrent starts, want 1", n)
+	}
+}
+
+// A command that runs while its sandbox is stopped or destroyed fails with
+// an error matching sandbox.ErrNotReady (and sandbox.ErrDestroyed when
+// destroyed), whether it streams or not; the traffic stays within
+// Daytona's specs meanwhile.
+func TestCommandDuringStop(t *testing.T) {
+	for _, destroy := range []bool{false, true} {
+		for _, streaming := range []bool{false, true} {
+			t.Run(fmt.Sprintf("destroy=%v/streaming=%v", destroy, streaming), func(t *testing.T) {
+				ctx := context.Background()
+				sb := newSandbox(t, unisolated.Options{})
+				defer sb.Destroy(ctx)
+				if _, err := sb.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				opts := &sandbox.ExecOptions{}
+				if streaming {
+					opts.Stdout = io.Discard
+				}
+				done := make(chan error, 1)
+				go func() {
+					r, err := sb.ExecuteCommand(ctx, "touch started; sleep 30", nil, opts)
+					if err == nil {
+						err = fmt.Errorf("no error; result %+v", r)
+					}
+					done <- err
+				}()
+				started := filepath.Join(sb.WorkDir(), "started")
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					if _, err := os.Stat(started); err == nil {
+						break
+					} else if time.Now().After(deadline) {
+						t.Fatal("the command did not start")
+					}
+				}
+				stop := sb.Stop
+				if destroy {
+					stop = sb.Destroy
+				}
+				if err := stop(ctx); err != nil {
+					t.Fatal(err)
+				}
+				err := <-done
+				if !errors.Is(err, sandbox.ErrNotReady) || errors.Is(err, sandbox.ErrDestroyed) != destroy {
+					t.Fatalf("ExecuteCommand: %v; want an error matching ErrNotReady (and ErrDestroyed: %v)", err, destroy)
+				}
+			})
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +61,78 @@ func TestCloseKillsEverything(t *testing.T) {
 	if c := e.srv.Close(); c != nil {
 		t.Errorf("second Close: %v", c)
 	}
-	e.expectError(503, codeInternal, "GET", "/process/session/c/command/"+queued, nil)
+	e.expectError(404, codeNotFound, "GET", "/process/session/c/command/"+queued, nil)
+}
+
+// While and after it closes, the server answers only what Daytona's specs
+// declare (the traffic is validated): a sync exec in flight and requests
+// about sessions get 404, as for deleted sessions; requests that would
+// start something new get no answer. (It used to answer 503, which
+// neither spec declares for these operations: TestConformancePolling's
+// Shutdown failed when a poll arrived during Close.)
+func TestClosedServerAnswersInSpec(t *testing.T) {
+	e := newEnv(t, true)
+	e.createSession("s")
+	cid := e.execAsync("s", toolbox.SessionExecuteRequest{Command: "sleep 60", RunAsync: true})
+	e.createSession("sync")
+	syncDone := make(chan int, 1)
+	go func() {
+		resp, err := e.client.Post(baseURL+"/process/session/sync/exec", "application/json",
+			strings.NewReader(`{"command":"echo started; sleep 61"}`))
+		if err != nil {
+			syncDone <- -1
+			return
+		}
+		resp.Body.Close()
+		syncDone <- resp.StatusCode
+	}()
+	eventually(t, "the sync exec runs", func() bool {
+		ss, err := e.srv.session("sync")
+		if err != nil {
+			return false
+		}
+		info := ss.info()
+		return len(info.Commands) == 1 && len(mustSnapshot(t, ss, info.Commands[0].ID)) > 0
+	})
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-syncDone; code != http.StatusNotFound {
+		t.Errorf("sync exec in flight during Close: status %d, want 404", code)
+	}
+	e.expectError(404, codeNotFound, "GET", "/process/session/s", nil)
+	e.expectError(404, codeNotFound, "GET", "/process/session/s/command/"+cid, nil)
+	e.expectError(404, codeNotFound, "GET", "/process/session/s/command/"+cid+"/logs", nil)
+	e.expectError(404, codeNotFound, "POST", "/process/session/s/exec", toolbox.SessionExecuteRequest{Command: "true"})
+	e.expectError(404, codeNotFound, "DELETE", "/process/session/s", nil)
+	if got := string(e.expect(200, "GET", "/process/session", nil)); got != "[]" {
+		t.Errorf("sessions after Close: %s", got)
+	}
+	for _, path := range []string{"/process/session", "/process/execute"} {
+		body := `{"sessionId":"new"}`
+		if path == "/process/execute" {
+			body = `{"command":"true"}`
+		}
+		resp, err := e.client.Post(baseURL+path, "application/json", strings.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("POST %s after Close: status %d, want no answer", path, resp.StatusCode)
+		}
+	}
+}
+
+// mustSnapshot returns the stdout logged so far by command cid of ss.
+func mustSnapshot(t *testing.T, ss *session, cid string) []byte {
+	t.Helper()
+	c, err := ss.command(cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.log.snapshot(formSplit)
+	if err != nil {
+		return nil
+	}
+	return out.stdout
 }
 
 // The log of a command that prints a lot lives on disk, not in memory.

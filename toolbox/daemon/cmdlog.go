@@ -47,7 +47,8 @@ type cmdLog struct {
 	mem        []byte
 	f          *os.File
 	size       int64
-	done       bool // the command ended; no follower waits for more
+	payload    [3]int64 // payload bytes by stream id (streamStdout, streamStderr)
+	done       bool     // the command ended; no follower waits for more
 	closed     bool
 	readers    int  // attached readers
 	dropWanted bool // drop once no reader is attached
@@ -106,6 +107,7 @@ func (l *cmdLog) write(stream byte, p []byte) {
 		l.mem0.Add(int64(recHeader + len(p)))
 	}
 	l.size += int64(recHeader + len(p))
+	l.payload[stream] += int64(len(p))
 	l.wakeLocked()
 }
 
@@ -217,6 +219,7 @@ func (l *cmdLog) dropLocked() {
 	l.dropped = true
 	l.freeLocked()
 	l.size = 0
+	l.payload = [3]int64{}
 	l.err = nil
 	l.wakeLocked()
 }
@@ -230,6 +233,17 @@ func (l *cmdLog) state() (size int64, done bool, changed <-chan struct{}, err er
 		return 0, true, l.notify, errLogClosed
 	}
 	return l.size, l.done, l.notify, l.err
+}
+
+// streams returns the log's size and its payload bytes of stdout and of
+// stderr.
+func (l *cmdLog) streams() (size, stdout, stderr int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, 0, 0, errLogClosed
+	}
+	return l.size, l.payload[streamStdout], l.payload[streamStderr], l.err
 }
 
 // readAt fills p from offset off, which must be below the size reported by

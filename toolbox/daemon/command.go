@@ -20,7 +20,8 @@ type command struct {
 	text         string
 	async        bool
 	suppressEcho bool
-	stateless    bool // run without saving the shell state (extension "stateless")
+	stateless    bool    // run without saving the shell state (extension "stateless")
+	tether       *tether // ties the command to its client (extension "tether"), or nil
 	log          *cmdLog
 
 	// stdin of an async command (stdin.go): the write end, nil when
@@ -32,24 +33,28 @@ type command struct {
 	stdinClosed bool
 	pending     []byte
 
-	mu       sync.Mutex
-	exitCode *int
-	killed   bool       // ended because the session was deleted
-	pgid     int        // process group, 0 until started
-	pipes    []*os.File // read ends of stdout and stderr
-	done     chan struct{}
+	mu        sync.Mutex
+	exitCode  *int
+	killed    bool       // ended because the session was deleted
+	abandoned bool       // killed because its client is gone (tether)
+	pgid      int        // process group, 0 until started
+	marker    string     // markerKey value prefix of its processes
+	pipes     []*os.File // read ends of stdout and stderr
+	done      chan struct{}
 }
 
 // start registers a command and runs it in the session's turn. It returns
 // at once; c.done is closed when the command has ended.
-// A stateless command leaves the session's state as it found it.
-func (ss *session) start(req toolbox.SessionExecuteRequest, stateless bool) (*command, error) {
+// A stateless command leaves the session's state as it found it; a
+// tethered one dies with its client (see tether).
+func (ss *session) start(req toolbox.SessionExecuteRequest, stateless, tethered bool) (*command, error) {
 	c := &command{
 		id:           newUUID(),
 		text:         req.Command,
 		async:        req.RunAsync || req.Async,
 		suppressEcho: req.SuppressInputEcho,
 		stateless:    stateless,
+		tether:       tetherOf(tethered),
 		done:         make(chan struct{}),
 	}
 	c.log = newCmdLog(filepath.Join(ss.dir, c.id+".log"), &ss.srv.logMem)
@@ -62,6 +67,10 @@ func (ss *session) start(req toolbox.SessionExecuteRequest, stateless bool) (*co
 	ss.order = append(ss.order, c)
 	ss.mu.Unlock()
 	ss.srv.bg.Go(func() { ss.run(c) })
+	if c.tether != nil && c.async {
+		// A sync exec's request holds its command itself.
+		ss.srv.bg.Go(func() { c.tether.watch(c) })
+	}
 	return c, nil
 }
 
@@ -100,15 +109,16 @@ func (c *command) markKilled() (pgid int) {
 	return c.pgid
 }
 
-// setProcess records the process group and output pipes of c's shell. It
-// reports false when the session was deleted first: then c must not run.
-func (c *command) setProcess(pgid int, pipes ...*os.File) bool {
+// setProcess records the process group, marker and output pipes of c's
+// shell. It reports false when the session was deleted or the client left
+// first: then c must not run.
+func (c *command) setProcess(pgid int, marker string, pipes ...*os.File) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.killed {
+	if c.killed || c.abandoned {
 		return false
 	}
-	c.pgid, c.pipes = pgid, pipes
+	c.pgid, c.marker, c.pipes = pgid, marker, pipes
 	return true
 }
 

@@ -26,7 +26,7 @@ const DefaultMaxBodyBytes = 10 << 20
 
 // offeredExtensions lists the agentbox protocol extensions this server
 // offers, as sent in the X-Agentbox-Extensions header of every response.
-const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless
+const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless + "," + toolbox.ExtBinary + "," + toolbox.ExtTether
 
 // Options configures a Server. The zero value is usable: commands run in the
 // process's working directory with its environment.
@@ -84,7 +84,9 @@ type Server struct {
 	mux      *http.ServeMux
 	users    idCache
 	starter  *starter        // nil: commands start directly
+	argv0    string          // the shell's argv[0]: its base name, as a user's `bash -c` has it
 	program  string          // the ready shells' program (see readyShellProgram)
+	boot     string          // under bash, their -c argument, which reads the program (bashBootstrap)
 	ctx      context.Context // cancelled by Close
 	cancel   context.CancelFunc
 	bg       goroutine.Group // every goroutine the server starts
@@ -144,7 +146,9 @@ func New(opts Options) (*Server, error) {
 		s.shell = p
 	}
 	s.bash = filepath.Base(s.shell) == "bash"
+	s.argv0 = filepath.Base(s.shell)
 	s.program = readyShellProgram(s.bash)
+	s.boot = bashBootstrap(len(s.program))
 	env := opts.Env
 	if env == nil {
 		env = os.Environ()
@@ -225,22 +229,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, errorf(http.StatusInternalServerError, codeInternal, "handler panicked: %v", v))
 		}
 	}()
-	if s.isClosed() {
-		s.writeError(w, r, errShuttingDown())
-		return
-	}
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// Close kills every process of every session and of running one-shot
-// executions, ends log followers, waits for the server's goroutines and
-// removes its log files. Requests arriving afterwards get 503.
+// Close deletes every session, killing every process of every session and
+// of running one-shot executions, ends log followers, waits for the
+// server's goroutines and removes its log files.
+//
+// Requests in flight get the answers a deleted session gives: a sync
+// session exec 404 NOT_FOUND, a log follower a normal close ("killed" with
+// the frames extension) or 1001 going away. Requests arriving meanwhile or
+// afterwards are answered as by a server without sessions (404 for any
+// session or command; files and version as usual), except those that
+// would start something new, a session or a one-shot execution: they get
+// no answer, their connection is closed, as by a server that has stopped.
+// To stop serving, close the listener first, then Close, then let the
+// http.Server finish what is in flight (Shutdown).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {

@@ -28,7 +28,7 @@
 //
 // It also offers the agentbox protocol extensions, announced on every
 // response by the X-Agentbox-Extensions header ("frames,stdin,base64,
-// stateless") and used only when a client asks for them with
+// stateless,binary,tether") and used only when a client asks for them with
 // X-Agentbox-Use:
 //
 //   - frames (log follow WebSocket): binary messages of one stream id byte
@@ -41,6 +41,17 @@
 //     standard base64 of raw bytes, so any bytes can be sent.
 //   - base64 (sync session exec, GET …/logs JSON): stdout and stderr are
 //     base64 of the raw bytes, confirmed by X-Agentbox-Encoding: base64.
+//   - binary (sync session exec): the answer is the raw output, stdout
+//     then stderr, with the command id, exit code and byte counts in
+//     X-Agentbox-* headers; X-Agentbox-Tail: n on the request asks for the
+//     last n bytes of each stream only. The server streams the answer from
+//     the command's log through a fixed buffer, so its memory does not grow
+//     with the output, and the output crosses the connection once (the
+//     JSON answer carries it twice, and escapes every NUL as six bytes).
+//   - tether (session exec): the command dies with its client. A sync
+//     exec's command is killed when its request goes away unanswered; an
+//     async exec's command once, for toolbox.TetherGrace, no log follower
+//     has been connected and no request about it has come.
 //   - stateless (session exec): the command runs in a fresh shell of the
 //     session's current state, but no EXIT trap saves the state it leaves:
 //     its cd, exports and variables are gone for the next command. That

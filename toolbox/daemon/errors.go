@@ -51,10 +51,13 @@ func notFound(format string, args ...any) *httpError {
 	return errorf(http.StatusNotFound, codeNotFound, format, args...)
 }
 
-// errShuttingDown answers requests that arrive while the server closes.
-func errShuttingDown() *httpError {
-	return errorf(http.StatusServiceUnavailable, codeInternal, "the toolbox server is shutting down")
-}
+// errClosed is returned by handlers asked to start something new (a
+// session, a one-shot execution) while or after the server closes: such a
+// request gets no answer, its connection is closed (see handle), as by a
+// server that has stopped. Neither of Daytona's specs declares a status for
+// "shutting down" on these operations (503 appears only on computer-use
+// routes), so no answer is the one Daytona clients are written for.
+var errClosed = errors.New("daemon: the toolbox server is closed")
 
 // asHTTPError returns err as an *httpError: itself when it is one, else a
 // 500 carrying its message.
@@ -83,8 +86,6 @@ func category(status int) string {
 		return "forbidden"
 	case http.StatusRequestEntityTooLarge:
 		return "request entity too large"
-	case http.StatusServiceUnavailable:
-		return "service unavailable"
 	default:
 		return "internal server error"
 	}

@@ -114,7 +114,7 @@ func (s *Server) addOneShot(o *oneShot) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errShuttingDown()
+		return errClosed
 	}
 	s.execs[o] = struct{}{}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -17,10 +16,16 @@ import (
 // nil.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle registers h for pattern on m.
+// handle registers h for pattern on m. A handler's errClosed closes the
+// connection without an answer.
 func (s *Server) handle(m *http.ServeMux, pattern string, h handlerFunc) {
 	m.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
+		err := h(w, r)
+		switch {
+		case err == nil:
+		case errors.Is(err, errClosed):
+			panic(http.ErrAbortHandler) // net/http closes the connection
+		default:
 			s.writeError(w, r, err)
 		}
 	})
@@ -66,16 +71,7 @@ func bodyTooLarge(limit int64) error {
 }
 
 // uses reports whether the request opted in to the agentbox extension ext.
-func uses(r *http.Request, ext string) bool {
-	for _, v := range r.Header.Values(toolbox.HeaderUseExtensions) {
-		for _, f := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), ext) {
-				return true
-			}
-		}
-	}
-	return false
-}
+func uses(r *http.Request, ext string) bool { return toolbox.Uses(r.Header, ext) }
 
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -54,7 +54,7 @@ const bigBody = 1 << 20
 
 // newErrEnv starts a server whose responses (only) are checked against the
 // spec files: for tests that send malformed requests on purpose. An error
-// status the spec does not declare for a route (413, 503, an unknown
+// status the spec does not declare for a route (413, an unknown
 // route's 404) must still have the ErrorResponse shape. Bodies above
 // bigBody are not checked.
 func newErrEnv(t testing.TB, mod ...func(*Options)) *testEnv {

@@ -116,6 +116,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	c.tether.touch()
 	if isWebSocket(r) {
 		s.followLogs(w, r, ss, c)
 		return nil
@@ -187,6 +188,8 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 		return // Accept has answered
 	}
 	defer fc.closeNow()
+	// A follower is a tethered command's sign of life while it lasts.
+	defer c.tether.hold()()
 	// Server shutdown cancels ctx but not the reader (that would drop the
 	// connection without a close).
 	ctx, cancel := context.WithCancel(fc.readCtx)

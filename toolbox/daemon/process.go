@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -67,7 +68,15 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error
 	if err := checkCommand(req.Command); err != nil {
 		return err
 	}
-	c, err := ss.start(req, uses(r, toolbox.ExtStateless))
+	async := req.RunAsync || req.Async
+	binaryOut := !async && uses(r, toolbox.ExtBinary)
+	tail := int64(-1)
+	if binaryOut {
+		if tail, err = tailOf(r); err != nil {
+			return err
+		}
+	}
+	c, err := ss.start(req, uses(r, toolbox.ExtStateless), uses(r, toolbox.ExtTether))
 	if err != nil {
 		return err
 	}
@@ -76,7 +85,29 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error
 		return nil
 	}
 	if err := c.waitDone(r.Context()); err != nil {
-		return nil // the client went away; the command keeps running
+		// The client went away: a tethered command dies with it, others
+		// run on (Daytona's way).
+		if c.tether != nil {
+			c.abandon()
+		}
+		return nil
+	}
+	if _, killed := c.ended(); killed {
+		// The session was deleted (or the server closed) while the
+		// command ran: its log went with it.
+		return errSessionDeleted(ss)
+	}
+	if binaryOut {
+		complete, err := writeBinaryResult(w, c, tail)
+		if errors.Is(err, errLogClosed) {
+			return errSessionDeleted(ss)
+		} else if err != nil {
+			return err
+		}
+		if complete && c.stateless {
+			c.log.drop()
+		}
+		return nil
 	}
 	mode := logModeOf(r)
 	base64Out := uses(r, toolbox.ExtBase64)
@@ -125,6 +156,7 @@ func (s *Server) handleGetCommand(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	c.tether.touch()
 	writeJSON(w, http.StatusOK, c.info())
 	return nil
 }
@@ -134,6 +166,7 @@ func (s *Server) handleInput(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	c.tether.touch()
 	var req toolbox.SessionSendInputRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -805,4 +806,55 @@ func TestStdinBase64AndGone(t *testing.T) {
 	}
 	e.expectError(410, codeGone, "POST", path, toolbox.SessionSendInputRequest{Data: "y"}, toolbox.HeaderUseExtensions, "stdin")
 	e.expect(204, "DELETE", "/process/session/b", nil)
+}
+
+// A session's ready shell shows in ps as a short line naming agentbox, not
+// its whole program (some 700 characters it was), and runs as "bash", as a
+// user's `bash -c` does.
+func TestReadyShellCommandLine(t *testing.T) {
+	e := newEnv(t, true)
+	if !e.srv.bash {
+		t.Skip("bash is not installed: the ready shells are sh")
+	}
+	e.createSession("ps")
+	ss, err := e.srv.session("ps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	eventually(t, "the ready shell", func() bool {
+		pids = findProcs(nil, markerKey+"="+ss.token+":")
+		return len(pids) == 1
+	})
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	line := strings.Join(args, " ")
+	if len(args) != 3 || args[0] != "bash" || args[1] != "-c" || len(line) > 120 || !strings.Contains(line, "__agentbox_shell") {
+		t.Errorf("ready shell command line (%d bytes): %q; want bash -c and a short line naming agentbox", len(line), line)
+	}
+	// The command still runs, in the state the program restores.
+	if r := e.execSync("ps", "echo $0 $LINENO"); r.Stdout == nil || *r.Stdout != "bash 1\n" {
+		t.Errorf("echo $0 $LINENO: %+v", r)
+	}
+}
+
+// A one-shot execution's errors read as with a user's `bash -c`.
+func TestExecuteErrorsReadAsBashC(t *testing.T) {
+	e := newEnv(t, true)
+	if !e.srv.bash {
+		t.Skip("bash is not installed")
+	}
+	for _, c := range []string{"cd /nonexistent", "true\nnosuch"} {
+		ref := exec.Command("bash", "-c", c)
+		ref.Env, ref.Dir = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.work, "LANG=C"}, e.work // as newEnv's server
+		want, _ := ref.CombinedOutput()
+		var res toolbox.ExecuteResponse
+		json.Unmarshal(e.expect(200, "POST", "/process/execute", toolbox.ExecuteRequest{Command: c}), &res)
+		if res.Result != string(want) {
+			t.Errorf("execute %q: %q, want %q", c, res.Result, want)
+		}
+	}
 }

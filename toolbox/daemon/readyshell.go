@@ -86,13 +86,13 @@ func (ss *session) startReadyShell(st shellState) (*readyShell, error) {
 	growPipe(stdout.w)
 	growPipe(stderr.w)
 	growPipe(restore.w)
-	program := srv.program
-	if rs.script != "" {
-		program += ". " + sandbox.ShellQuote(rs.script) + "\n"
+	arg := srv.boot // bash reads the program from fdRestore
+	if !srv.bash {
+		arg = srv.program + ". " + sandbox.ShellQuote(rs.script) + "\n"
 	}
 	rs.cmd = &exec.Cmd{
 		Path:   srv.shell,
-		Args:   []string{srv.shell, "-c", program},
+		Args:   []string{srv.argv0, "-c", arg},
 		Env:    env,
 		Dir:    cwd,
 		Stdin:  stdin.r,
@@ -113,10 +113,11 @@ func (ss *session) startReadyShell(st shellState) (*readyShell, error) {
 	}
 	rs.commandW, rs.stdin, rs.stdout, rs.stderr, rs.state = command.w, stdin.w, stdout.r, stderr.r, state.r
 	rs.outW, rs.errW, rs.stateW = stdout.w, stderr.w, state.w
-	// Shell variables and functions of the previous command (bash only).
+	// Under bash: the program, then the shell variables and functions of
+	// the previous command.
 	if srv.bash {
 		_ = restore.w.SetWriteDeadline(time.Now().Add(restoreTimeout))
-		_, _ = restore.w.Write([]byte(strconv.Itoa(len(st.restore)) + "\n" + st.restore))
+		_, _ = restore.w.Write([]byte(srv.program + strconv.Itoa(len(st.restore)) + "\n" + st.restore))
 	}
 	restore.w.Close()
 	return rs, nil

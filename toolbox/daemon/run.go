@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -115,7 +116,7 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 			return exitNotStarted, nil
 		}
 	}
-	if !c.setProcess(rs.cmd.Process.Pid, rs.stdout, rs.stderr) {
+	if !c.setProcess(rs.cmd.Process.Pid, ss.token+":"+rs.id, rs.stdout, rs.stderr) {
 		rs.dismiss()
 		return sandbox.ExitKilled, nil
 	}
@@ -128,9 +129,10 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 	// The sentinel is random, so a command cannot print it by chance.
 	sentinel := []byte(randomHex(16))
 	var readers goroutine.Group
-	outSeen, errSeen := make(chan struct{}), make(chan struct{})
-	readers.Go(func() { pump(rs.stdout, streamStdout, c.log, sentinel, outSeen) })
-	readers.Go(func() { pump(rs.stderr, streamStderr, c.log, sentinel, errSeen) })
+	out := newPump(rs.stdout, streamStdout, c.log, sentinel)
+	errp := newPump(rs.stderr, streamStderr, c.log, sentinel)
+	readers.Go(out.run)
+	readers.Go(errp.run)
 	var stateCh chan *shellState
 	stateSentinel := append([]byte{0xff}, sentinel...) // 0xff: never in the state's own text
 	if c.stateless {
@@ -154,14 +156,16 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 	if stateCh != nil {
 		writeSentinel(rs.stateW, stateSentinel)
 	}
+	out.arm()
+	errp.arm()
 	writeSentinel(rs.outW, sentinel)
 	writeSentinel(rs.errW, sentinel)
 	if stateCh != nil {
 		state = <-stateCh
 		rs.state.Close()
 	}
-	<-outSeen
-	<-errSeen
+	<-out.seen
+	<-errp.seen
 	// The readers go on with the output of background jobs; the pipes
 	// are closed when they are done.
 	srv.bg.Go(func() {
@@ -180,38 +184,63 @@ func writeSentinel(w *os.File, sentinel []byte) {
 	w.Close()
 }
 
-// pump copies a command's output pipe into its log until EOF or until the
-// pipe is closed, leaving out the sentinel; seen is closed when the
-// sentinel has passed (or the pipe ended without it).
-func pump(f *os.File, stream byte, log *cmdLog, sentinel []byte, seen chan struct{}) {
+// A pump copies a command's output pipe into its log until EOF or until
+// the pipe is closed, leaving out the end-of-output sentinel that the
+// server writes behind the shell's output once the shell has exited.
+type pump struct {
+	f        *os.File
+	stream   byte
+	log      *cmdLog
+	sentinel []byte
+	armed    atomic.Bool   // the sentinel may be in the pipe (arm)
+	seen     chan struct{} // closed when the sentinel has passed, or at EOF
+}
+
+func newPump(f *os.File, stream byte, log *cmdLog, sentinel []byte) *pump {
+	return &pump{f: f, stream: stream, log: log, sentinel: sentinel, seen: make(chan struct{})}
+}
+
+// arm tells the pump that the sentinel is about to be written: from now
+// on a read may end with the first bytes of it. Call it before the write.
+func (p *pump) arm() { p.armed.Store(true) }
+
+// run copies until EOF. Until the pump is armed no sentinel can be in the
+// pipe, so every byte read goes to the log at once: a running command's
+// output so far is complete, whatever it ends with. Once armed, bytes at
+// the end of a read that could start the sentinel are held back until the
+// next read tells.
+func (p *pump) run() {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	buf := *bp
 	var held []byte // a possible start of the sentinel at the end of a read
 	found := false
 	for {
-		n, err := f.Read(buf)
+		n, err := p.f.Read(buf)
 		data := buf[:n]
-		if !found && n > 0 {
+		// Armed is read after the read returned: if it was not armed
+		// then, the sentinel's write had not begun when these bytes were
+		// written, so they hold none of it.
+		if !found && n > 0 && p.armed.Load() {
 			if len(held) > 0 {
 				data = append(held, data...)
 				held = nil
 			}
-			if i := bytes.Index(data, sentinel); i >= 0 {
-				log.write(stream, data[:i])
-				data = data[i+len(sentinel):]
+			if i := bytes.Index(data, p.sentinel); i >= 0 {
+				p.log.write(p.stream, data[:i])
+				data = data[i+len(p.sentinel):]
 				found = true
-				close(seen)
-			} else if k := partialSuffix(data, sentinel); k > 0 {
+				close(p.seen)
+			} else if k := partialSuffix(data, p.sentinel); k > 0 {
 				held = append([]byte(nil), data[len(data)-k:]...)
 				data = data[:len(data)-k]
 			}
 		}
-		log.write(stream, data)
+		p.log.write(p.stream, data)
 		if err != nil {
 			if !found {
-				log.write(stream, held)
-				close(seen)
+				p.log.write(p.stream, held)
+				close(p.seen)
 			}
 			return
 		}
@@ -248,11 +277,11 @@ func exitCode(cmd *exec.Cmd, err error) int {
 // script is too long for one argument.
 func (s *Server) shellArgs(script, dir, name string) ([]string, func(), error) {
 	if len(script) <= maxInlineScript {
-		return []string{s.shell, "-c", script}, func() {}, nil
+		return []string{s.argv0, "-c", script}, func() {}, nil
 	}
 	p := filepath.Join(dir, name+".sh")
 	if err := os.WriteFile(p, []byte(script), 0o600); err != nil {
 		return nil, nil, fmt.Errorf("writing the script file: %w", err)
 	}
-	return []string{s.shell, p}, func() { os.Remove(p) }, nil
+	return []string{s.argv0, p}, func() { os.Remove(p) }, nil
 }

@@ -77,7 +77,7 @@ func (s *Server) createSession(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errShuttingDown()
+		return errClosed
 	}
 	if _, ok := s.sessions[id]; ok {
 		return errorf(http.StatusConflict, codeConflict, "session %q already exists", id)

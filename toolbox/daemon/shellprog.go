@@ -20,9 +20,10 @@ const (
 	// left. The program moves it out of the way of scripts that use low
 	// descriptors: to fdStateBash or fdStateSh.
 	fdState = 4
-	// fdRestore is read by bash before it waits for the command: the
-	// length of a script restoring the previous command's shell variables
-	// and functions, a newline and the script.
+	// fdRestore is read by bash as it starts: first the program itself
+	// (see bashBootstrap), then the length of a script restoring the
+	// previous command's shell variables and functions, a newline and the
+	// script.
 	fdRestore = 5
 	// fdStateBash is where bash keeps the state pipe while the command
 	// runs.
@@ -40,29 +41,32 @@ const (
 	modeDrop = "drop"
 )
 
-// The program of a ready shell under bash. It restores the previous shell
-// variables and functions from fdRestore, waits on fdCommand for the
-// command's length in bytes, a space, the mode word, a newline and the
-// command, and runs the command with eval, so that it behaves as with
-// `bash -c`. However the shell ends (normally, `exit`, `set -e`, a syntax
-// error), the EXIT trap (mode keep) writes `pwd`, NUL, `export -p`, NUL,
-// `declare -p`, NUL, `declare -f`, NUL to the state pipe. Every command of
-// ours is a builtin (or `command exec`), so that restored user functions
-// cannot take their place.
+// The program of a ready shell under bash, one statement per line. It
+// restores the previous shell variables and functions from fdRestore,
+// waits on fdCommand for the command's length in bytes, a space, the mode
+// word, a newline and the command, and runs the command with eval, so that
+// it behaves as with `bash -c`. However the shell ends (normally, `exit`,
+// `set -e`, a syntax error), the EXIT trap (mode keep) writes `pwd`, NUL,
+// `export -p`, NUL, `declare -p`, NUL, `declare -f`, NUL to the state pipe.
+// Every command of ours is a builtin (or `command exec`), so that restored
+// user functions cannot take their place.
+//
+// The shell runs it as a single line (readyShellProgram joins the
+// statements with "; "): bash numbers the lines of an eval'd string from
+// the line the eval is on, so only an eval on line 1 (of the bootstrap's
+// -c string, and of the program) gives the command's own line numbers, in
+// error messages and $LINENO, as `bash -c '<command>'` has them (it
+// printed "bash: line 13: cd: …" for the first line of a command).
 const bashProgram = `{ IFS= builtin read -r __agentbox_n <&{fdRestore} && LC_ALL=C IFS= builtin read -r -d '' -N "$__agentbox_n" __agentbox_s <&{fdRestore} && builtin eval "$__agentbox_s"; } 2>/dev/null
 command exec {fdRestore}<&- {fdStateMoved}>&{fdState} {fdState}>&-
-builtin unset __agentbox_s __agentbox_n
+builtin unset __agentbox_s __agentbox_n __agentbox_shell
 __agentbox_exit() { __agentbox_rc=$?; builtin set +eu; { builtin printf '%s\0' "$PWD"; builtin export -p; builtin printf '\0'; builtin declare -p; builtin printf '\0'; builtin declare -f; builtin printf '\0'; } >&{fdStateMoved}; builtin exit "$__agentbox_rc"; }
 IFS=' ' builtin read -r __agentbox_n __agentbox_m <&{fdCommand} || builtin exit 0
 LC_ALL=C IFS= builtin read -r -d '' -N "$__agentbox_n" __agentbox_cmd <&{fdCommand}
 command exec {fdCommand}<&-
-case $__agentbox_m in
-{modeDrop}) command exec {fdStateMoved}>&- ;;
-*) builtin trap '{ __agentbox_exit; } 2>/dev/null' EXIT ;;
-esac
+case $__agentbox_m in {modeDrop}) command exec {fdStateMoved}>&- ;; *) builtin trap '{ __agentbox_exit; } 2>/dev/null' EXIT ;; esac
 builtin unset __agentbox_n __agentbox_m
-builtin eval "$__agentbox_cmd"
-`
+builtin eval "$__agentbox_cmd"`
 
 // The program of a ready shell under other shells. It waits on fdCommand
 // for the mode word and a newline, then sources the command from a file
@@ -78,6 +82,22 @@ esac
 unset __agentbox_go
 `
 
+// bashBootstrap returns the -c argument of a ready shell under bash, which
+// reads the program (programLen bytes of ASCII) from fdRestore and runs it.
+// The program does not go in argv itself: ps would show every pooled shell
+// with a command line of some 700 characters, where it now shows
+//
+//	bash -c IFS= builtin read -rN <length> __agentbox_shell <&5; builtin eval "$__agentbox_shell"
+//
+// bash reads a pipe in one read(2) with -N (byte by byte with -d), so the
+// indirection costs one system call. argv[0], and so $0 and the name in
+// error messages, is the shell's base name, as in a user's `bash -c` (it
+// was the shell's path: "/usr/bin/bash: line 13: cd: …").
+func bashBootstrap(programLen int) string {
+	return "IFS= builtin read -rN " + strconv.Itoa(programLen) + " __agentbox_shell <&" + strconv.Itoa(fdRestore) +
+		`; builtin eval "$__agentbox_shell"`
+}
+
 // readyShellProgram returns the program a ready shell runs (with -c), with
 // the descriptor numbers and mode words filled in. Subshells and background
 // jobs do not inherit its EXIT trap; the exit status is preserved, and the
@@ -85,7 +105,7 @@ unset __agentbox_go
 func readyShellProgram(bash bool) string {
 	prog, moved := shProgram, fdStateSh
 	if bash {
-		prog, moved = bashProgram, fdStateBash
+		prog, moved = strings.ReplaceAll(bashProgram, "\n", "; "), fdStateBash
 	}
 	return strings.NewReplacer(
 		"{fdCommand}", strconv.Itoa(fdCommand),

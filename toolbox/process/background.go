@@ -56,7 +56,11 @@ func (m *Manager) Spawn(ctx context.Context, command string, opts *sandbox.ExecO
 	}
 	sid := m.bgSession(n)
 	// Not stateless: the server must keep the log for other handles.
-	res, err := m.client.SessionExecute(ctx, sid, toolbox.SessionExecuteRequest{Command: pl.script, RunAsync: true, SuppressInputEcho: true})
+	script := pl.script
+	if m.agentboxServer(ctx) {
+		script = pl.fresh
+	}
+	res, err := m.client.SessionExecute(ctx, sid, toolbox.SessionExecuteRequest{Command: script, RunAsync: true, SuppressInputEcho: true})
 	if err == nil && res.CmdID == "" {
 		err = errors.New("the server returned no command id")
 	}
@@ -65,7 +69,7 @@ func (m *Manager) Spawn(ctx context.Context, command string, opts *sandbox.ExecO
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &toolboxError{op: "starting a command", err: err}
+		return nil, m.fail("starting a command", err)
 	}
 	p := newBgProcess(m, strconv.Itoa(n), pl.line, sid, res.CmdID, newStreams(pl.retain, opts.Stdout, opts.Stderr))
 	p.owned, p.timeout, p.start = true, pl.timeout, start
@@ -130,7 +134,7 @@ func (m *Manager) requestError(ctx context.Context, op string, err error) error 
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return &toolboxError{op: op, err: err}
+	return m.fail(op, err)
 }
 
 // bgSession names the session of background process n.

@@ -122,20 +122,8 @@ func BenchmarkStream256MiB(b *testing.B) {
 		}
 		b.StopTimer()
 		start = time.Now()
-		c := exec.Command("sh", "-c", cmd)
-		out, err := c.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Start(); err != nil {
-			b.Fatal(err)
-		}
-		n, err := io.Copy(io.Discard, out)
-		if err != nil || n != size {
-			b.Fatalf("pipe: %d bytes, %v", n, err)
-		}
-		if err := c.Wait(); err != nil {
-			b.Fatal(err)
+		if n := baselineOutput(b, cmd, true); n != size {
+			b.Fatalf("pipe: %d bytes", n)
 		}
 		base = append(base, time.Since(start))
 		b.StartTimer()

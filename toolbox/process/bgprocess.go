@@ -114,7 +114,7 @@ func (p *bgProcess) run(ctx context.Context) {
 		err = nil
 		settle = func() { p.m.deleteSession(p.sid) }
 	default:
-		err = fmt.Errorf("process %s: %w", p.pid, &toolboxError{op: "following the output", err: err})
+		err = fmt.Errorf("process %s: %w", p.pid, p.m.fail("following the output", err))
 		if p.owned {
 			settle = func() { p.m.deleteSession(p.sid) }
 		}
@@ -227,7 +227,7 @@ func (p *bgProcess) SendStdin(ctx context.Context, data []byte) error {
 		}
 		return p.exitedError(0, false)
 	}
-	return fmt.Errorf("process %s: %w", p.pid, &toolboxError{op: "sending input", err: err})
+	return fmt.Errorf("process %s: %w", p.pid, p.m.fail("sending input", err))
 }
 
 // CloseStdin closes the process's standard input so that readers see EOF.
@@ -245,7 +245,7 @@ func (p *bgProcess) CloseStdin(ctx context.Context) error {
 	if errors.Is(err, sandbox.ErrUnsupported) {
 		return fmt.Errorf("process %s: closing stdin: %w", p.pid, err)
 	}
-	return fmt.Errorf("process %s: %w", p.pid, &toolboxError{op: "closing stdin", err: err})
+	return fmt.Errorf("process %s: %w", p.pid, p.m.fail("closing stdin", err))
 }
 
 // Kill deletes the process's session, which kills the process and every
@@ -279,7 +279,7 @@ func (p *bgProcess) Kill(ctx context.Context) (bool, error) {
 	p.mu.Unlock()
 	if released {
 		if !ok {
-			return false, fmt.Errorf("process %s: %w", p.pid, &toolboxError{op: "killing", err: err})
+			return false, fmt.Errorf("process %s: %w", p.pid, p.m.fail("killing", err))
 		}
 		return true, nil
 	}

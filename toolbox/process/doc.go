@@ -12,15 +12,22 @@
 //
 //	(export K='v' && cd '/dir' && eval '<command>') </dev/null
 //
-// Against a server with the agentbox "stateless" extension (agentbox's
-// own toolbox server) the server guarantees that isolation: the command
-// runs without the subshell, which saves a fork,
-//
-//	export K='v' && cd '/dir' && eval '<command>' </dev/null
-//
 // The command is quoted with [sandbox.ShellQuote] and run by eval, so
 // heredocs, trailing comments and several lines work as typed, and a
 // syntax error fails the command (exit 2) instead of the session shell.
+//
+// Against agentbox's own toolbox server (which offers the "stateless"
+// extension) the server guarantees that isolation: it runs every session
+// command in a fresh shell of its own, through eval. There the command is
+// sent stateless, without the subshell (a fork less) and without eval,
+// after the setup on the same line:
+//
+//	export K='v' && cd '/dir' || exit; exec </dev/null; <command>
+//
+// so that the shell numbers the command's lines as `bash -c '<command>'`
+// does: its error messages and $LINENO read the same (bash numbers the
+// lines of a quoted eval argument from the line where the eval command
+// ends, which showed the wrapper through in multi-line commands).
 //
 // # Round trips
 //
@@ -78,4 +85,12 @@
 // context is cancelled, the command's session is deleted, which makes the
 // server kill the command's whole process tree. Such a session never
 // returns to the pool.
+//
+// A command of Execute dies with the process that runs it even when that
+// process gets no chance to clean up (SIGKILL): against a server with the
+// agentbox "tether" extension every Execute asks for it, and the server
+// kills a command whose sync request went away, or whose follower has been
+// gone for toolbox.TetherGrace. Background processes (Spawn) are not
+// tethered: they outlive their Manager by design (Detach). A plain Daytona
+// daemon has no such thing: there a command of a killed client runs on.
 package process

@@ -17,8 +17,8 @@ import (
 // plan is a validated command, ready to run.
 type plan struct {
 	line    string        // the full command line (what results report)
-	script  string        // the session command actually sent, in a subshell
-	bare    string        // the same without the subshell, for stateless execs
+	script  string        // the session command for a Daytona session shell (buildScript)
+	fresh   string        // the same for agentbox's toolbox server (buildFresh)
 	timeout time.Duration // <= 0: none
 	retain  int64         // bytes retained per stream, < 0: all
 }
@@ -46,11 +46,11 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 	if cwd == "" {
 		cwd = m.defaultCwd
 	}
-	script, err := buildScript(line, env, cwd, stdinNull, true)
+	script, err := buildScript(line, env, cwd, stdinNull)
 	if err != nil {
 		return nil, err
 	}
-	bare, _ := buildScript(line, env, cwd, stdinNull, false)
+	fresh, _ := buildFresh(line, env, cwd, stdinNull)
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = m.defaultTimeout
@@ -60,7 +60,7 @@ func (m *Manager) prepare(ctx context.Context, line string, opts *sandbox.ExecOp
 			return nil, err
 		}
 	}
-	return &plan{line: line, script: script, bare: bare, timeout: timeout, retain: retain}, nil
+	return &plan{line: line, script: script, fresh: fresh, timeout: timeout, retain: retain}, nil
 }
 
 // retention validates n, a MaxRetainedBytes option: 0 means def.
@@ -120,7 +120,7 @@ func (m *Manager) Execute(ctx context.Context, command string, args []string, op
 func (m *Manager) requireStdin(ctx context.Context) error {
 	ext, err := m.client.Extensions(ctx)
 	if err != nil {
-		return &toolboxError{op: "asking the server for its extensions", err: err}
+		return m.fail("asking the server for its extensions", err)
 	}
 	if !ext.Stdin {
 		return fmt.Errorf("process: %w: Stdin needs a toolbox server with the agentbox stdin extension (a plain Daytona daemon cannot deliver exact bytes or close a command's input); pipe the input through the command line instead", sandbox.ErrUnsupported)
@@ -139,6 +139,9 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 		}
 		req, eo := m.request(ctx, pl)
 		s.stateless = eo.Stateless
+		if pl.retain > 0 {
+			eo.Tail = pl.retain
+		}
 		rctx, cancel := withTimeout(ctx, pl.timeout)
 		res, err := m.client.SessionExecuteWith(rctx, s.id, req, eo)
 		timedOut := err != nil && ctx.Err() == nil && rctx.Err() != nil
@@ -147,58 +150,81 @@ func (m *Manager) executeSync(ctx context.Context, pl *plan) (*sandbox.CommandRe
 		case err == nil && res.ExitCode != nil:
 			// The server drops a stateless command's log once it has
 			// sent the answer.
-			m.release(s, kept(s, true, int64(len(res.Stdout)+len(res.Stderr))))
-			out := newStreams(pl.retain, nil, nil)
-			out.stdout.add(res.Stdout)
-			out.stderr.add(res.Stderr)
-			return result(pl.line, *res.ExitCode, out, time.Since(start)), nil
+			n := int64(len(res.Stdout)+len(res.Stderr)) + res.StdoutDropped + res.StderrDropped
+			m.release(s, kept(s, true, n))
+			// The strings are the client's, allocated once at their
+			// size: the result takes them as they are.
+			r := &sandbox.CommandResult{Command: pl.line, ExitCode: *res.ExitCode, Duration: time.Since(start)}
+			r.Stdout, r.StdoutDroppedBytes = runeAligned(res.Stdout, res.StdoutDropped)
+			r.Stderr, r.StderrDroppedBytes = runeAligned(res.Stderr, res.StderrDropped)
+			return r, nil
 		case err == nil:
 			m.deleteSession(s.id)
-			return nil, &toolboxError{op: "running a command", err: errors.New("the server reported no exit code")}
+			return nil, m.fail("running a command", errors.New("the server reported no exit code"))
 		case timedOut:
-			out := m.salvage(s.id, pl.retain)
+			out := m.salvage(s.id, pl.retain, eo.Tether)
 			m.deleteSession(s.id)
 			return timedOutResult(pl, out, time.Since(start)), nil
 		case ctx.Err() != nil:
 			m.deleteSession(s.id)
 			return nil, ctx.Err()
-		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound):
+		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound) && m.goingAway() == "":
 			m.stale(s.gen)
 			continue
 		default:
 			m.deleteSession(s.id)
-			return nil, &toolboxError{op: "running a command", err: err}
+			return nil, m.fail("running a command", err)
 		}
 	}
 }
 
-// request builds the session exec of pl: without the subshell, and
-// stateless, when the server offers the stateless extension. The
+// request builds the session exec of pl: in the fresh form, and
+// stateless, when the server offers the stateless extension (agentbox's
+// toolbox server, which runs every command in a fresh shell). The
 // extensions are known by then (acquire made or reused a session).
+//
+// The command is tethered when the server offers it: it dies with this
+// process, whatever ends it (see ExtTether).
 func (m *Manager) request(ctx context.Context, pl *plan) (toolbox.SessionExecuteRequest, toolbox.SessionExecOptions) {
-	if ext, err := m.client.Extensions(ctx); err == nil && ext.Stateless {
-		return toolbox.SessionExecuteRequest{Command: pl.bare}, toolbox.SessionExecOptions{Stateless: true}
+	ext, err := m.client.Extensions(ctx)
+	if err == nil && ext.Stateless {
+		return toolbox.SessionExecuteRequest{Command: pl.fresh}, toolbox.SessionExecOptions{Stateless: true, Tether: ext.Tether}
 	}
-	return toolbox.SessionExecuteRequest{Command: pl.script}, toolbox.SessionExecOptions{}
+	return toolbox.SessionExecuteRequest{Command: pl.script}, toolbox.SessionExecOptions{Tether: err == nil && ext.Tether}
+}
+
+// agentboxServer reports whether the server is agentbox's toolbox server,
+// which runs every session command in a fresh shell of its own (it offers
+// the stateless extension): commands go in the fresh form there.
+func (m *Manager) agentboxServer(ctx context.Context) bool {
+	ext, err := m.client.Extensions(ctx)
+	return err == nil && ext.Stateless
 }
 
 // salvage fetches the output a synchronous command wrote before its
-// timeout: the session's command still running. Best effort.
-func (m *Manager) salvage(sid string, retain int64) *streams {
+// timeout: the session's command still running, or, when it ran tethered
+// (then the server killed it as the request went away, and lists the
+// session's commands in order), the session's latest command. Best
+// effort.
+func (m *Manager) salvage(sid string, retain int64, tethered bool) *streams {
 	out := newStreams(retain, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	sess, err := m.client.GetSession(ctx, sid)
-	if err != nil {
+	if err != nil || len(sess.Commands) == 0 {
 		return out
 	}
-	for i := len(sess.Commands) - 1; i >= 0; i-- {
-		if c := sess.Commands[i]; c.ExitCode == nil {
-			if stdout, stderr, err := m.client.CommandLogs(ctx, sid, c.ID); err == nil {
-				out.stdout.add(stdout)
-				out.stderr.add(stderr)
-			}
-			break
+	i := len(sess.Commands) - 1
+	for i >= 0 && sess.Commands[i].ExitCode != nil {
+		i--
+	}
+	if i < 0 && tethered {
+		i = len(sess.Commands) - 1
+	}
+	if i >= 0 {
+		if stdout, stderr, err := m.client.CommandLogs(ctx, sid, sess.Commands[i].ID); err == nil {
+			out.stdout.add(stdout)
+			out.stderr.add(stderr)
 		}
 	}
 	return out
@@ -221,16 +247,16 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 			return s, res.CmdID, nil
 		case err == nil:
 			m.deleteSession(s.id)
-			return session{}, "", &toolboxError{op: "starting a command", err: errors.New("the server returned no command id")}
+			return session{}, "", m.fail("starting a command", errors.New("the server returned no command id"))
 		case ctx.Err() != nil:
 			m.deleteSession(s.id)
 			return session{}, "", ctx.Err()
-		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound):
+		case s.pooled && attempt == 0 && errors.Is(err, sandbox.ErrNotFound) && m.goingAway() == "":
 			m.stale(s.gen)
 			continue
 		default:
 			m.deleteSession(s.id)
-			return session{}, "", &toolboxError{op: "starting a command", err: err}
+			return session{}, "", m.fail("starting a command", err)
 		}
 	}
 }
@@ -273,13 +299,13 @@ func (m *Manager) exitCode(ctx context.Context, sid, cid string) (int, bool, err
 			if errors.Is(err, sandbox.ErrNotFound) {
 				return 0, true, nil // the session was deleted
 			}
-			return 0, false, &toolboxError{op: "getting the exit code", err: err}
+			return 0, false, m.fail("getting the exit code", err)
 		}
 		if c.ExitCode != nil {
 			return *c.ExitCode, false, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, false, &toolboxError{op: "getting the exit code", err: fmt.Errorf("the server reported none %v after the output ended", exitCodeWait)}
+			return 0, false, m.fail("getting the exit code", fmt.Errorf("the server reported none %v after the output ended", exitCodeWait))
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -311,11 +337,9 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 		// is cancelled, and a Read that blocks is abandoned (the goroutine
 		// ends when it returns; Close waits for that).
 		stdinErr = make(chan error, 1)
-		m.bg.add()
-		go func() {
-			defer m.bg.done()
+		m.bg.Go(func() {
 			stdinErr <- stdinFailure(m.copyStdin(fctx, s.id, cid, opts.Stdin))
-		}()
+		})
 	}
 	code, killed, delivered, err := m.follow(fctx, s.id, cid, out)
 	timedOut := err != nil && ctx.Err() == nil && fctx.Err() != nil
@@ -336,6 +360,8 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 	case err == nil && !killed:
 		m.release(s, kept(s, delivered, out.total()))
 		return result(pl.line, code, out, time.Since(start)), ioErr
+	case err == nil && m.goingAway() != "":
+		return nil, m.fail("running a command", errors.New("the command was killed with its session"))
 	case err == nil: // someone deleted the session (Close)
 		r := result(pl.line, sandbox.ExitKilled, out, time.Since(start))
 		r.Killed = true
@@ -348,7 +374,7 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 		return nil, ctx.Err()
 	default:
 		m.deleteSession(s.id)
-		return nil, &toolboxError{op: "following a command's output", err: err}
+		return nil, m.fail("following a command's output", err)
 	}
 }
 
@@ -456,10 +482,12 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 	return context.WithCancel(ctx)
 }
 
+// result is the result of a command whose output out has received: it
+// finishes out's streams, which then hold their final strings.
 func result(line string, code int, out *streams, d time.Duration) *sandbox.CommandResult {
 	r := &sandbox.CommandResult{Command: line, ExitCode: code, Duration: d}
-	r.Stdout, r.StdoutDroppedBytes = out.stdout.snapshot()
-	r.Stderr, r.StderrDroppedBytes = out.stderr.snapshot()
+	r.Stdout, r.StdoutDroppedBytes = out.stdout.finish()
+	r.Stderr, r.StderrDroppedBytes = out.stderr.finish()
 	return r
 }
 

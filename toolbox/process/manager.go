@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/goroutine"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -76,7 +77,7 @@ type Manager struct {
 	maxIdle        int
 	limits         poolLimits
 
-	bg tracker // goroutines Close waits for: session retirements, abandoned stdin copies
+	bg goroutine.Group // goroutines Close waits for: session retirements, abandoned stdin copies
 
 	mu    sync.Mutex
 	idle  []session               // idle pooled sessions, most recent last
@@ -117,49 +118,6 @@ func NewManager(opts Options) *Manager {
 	return m
 }
 
-// tracker counts goroutines that Close waits for. Unlike a
-// sync.WaitGroup it may gain goroutines while someone waits.
-type tracker struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0
-}
-
-func (t *tracker) add() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-}
-
-func (t *tracker) done() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.n--
-	if t.n == 0 {
-		close(t.idle)
-	}
-}
-
-// wait waits until no goroutine is tracked, or ctx is done.
-func (t *tracker) wait(ctx context.Context) error {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.mu.Unlock()
-		return nil
-	}
-	ch := t.idle
-	t.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // deleteSession deletes a session, which kills whatever runs in it. It is
 // best effort: the session may already be gone.
 func (m *Manager) deleteSession(id string) error {
@@ -167,7 +125,7 @@ func (m *Manager) deleteSession(id string) error {
 	defer cancel()
 	err := m.client.DeleteSession(ctx, id)
 	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-		return &toolboxError{op: "deleting a session", err: err}
+		return m.fail("deleting a session", err)
 	}
 	return nil
 }
@@ -237,7 +195,7 @@ func (m *Manager) let(ctx context.Context, kill bool) error {
 	for _, s := range idle {
 		errs = append(errs, m.deleteSession(s.id))
 	}
-	waitErr := m.bg.wait(ctx)
+	waitErr := m.bg.Wait(ctx)
 	for _, p := range append(owned, live...) {
 		if waitErr != nil {
 			break
@@ -249,14 +207,3 @@ func (m *Manager) let(ctx context.Context, kill bool) error {
 	}
 	return errors.Join(errs...)
 }
-
-// toolboxError wraps a failed toolbox request with what the Manager was
-// doing. It never includes the command or its environment (they may hold
-// secrets).
-type toolboxError struct {
-	op  string
-	err error
-}
-
-func (e *toolboxError) Error() string { return "process: " + e.op + ": " + e.err.Error() }
-func (e *toolboxError) Unwrap() error { return e.err }

@@ -2,28 +2,52 @@ package process
 
 import (
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
 
 // output retains the last max bytes of one stream (all when max < 0).
+//
+// All of it (max < 0, ExecuteCommand's default) is kept in one buffer up
+// to spillRetained bytes; beyond that the rest goes to an unlinked
+// temporary file, and the final string is made once, at its exact size,
+// when the stream ends (finish). So the result costs the output's size in
+// memory plus at most about twice spillRetained, however much there is
+// (growing one buffer by append cost up to three times the output at its
+// peak, and the final string(b) one more).
+//
 // A bounded output fills buf linearly up to max bytes and then uses it as
 // a ring whose oldest byte is at start, so retention costs one copy per
 // byte and no allocation once full.
 type output struct {
 	mu      sync.Mutex
 	max     int64
-	buf     []byte
-	start   int  // index of the oldest byte once full
-	full    bool // len(buf) == max and buf is a ring
+	buf     []byte // bounded: the ring
+	start   int    // index of the oldest byte once full
+	full    bool   // len(buf) == max and buf is a ring
 	dropped int64
+
+	// All of it (max < 0): the first bytes in mem, the next ones in the
+	// spill file, and, after a failure to spill, the rest in mem again.
+	mem     []byte
+	head    int      // bytes in mem before the spill file
+	spill   *os.File // unlinked; nil until mem is full, or when it could not be made
+	spilled int64    // bytes in spill
+	final   *string  // the whole stream, once finished
+	err     error    // first failure to spill; the rest then stays in mem
 }
+
+// spillRetained is how many bytes of a stream retained whole stay in
+// memory before the rest spills to a temporary file.
+const spillRetained = 8 << 20
 
 func (o *output) add(p []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.max < 0 {
-		o.buf = append(o.buf, p...)
+		o.addAll(p)
 		return
 	}
 	m := int(o.max)
@@ -54,29 +78,141 @@ func (o *output) add(p []byte) {
 	}
 }
 
+// addAll keeps p, for a stream retained whole. o.mu is held.
+func (o *output) addAll(p []byte) {
+	if o.final != nil {
+		return // finished: later bytes have no place in the result
+	}
+	if o.spill == nil && o.err == nil && len(o.mem)+len(p) > spillRetained {
+		o.spill, o.err = spillFile()
+		o.head = len(o.mem)
+	}
+	if o.spill != nil {
+		n, err := o.spill.Write(p)
+		o.spilled += int64(n)
+		if err == nil {
+			return
+		}
+		// Keep the rest in memory: the result stays complete.
+		o.err = err
+		p = p[n:]
+	}
+	if need := len(o.mem) + len(p); need > cap(o.mem) {
+		// Double, up to spillRetained while it may spill: append's growth
+		// of large buffers (a quarter) allocates several times what is
+		// kept.
+		c := max(need, 2*cap(o.mem), 64<<10)
+		if o.spill == nil && o.err == nil {
+			c = max(need, min(c, spillRetained))
+		}
+		o.mem = append(make([]byte, 0, c), o.mem...)
+	}
+	o.mem = append(o.mem, p...)
+}
+
+// spillFile creates an unlinked temporary file.
+func spillFile() (*os.File, error) {
+	f, err := os.CreateTemp("", "agentbox-output-")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
+}
+
 // snapshot returns the retained text and the count of dropped bytes. When
 // bytes were dropped the text starts at a UTF-8 sequence boundary (up to 3
-// leading continuation bytes are dropped too).
+// leading continuation bytes are dropped too). Before the stream is
+// finished, a snapshot of a stream retained whole that spilled reads its
+// file.
 func (o *output) snapshot() (string, int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	b, dropped := o.buf, o.dropped
-	if o.full && o.start > 0 {
-		b = append(append(make([]byte, 0, len(b)), b[o.start:]...), b[:o.start]...)
+	if o.max < 0 {
+		return o.wholeLocked(), 0
 	}
+	var b strings.Builder
+	b.Grow(len(o.buf))
+	if o.full && o.start > 0 {
+		b.Write(o.buf[o.start:])
+		b.Write(o.buf[:o.start])
+	} else {
+		b.Write(o.buf)
+	}
+	return runeAligned(b.String(), o.dropped)
+}
+
+// finish ends the stream: it returns what snapshot would, and from then on
+// a stream retained whole holds its text in one string, made once, and no
+// spill file.
+func (o *output) finish() (string, int64) {
+	o.mu.Lock()
+	if o.max < 0 && o.final == nil {
+		s := o.wholeLocked()
+		o.final = &s
+		if o.spill != nil {
+			o.spill.Close()
+			o.spill, o.spilled = nil, 0
+		}
+		o.mem = nil
+	}
+	o.mu.Unlock()
+	return o.snapshot()
+}
+
+// wholeLocked returns a stream retained whole: the final string, or what
+// is in memory and in the spill file, read into one string of the exact
+// size. o.mu is held.
+func (o *output) wholeLocked() string {
+	if o.final != nil {
+		return *o.final
+	}
+	mem := o.mem
+	if o.spill == nil {
+		return string(mem)
+	}
+	var b strings.Builder
+	b.Grow(len(mem) + int(o.spilled))
+	b.Write(mem[:o.head])
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	if _, err := io.CopyBuffer(&b, io.NewSectionReader(o.spill, 0, o.spilled), *bp); err != nil && o.err == nil {
+		o.err = err
+	}
+	b.Write(mem[o.head:]) // kept in memory after a failed spill
+	return b.String()
+}
+
+// copyBufs holds the buffers a spill file is read back through.
+var copyBufs = sync.Pool{New: func() any {
+	b := make([]byte, 256<<10)
+	return &b
+}}
+
+// runeAligned returns s, the retained end of a stream that lost its first
+// dropped bytes, starting at a UTF-8 sequence boundary: when bytes were
+// dropped, up to 3 leading continuation bytes are dropped (and counted)
+// too. It does not copy s.
+func runeAligned(s string, dropped int64) (string, int64) {
 	if dropped > 0 {
-		for i := 0; i < 3 && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
-			b = b[1:]
+		for i := 0; i < 3 && len(s) > 0 && !utf8.RuneStart(s[0]); i++ {
+			s = s[1:]
 			dropped++
 		}
 	}
-	return string(b), dropped
+	return s, dropped
 }
 
 // total returns the count of bytes added so far, retained or not.
 func (o *output) total() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	switch {
+	case o.final != nil:
+		return int64(len(*o.final))
+	case o.max < 0:
+		return int64(len(o.mem)) + o.spilled
+	}
 	return int64(len(o.buf)) + o.dropped
 }
 

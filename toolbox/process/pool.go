@@ -50,7 +50,7 @@ func (m *Manager) acquire(ctx context.Context) (session, error) {
 		if ctx.Err() != nil {
 			return session{}, ctx.Err()
 		}
-		return session{}, &toolboxError{op: "creating a session", err: err}
+		return session{}, m.fail("creating a session", err)
 	}
 	return session{id: id, gen: gen}, nil
 }
@@ -82,14 +82,12 @@ func (m *Manager) release(s session, kept int64) {
 		m.deleteSession(s.id)
 		return
 	}
-	m.bg.add()
-	go func() {
-		defer m.bg.done()
+	m.bg.Go(func() {
 		if keep {
 			m.replenish(s.gen)
 		}
 		m.deleteSession(s.id)
-	}()
+	})
 }
 
 // replenish creates a session and adds it to the pool of generation gen,

@@ -28,7 +28,7 @@ func TestPooledSessionRecycled(t *testing.T) {
 		t.Fatalf("after %d uses: idle %v, want [%s]", uses-1, idle, first)
 	}
 	h.exec(t, "true", nil, nil)
-	if err := h.m.bg.wait(ctx); err != nil {
+	if err := h.m.bg.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.client.GetSession(ctx, first); !errors.Is(err, sandbox.ErrNotFound) {
@@ -52,7 +52,7 @@ func TestPooledSessionRecycled(t *testing.T) {
 	if r.StdoutDroppedBytes != size-1 {
 		t.Fatalf("result %+v", r)
 	}
-	if err := h.m.bg.wait(ctx); err != nil {
+	if err := h.m.bg.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if idle := h.m.idleSessions(); len(idle) != 1 || idle[0] == second {
@@ -123,7 +123,7 @@ func TestStatelessPoolIgnoresOutputVolume(t *testing.T) {
 		for range 4 {
 			h.exec(t, "true", nil, nil)
 		}
-		if err := h.m.bg.wait(ctx); err != nil {
+		if err := h.m.bg.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if idle := h.m.idleSessions(); len(idle) != 1 || idle[0] == first {

@@ -128,11 +128,8 @@ func TestAttach(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	other := h.another(t).m
 	ctx := context.Background()
-	// (The output so far ends with a newline: the daemon holds back a
-	// running command's last bytes when they could start its end-of-output
-	// sentinel, random hex digits.)
-	p := spawn(t, h, "printf 'abc\n'; printf 'E:' >&2; read x; printf 'def'", nil)
-	waitFor(t, "the first output", func() bool { return p.Stdout() == "abc\n" && p.Stderr() == "E:" })
+	p := spawn(t, h, "printf 'abc'; printf 'E' >&2; read x; printf 'def'", nil)
+	waitFor(t, "the first output", func() bool { return p.Stdout() == "abc" && p.Stderr() == "E" })
 
 	// Writers get the whole output, what came before Attach first.
 	var out, errb syncBuffer
@@ -140,14 +137,14 @@ func TestAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.String() != "abc\n" || errb.String() != "E:" || a.Stdout() != "abc\n" {
+	if out.String() != "abc" || errb.String() != "E" || a.Stdout() != "abc" {
 		t.Errorf("at Attach: writers %q %q, retained %q", out.String(), errb.String(), a.Stdout())
 	}
 	if err := a.SendStdin(ctx, []byte("\n")); err != nil {
 		t.Fatal(err)
 	}
 	r := wait(t, a)
-	if r.ExitCode != 0 || r.Stdout != "\ndef" || r.StdoutDroppedBytes != 3 || out.String() != "abc\ndef" || errb.String() != "E:" {
+	if r.ExitCode != 0 || r.Stdout != "cdef" || r.StdoutDroppedBytes != 2 || out.String() != "abcdef" || errb.String() != "E" {
 		t.Errorf("after the exit: result %+v, writers %q %q", r, out.String(), errb.String())
 	}
 	// Attach never forgets; an exited process's output is replayed whole.
@@ -157,7 +154,7 @@ func TestAttach(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code, ok := b.ExitCode(); !ok || code != 0 || b.Stdout() != "abc\ndef" || all.String() != "abc\ndef" {
+		if code, ok := b.ExitCode(); !ok || code != 0 || b.Stdout() != "abcdef" || all.String() != "abcdef" {
 			t.Errorf("Attach after the exit: code %d, %v, stdout %q, writer %q", code, ok, b.Stdout(), all.String())
 		}
 	}
@@ -299,19 +296,24 @@ func TestParseScript(t *testing.T) {
 	for _, line := range lines {
 		for _, env := range envs {
 			for _, cwd := range []string{"", "/tmp", "/a dir/it's"} {
-				for _, flags := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
-					script, err := buildScript(line, env, cwd, flags[0], flags[1])
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got, ok := parseScript(script); !ok || got != line {
-						t.Errorf("parseScript(%q) = %q, %v; want %q", script, got, ok, line)
+				for _, stdinNull := range []bool{false, true} {
+					for _, build := range []func(string, map[string]string, string, bool) (string, error){buildScript, buildFresh} {
+						script, err := build(line, env, cwd, stdinNull)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := commandLine(script); got != line {
+							t.Errorf("commandLine(%q) = %q; want %q", script, got, line)
+						}
 					}
 				}
 			}
 		}
 	}
-	for _, foreign := range []string{"sleep 30", "(eval 'x'", "eval 'x' y", "export =1 && eval x", "eval 'a'b'", "cd /tmp && eval x y"} {
+	for _, foreign := range []string{
+		"sleep 30", "(eval 'x'", "eval 'x' y", "export =1 && eval x", "eval 'a'b'", "cd /tmp && eval x y",
+		"eval 'x'", "export A=1 && eval 'x'", "cd /tmp || exit", "(cd /tmp || exit; x)", "export A='1 || exit; x",
+	} {
 		if got, ok := parseScript(foreign); ok {
 			t.Errorf("parseScript(%q) = %q, true; want false", foreign, got)
 		}
