@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/internal/rodir"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -508,30 +508,8 @@ func TestReadOnlyStateDirLocal(t *testing.T) {
 	if err := os.Mkdir(existing, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		// Root ignores permission bits: make the folder a read-only mount.
-		if err := unix.Mount(ro, ro, "", unix.MS_BIND, ""); err != nil {
-			if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-				t.Fatal("cannot bind mount (AGENTBOX_REQUIRE_ALL=1):", err)
-			}
-			t.Skip("cannot bind mount:", err)
-		}
-		t.Cleanup(func() {
-			if err := unix.Unmount(ro, unix.MNT_DETACH); err != nil {
-				t.Errorf("unmount %s: %v", ro, err)
-			}
-		})
-		if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		for _, d := range []string{ro, existing} {
-			if err := os.Chmod(d, 0o500); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.Chmod(d, 0o700) })
-		}
-	}
+	rodir.Make(t, existing)
+	rodir.Make(t, ro)
 	// A state dir to create, and one that exists but cannot be written.
 	for _, stateDir := range []string{filepath.Join(ro, "new", "state"), existing} {
 		e := &env{t: t, stateDir: stateDir} // no sandbox can be made: nothing to clean up

@@ -10,37 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/agentbox-dev/agentbox/internal/rodir"
 )
-
-// readOnlyDir returns a new folder this process cannot write into.
-func readOnlyDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() != 0 {
-		if err := os.Chmod(dir, 0o500); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Chmod(dir, 0o700) })
-		return dir
-	}
-	// Root ignores permission bits: make the folder a read-only mount.
-	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("cannot bind mount (AGENTBOX_REQUIRE_ALL=1):", err)
-		}
-		t.Skip("cannot bind mount:", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // engineStateDirError is an error as the local engine reports an
 // unwritable state dir, with its hint meant for library users.
@@ -54,7 +25,7 @@ func engineStateDirError(stateDir string) error {
 }
 
 func TestUnwritableStateDirHint(t *testing.T) {
-	stateDir := filepath.Join(readOnlyDir(t), "state")
+	stateDir := filepath.Join(rodir.New(t), "state")
 	check := func(r result, wantCode int) {
 		t.Helper()
 		if r.code != wantCode {
@@ -92,7 +63,7 @@ func TestPermissionErrorNotBlamedOnStateDir(t *testing.T) {
 }
 
 func TestCheckWritable(t *testing.T) {
-	ro := readOnlyDir(t)
+	ro := rodir.New(t)
 	for _, dir := range []string{ro, filepath.Join(ro, "a", "b")} {
 		if p, err := checkWritable(dir); p != ro || !(errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
 			t.Errorf("checkWritable(%s) = %q, %v; want %s and a permission or read-only error", dir, p, err, ro)
