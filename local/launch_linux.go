@@ -61,12 +61,16 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	m.StoppedAt = time.Time{}
 	proxy, perr := s.startEgressProxy(m)
 	defer proxy.close()
-	// Record the init while it builds its root, then wait for it.
+	// Record the init while it builds its root, then wait for it (and for
+	// its link, recorded once made).
 	werr := writeMeta(dir, m)
 	handed, err := ready()
 	defer closeFiles(handed)
 	if err != nil {
 		return err
+	}
+	if werr == nil && m.Network != nil && m.Network.Link != 0 {
+		werr = writeMeta(dir, m)
 	}
 	if perr != nil {
 		return perr
@@ -121,8 +125,8 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		cmd.SysProcAttr.CgroupFD = int(cgFile.Fd())
 	}
 	nb, err := startInit(cmd, m)
-	defer nb.close()
 	if err != nil {
+		_ = nb.finish()
 		ctl.Close()
 		return nil, nil, startError(err, m.HostIDs)
 	}
@@ -131,13 +135,23 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 	if cgFile == nil {
 		moveInto = cg
 	}
-	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, nb, stateDir); err != nil {
+	nb.start(ctx)
+	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, stateDir); err != nil {
 		ctl.Close()
 		_ = cmd.Process.Kill()
+		_ = nb.finish()
 		_ = cmd.Wait()
 		return nil, nil, err
 	}
-	return cmd, func() ([]*os.File, error) { return awaitReady(ctx, cmd, ctl) }, nil
+	return cmd, func() ([]*os.File, error) {
+		files, err := awaitReady(ctx, cmd, ctl)
+		if nerr := nb.finish(); nerr != nil && err == nil {
+			closeFiles(files)
+			_ = cmd.Process.Kill()
+			return nil, nerr
+		}
+		return files, err
+	}, nil
 }
 
 // initCommand returns the command of the init of the sandbox m, in its new
@@ -183,25 +197,20 @@ func startError(err error, ids *idRange) error {
 }
 
 // configure readies the sandbox of the started init pid: it moves the init
-// into the cgroups moveInto (unless nil) and gives it its network (nb)
-// while it prepares the folders, socket and binds of dir, then sends the
-// init its configuration over ctl.
-func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, nb *netBoot, stateDir string) error {
+// into the cgroups moveInto (unless nil) while it prepares the folders,
+// socket and binds of dir, then sends the init its configuration over ctl.
+// (The sandbox's link and firewall are made meanwhile: see netBoot.start.)
+func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, stateDir string) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
 		go func() { cgDone <- moveInto.add(pid) }()
 	} else {
 		cgDone <- nil
 	}
-	netDone := make(chan error, 1)
-	go func() { netDone <- nb.plumb(ctx) }()
 	cfg, files, err := prepare(dir, m, stateDir, pid, m.Cgroups)
 	defer closeFiles(files)
 	if cgErr := <-cgDone; err == nil {
 		err = cgErr
-	}
-	if netErr := <-netDone; err == nil {
-		err = netErr
 	}
 	if err != nil {
 		return err

@@ -102,6 +102,11 @@ func setupNetwork(n initNet) error {
 type netBoot struct {
 	m  *meta
 	ns *os.File // the namespace the host made; nil otherwise
+	// done carries the result of the plumbing started by start (nil when
+	// none was), which records what it made in rec, a copy of m.Network:
+	// m is written to disk meanwhile.
+	done chan error
+	rec  *netRecord
 }
 
 // startInit starts cmd, the init of the sandbox m. When the host makes the
@@ -142,25 +147,50 @@ func startInit(cmd *exec.Cmd, m *meta) (*netBoot, error) {
 	return b, err
 }
 
-// plumb gives the sandbox its link and firewall when its mode needs
-// them, recording them in m.Network.
-func (b *netBoot) plumb(ctx context.Context) error {
+// start gives the sandbox its link and firewall when its mode needs them,
+// in the background: the init sets itself up meanwhile (it needs no
+// network for that), and finish waits for it.
+func (b *netBoot) start(ctx context.Context) {
 	if b.ns == nil || !b.m.Config.needsInterface() {
+		return
+	}
+	rec := *b.m.Network
+	m := *b.m
+	m.Network = &rec
+	b.rec, b.done = &rec, make(chan error, 1)
+	go func() { b.done <- plumb(ctx, b.ns, &m) }()
+}
+
+// finish waits for the plumbing that start began, records what it made
+// in the sandbox's m.Network, and releases the host's handle on the
+// namespace (the init holds it).
+func (b *netBoot) finish() error {
+	if b == nil {
 		return nil
 	}
-	u, err := openUplink(ctx, b.m.Network.Uplink)
+	var err error
+	if b.done != nil {
+		if err = <-b.done; err == nil {
+			*b.m.Network = *b.rec
+		}
+		b.done = nil
+	}
+	if b.ns != nil {
+		b.ns.Close()
+		b.ns = nil
+	}
+	return err
+}
+
+// plumb gives the sandbox m, whose namespace is sbx, its link and
+// firewall, recording them in m.Network.
+func plumb(ctx context.Context, sbx *os.File, m *meta) error {
+	u, err := openUplink(ctx, m.Network.Uplink)
 	if err != nil {
 		return err
 	}
 	defer u.close()
-	return u.attach(b.ns, b.m)
-}
-
-// close releases the host's handle on the namespace (the init holds it).
-func (b *netBoot) close() {
-	if b != nil && b.ns != nil {
-		b.ns.Close()
-	}
+	return u.attach(sbx, m)
 }
 
 // attach gives the sandbox m, whose namespace is sbx, its link and its

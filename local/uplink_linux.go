@@ -53,16 +53,31 @@ import (
 // Sandboxes get IPv6 (a ULA address, masqueraded) only where the uplink
 // forwards IPv6 already; elsewhere they have no IPv6 route.
 type uplink struct {
-	ns   *os.File // the namespace; nil: this process's own
-	lock *os.File
-	nl   *netlink.Handle
-	nft  *nftables.Conn
+	ns     *os.File // the namespace; nil: this process's own
+	lock   *os.File
+	nl     *netlink.Handle
+	nft    *nftables.Conn
+	locked bool // holds uplinkTurn
 }
+
+// uplinkTurn is held, within this process, by whoever holds an uplink
+// open: besides the flock (which orders processes, but which the race
+// detector does not see), it orders this process's goroutines, as the
+// nftables library's batches need (they number their sets from one
+// counter of the library's). It is process-wide because that counter
+// is.
+var uplinkTurn = make(chan struct{}, 1)
 
 // openUplink opens and locks the uplink named by path ("" for this
 // host's).
 func openUplink(ctx context.Context, path string) (*uplink, error) {
 	u := &uplink{}
+	select {
+	case uplinkTurn <- struct{}{}:
+		u.locked = true
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	// This thread's: /proc/self shows the main thread's, which a
 	// library user may have moved.
 	name := "/proc/thread-self/ns/net"
@@ -71,6 +86,7 @@ func openUplink(ctx context.Context, path string) (*uplink, error) {
 	}
 	f, err := os.Open(name)
 	if err != nil {
+		u.close()
 		return nil, fmt.Errorf("sandbox network: open the uplink namespace: %w", err)
 	}
 	u.lock = f
@@ -126,6 +142,10 @@ func (u *uplink) close() {
 	}
 	if u.lock != nil {
 		u.lock.Close() // releases the flock
+	}
+	if u.locked {
+		u.locked = false
+		<-uplinkTurn
 	}
 }
 
