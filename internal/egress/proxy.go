@@ -158,8 +158,10 @@ func (p *Proxy) Serve(ln net.Listener) error {
 		select {
 		case p.slots <- struct{}{}:
 		default:
-			c.Close()
+			// Logged before the close, so that a client that sees the
+			// close finds the reason in the log.
 			p.refuse(Refusal{Protocol: "proxy", Reason: "too many connections at once (the limit is " + strconv.Itoa(p.cfg.MaxConns) + ")"})
+			c.Close()
 			continue
 		}
 		s := &session{client: c}
@@ -209,7 +211,9 @@ func (p *Proxy) untrack(ln net.Listener) {
 	ln.Close()
 }
 
-// refuse logs r.
+// refuse logs r. Callers log a refusal before the client can see it (the
+// answer, or the close), so that a client that saw one finds it in the
+// log.
 func (p *Proxy) refuse(r Refusal) {
 	r.Time = time.Now().UTC()
 	r.Host = printable(r.Host)

@@ -31,8 +31,8 @@ func (p *Proxy) serveSOCKS5(s *session, br *bufio.Reader) {
 		return
 	}
 	if !hasByte(methods, socksNoAuth) {
-		_, _ = c.Write([]byte{socks5Version, socksNoMethods})
 		p.refuse(Refusal{Protocol: "socks5", Reason: "the client offers no method the proxy has (it needs no authentication)"})
+		_, _ = c.Write([]byte{socks5Version, socksNoMethods})
 		return
 	}
 	if _, err := c.Write([]byte{socks5Version, socksNoAuth}); err != nil {
@@ -43,14 +43,14 @@ func (p *Proxy) serveSOCKS5(s *session, br *bufio.Reader) {
 		return
 	}
 	if req[0] != socks5Version {
-		socksReply(c, socksFailure)
 		p.refuse(Refusal{Protocol: "socks5", Reason: fmt.Sprintf("malformed request (version %d)", req[0])})
+		socksReply(c, socksFailure)
 		return
 	}
 	host, ok := readSOCKSAddr(br, req[3])
 	if !ok {
-		socksReply(c, socksAddrUnsupp)
 		p.refuse(Refusal{Protocol: "socks5", Reason: fmt.Sprintf("malformed request (address type %d)", req[3])})
+		socksReply(c, socksAddrUnsupp)
 		return
 	}
 	var pb [2]byte
@@ -59,8 +59,8 @@ func (p *Proxy) serveSOCKS5(s *session, br *bufio.Reader) {
 	}
 	port := uint16(pb[0])<<8 | uint16(pb[1])
 	if req[1] != socksConnect {
-		socksReply(c, socksCmdUnsupported)
 		p.refuse(Refusal{Protocol: "socks5", Host: host, Port: port, Reason: fmt.Sprintf("SOCKS5 command %d is not supported: only CONNECT (no BIND, no UDP)", req[1])})
+		socksReply(c, socksCmdUnsupported)
 		return
 	}
 	up, name, f := p.open(p.ctx, "socks5", host, port)
