@@ -173,45 +173,40 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// A route pairs a ServeMux pattern with its handler.
+type route struct {
+	pattern string
+	h       handlerFunc
+}
+
+// routes builds the server's mux from each concern's route table. A new
+// concern adds its table here; a new route is one line in its concern's
+// table.
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	for _, rt := range []struct {
-		pattern string
-		h       handlerFunc
-	}{
+	for _, table := range [][]route{
+		s.infoRoutes(),
+		s.processRoutes(),
+		s.fileRoutes(),
+		{{"/", func(w http.ResponseWriter, r *http.Request) error {
+			return notFound("no route for %s %s", r.Method, r.URL.Path)
+		}}},
+	} {
+		for _, rt := range table {
+			s.handle(m, rt.pattern, rt.h)
+		}
+	}
+	s.mux = m
+}
+
+// infoRoutes serves what the server tells about itself.
+func (s *Server) infoRoutes() []route {
+	return []route{
 		{"GET /version", s.handleVersion},
 		{"GET /work-dir", s.handleWorkDir},
 		{"GET /user-home-dir", s.handleHomeDir},
 		{"GET /project-dir", s.handleHomeDir},
-
-		{"POST /process/execute", s.handleExecute},
-		{"POST /process/session", s.handleCreateSession},
-		{"GET /process/session", s.handleListSessions},
-		{"GET /process/session/{sessionId}", s.handleGetSession},
-		{"DELETE /process/session/{sessionId}", s.handleDeleteSession},
-		{"POST /process/session/{sessionId}/exec", s.handleSessionExec},
-		{"GET /process/session/{sessionId}/command/{commandId}", s.handleGetCommand},
-		{"POST /process/session/{sessionId}/command/{commandId}/input", s.handleInput},
-		{"GET /process/session/{sessionId}/command/{commandId}/logs", s.handleLogs},
-
-		{"GET /files", s.handleListFiles},
-		{"DELETE /files", s.handleDeleteFile},
-		{"GET /files/info", s.handleFileInfo},
-		{"GET /files/download", s.handleDownload},
-		{"POST /files/bulk-download", s.handleBulkDownload},
-		{"POST /files/upload", s.handleUploadV1},
-		{"POST /files/upload-v2", s.handleUploadV2},
-		{"POST /files/bulk-upload", s.handleBulkUpload},
-		{"POST /files/folder", s.handleCreateFolder},
-		{"POST /files/move", s.handleMove},
-
-		{"/", func(w http.ResponseWriter, r *http.Request) error {
-			return notFound("no route for %s %s", r.Method, r.URL.Path)
-		}},
-	} {
-		s.handle(m, rt.pattern, rt.h)
 	}
-	s.mux = m
 }
 
 // ServeHTTP serves one toolbox API request. Every response carries the

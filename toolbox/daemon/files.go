@@ -22,6 +22,22 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
+// fileRoutes serves /files.
+func (s *Server) fileRoutes() []route {
+	return []route{
+		{"GET /files", s.handleListFiles},
+		{"DELETE /files", s.handleDeleteFile},
+		{"GET /files/info", s.handleFileInfo},
+		{"GET /files/download", s.handleDownload},
+		{"POST /files/bulk-download", s.handleBulkDownload},
+		{"POST /files/upload", s.handleUploadV1},
+		{"POST /files/upload-v2", s.handleUploadV2},
+		{"POST /files/bulk-upload", s.handleBulkUpload},
+		{"POST /files/folder", s.handleCreateFolder},
+		{"POST /files/move", s.handleMove},
+	}
+}
+
 // resolve turns a request path into an absolute, cleaned path: relative
 // paths are taken from the work dir and may not climb out of it; absolute
 // paths are allowed; NUL bytes are rejected.

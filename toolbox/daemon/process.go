@@ -10,7 +10,23 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
-// The handlers of /process/session: sessions, their commands, input.
+// The handlers of /process: one-shot execution, sessions, their commands,
+// input.
+
+// processRoutes serves /process.
+func (s *Server) processRoutes() []route {
+	return []route{
+		{"POST /process/execute", s.handleExecute},
+		{"POST /process/session", s.handleCreateSession},
+		{"GET /process/session", s.handleListSessions},
+		{"GET /process/session/{sessionId}", s.handleGetSession},
+		{"DELETE /process/session/{sessionId}", s.handleDeleteSession},
+		{"POST /process/session/{sessionId}/exec", s.handleSessionExec},
+		{"GET /process/session/{sessionId}/command/{commandId}", s.handleGetCommand},
+		{"POST /process/session/{sessionId}/command/{commandId}/input", s.handleInput},
+		{"GET /process/session/{sessionId}/command/{commandId}/logs", s.handleLogs},
+	}
+}
 
 func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) error {
 	var req toolbox.CreateSessionRequest
