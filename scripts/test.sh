@@ -18,8 +18,16 @@ STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # in a sandbox that allows nested namespaces; curl for the DomainAllowList
 # probes (and nsenter, of util-linux, for BenchmarkEgressDownload);
 # e2fsprogs (mkfs.ext4), which formats the disk images of sandboxes' disk
-# limits.
-APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs)
+# limits; git, which makes and serves (http-backend) the repository the
+# Daytona SDK test clones; nodejs and npm, which run the Daytona
+# TypeScript SDK (installed only when node or npm is missing: a machine may
+# have a newer Node.js of its own).
+APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git)
+command -v node >/dev/null || APT_PACKAGES+=(nodejs)
+command -v npm >/dev/null || APT_PACKAGES+=(npm)
+# The npm project of internal/sdktest: the Daytona TypeScript SDK releases
+# its test runs, pinned by its package-lock.json.
+SDK_NODE_DIR=internal/sdktest/testdata/node
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -45,6 +53,20 @@ install_packages() {
 	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# install_sdk installs the npm packages of $SDK_NODE_DIR unless the ones
+# installed are those of its package-lock.json (a copy kept in
+# node_modules says which were).
+install_sdk() {
+	local stamp="$SDK_NODE_DIR/node_modules/.agentbox-package-lock.json"
+	if cmp -s "$SDK_NODE_DIR/package-lock.json" "$stamp"; then
+		echo "Daytona SDK packages present in $SDK_NODE_DIR"
+		return
+	fi
+	echo "installing the Daytona SDK packages in $SDK_NODE_DIR"
+	npm ci --prefix "$SDK_NODE_DIR" --ignore-scripts --no-audit --no-fund --loglevel=error
+	cp "$SDK_NODE_DIR/package-lock.json" "$stamp"
+}
+
 GOBIN_DIR="$(go env GOPATH)/bin"
 export PATH="$GOBIN_DIR:$PATH"
 
@@ -55,6 +77,7 @@ if [[ "${AGENTBOX_SKIP_INSTALL:-}" != 1 ]]; then
 	else
 		echo "not a Debian system: make sure ${APT_PACKAGES[*]} are installed"
 	fi
+	install_sdk
 	if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
 		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 	fi

@@ -1,0 +1,60 @@
+// Sessions: a variable kept between commands, an async command whose logs
+// stream to callbacks (getSessionCommandLogs with onStdout/onStderr), the
+// command's exit code, its logs fetched whole, and input sent to a running
+// command.
+import { waitFor } from './lib.mjs';
+
+const sid = 'sdk-session';
+
+export default function steps() {
+  let cmdId;
+  const ids = async (s) => (await s.process.listSessions()).map((x) => x.sessionId);
+  return [
+    ['create', async (s) => {
+      await s.process.createSession(sid);
+    }],
+    ['sync-exec', async (s) => {
+      await s.process.executeSessionCommand(sid, { command: 'export GREETING=hello' });
+      const r = await s.process.executeSessionCommand(sid, { command: 'echo "$GREETING"; echo e >&2; exit 0' });
+      return { exitCode: r.exitCode ?? null, stdout: r.stdout ?? null, stderr: r.stderr ?? null };
+    }],
+    ['async-exec', async (s) => {
+      const r = await s.process.executeSessionCommand(sid, {
+        command: 'for i in 1 2 3; do echo "out$i"; echo "err$i" >&2; sleep 0.05; done; exit 4',
+        runAsync: true,
+      });
+      cmdId = r.cmdId;
+      return { hasId: Boolean(r.cmdId) };
+    }],
+    ['stream-logs', async (s) => {
+      let stdout = '';
+      let stderr = '';
+      await s.process.getSessionCommandLogs(sid, cmdId, (c) => { stdout += c; }, (c) => { stderr += c; });
+      return { stdout, stderr };
+    }],
+    ['command', async (s) => {
+      const c = await s.process.getSessionCommand(sid, cmdId);
+      return { exitCode: c.exitCode ?? null };
+    }],
+    ['logs', async (s) => {
+      const l = await s.process.getSessionCommandLogs(sid, cmdId);
+      return { stdout: l.stdout ?? null, stderr: l.stderr ?? null };
+    }],
+    ['input', async (s) => {
+      const r = await s.process.executeSessionCommand(sid, { command: 'read line; echo "got:$line"', runAsync: true });
+      await s.process.sendSessionCommandInput(sid, r.cmdId, 'typed\n');
+      let c;
+      await waitFor('the command reading input to exit', async () => {
+        c = await s.process.getSessionCommand(sid, r.cmdId);
+        return c.exitCode !== undefined && c.exitCode !== null;
+      });
+      const l = await s.process.getSessionCommandLogs(sid, r.cmdId);
+      return { exitCode: c.exitCode, stdout: l.stdout ?? null };
+    }],
+    ['list', ids],
+    ['delete', async (s) => {
+      await s.process.deleteSession(sid);
+      return ids(s);
+    }],
+  ];
+}
