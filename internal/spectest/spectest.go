@@ -59,6 +59,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"os"
@@ -468,6 +469,13 @@ func (v *Validator) validateResponse(req *http.Request, resp *http.Response, bod
 			}
 			return nil
 		}
+		if handled, err := v.checkBulkParts(responses, resp, body, skipBody); handled {
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m.spec.name, err))
+				continue
+			}
+			return nil
+		}
 		if skipBody || skipTextBody(responses, resp) {
 			opts.ExcludeResponseBody = true
 		}
@@ -622,6 +630,72 @@ func checkJSON(schema *openapi3.Schema, body []byte, skipBody bool) error {
 		return fmt.Errorf("body does not match the declared schema: %w", err)
 	}
 	return nil
+}
+
+// checkBulkParts checks resp when it is multipart/form-data answering an
+// operation that declares a free-form object (no properties) for it, and
+// reports whether it was such an answer. POST /files/bulk-download does
+// (gin.H), and its description names the parts: "file" for each file
+// sent, "error" with an ErrorResponse JSON body for each that failed. The
+// OpenAPI library cannot check such a body (it looks every part's name up
+// among the schema's properties), so this does: the body must be a
+// complete multipart body whose every part is named file or error, each
+// file part with a filename, each error part an ErrorResponse (of the
+// first loaded document that has the schema).
+func (v *Validator) checkBulkParts(responses *openapi3.Responses, resp *http.Response, body []byte, skipBody bool) (bool, error) {
+	mt, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		return false, nil
+	}
+	ref := responses.Status(resp.StatusCode)
+	if ref == nil || ref.Value == nil {
+		return false, nil
+	}
+	c := ref.Value.Content.Get(mt)
+	if c == nil || c.Schema == nil || c.Schema.Value == nil || !c.Schema.Value.Type.Is(openapi3.TypeObject) || len(c.Schema.Value.Properties) > 0 {
+		return false, nil
+	}
+	if params["boundary"] == "" {
+		return true, errors.New("multipart answer without a boundary")
+	}
+	if skipBody {
+		return true, nil
+	}
+	var errSchema *openapi3.Schema
+	for _, s := range v.specs {
+		if s.doc.Components != nil && s.doc.Components.Schemas["ErrorResponse"] != nil {
+			errSchema = s.doc.Components.Schemas["ErrorResponse"].Value
+			break
+		}
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	for i := 0; ; i++ {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return true, nil
+		}
+		if err != nil {
+			return true, fmt.Errorf("part %d: %w", i, err)
+		}
+		data, err := io.ReadAll(p)
+		if err != nil {
+			return true, fmt.Errorf("part %d: %w", i, err)
+		}
+		switch p.FormName() {
+		case "file":
+			if p.FileName() == "" {
+				return true, fmt.Errorf("part %d (file) has no filename", i)
+			}
+		case "error":
+			if errSchema != nil {
+				if err := checkJSON(errSchema, data, false); err != nil {
+					return true, fmt.Errorf("part %d (error): %w", i, err)
+				}
+			}
+		default:
+			return true, fmt.Errorf("part %d is named %q, want file or error", i, p.FormName())
+		}
+	}
 }
 
 // skipTextBody reports whether resp is plain text answering an operation

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"slices"
@@ -660,6 +661,54 @@ func TestBinaryExecAnswer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkValidation(t, "response", v.ValidateResponse(tt.req, tt.resp), tt.wantErr)
+		})
+	}
+}
+
+// A bulk-download answer (multipart, declared as a free-form object) is
+// checked part by part: parts named file (with a filename) or error (an
+// ErrorResponse), the body complete.
+func TestBulkDownloadParts(t *testing.T) {
+	v := spectest.Load(t)
+	errPart := `{"statusCode":404,"message":"not found: missing.txt","path":"/files/bulk-download","timestamp":"2026-01-01T00:00:00Z"}`
+	type part struct{ name, filename, body string }
+	answer := func(parts []part, cut int) *http.Response {
+		var b bytes.Buffer
+		mw := multipart.NewWriter(&b)
+		for _, p := range parts {
+			h := textproto.MIMEHeader{}
+			cd := fmt.Sprintf("form-data; name=%q", p.name)
+			if p.filename != "" {
+				cd += fmt.Sprintf("; filename=%q", p.filename)
+			}
+			h.Set("Content-Disposition", cd)
+			w, err := mw.CreatePart(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(w, p.body)
+		}
+		mw.Close()
+		h := http.Header{}
+		h.Set("Content-Type", mw.FormDataContentType())
+		return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(b.Bytes()[:b.Len()-cut]))}
+	}
+	for _, tt := range []struct {
+		name    string
+		parts   []part
+		cut     int
+		wantErr string
+	}{
+		{"files and errors", []part{{"file", "/w/a.txt", "abc"}, {"error", "/w/missing.txt", errPart}}, 0, ""},
+		{"no parts", nil, 0, ""},
+		{"part named by its path", []part{{"/w/a.txt", "/w/a.txt", "abc"}}, 0, `named "/w/a.txt"`},
+		{"file without filename", []part{{"file", "", "abc"}}, 0, "no filename"},
+		{"error not an ErrorResponse", []part{{"error", "/w/x", `{"message":"x"}`}}, 0, "statusCode"},
+		{"truncated", []part{{"file", "/w/a.txt", "abc"}}, 10, "unexpected EOF"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := jsonRequest("POST", "/files/bulk-download", `{"paths":["/w/a.txt"]}`)
+			checkValidation(t, "answer", v.ValidateResponse(req, answer(tt.parts, tt.cut)), tt.wantErr)
 		})
 	}
 }
