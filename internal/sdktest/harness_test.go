@@ -29,6 +29,9 @@ const apiKey = "dtn_agentbox-sdktest-not-a-real-key"
 // testdata/node/package.json.
 var aliases = []string{"sdk-0.205", "sdk-latest"}
 
+// sandboxPath is the PATH of the sandboxes' commands: Debian's default.
+const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // driverTimeout bounds one run of testdata/node/driver.mjs; each step has 30 s.
 const driverTimeout = 3 * time.Minute
 
@@ -150,7 +153,9 @@ func (cp *controlPlane) addSandbox(t *testing.T, id string) *sandbox {
 	s := &sandbox{id: id, work: t.TempDir(), plane: cp, offSpec: &collector{TB: t}}
 	srv, err := daemon.New(daemon.Options{
 		WorkDir: s.work,
-		Env:     []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.work, "LANG=C.UTF-8"},
+		// A sandbox's PATH, not the test's: a version manager's shims
+		// (pyenv's python3) take seconds to start on a loaded machine.
+		Env: []string{"PATH=" + sandboxPath, "HOME=" + s.work, "LANG=C.UTF-8"},
 	})
 	if err != nil {
 		t.Fatal(err)

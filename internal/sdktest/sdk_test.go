@@ -314,13 +314,13 @@ var fileSteps = []step{
 var gitSteps = []step{
 	{"clone", func(t *testing.T, s *sandbox, raw json.RawMessage) {
 		fileIs(t, s, "repo/README.md", []byte("hello from main\n"))
-		if got, want := gitHead(t, filepath.Join(s.work, "repo")), s.gitHeads["main"]; got != want {
+		if got, want := hostGit(t, filepath.Join(s.work, "repo"), "rev-parse", "HEAD"), s.gitHeads["main"]; got != want {
 			t.Errorf("the clone's HEAD is %s, want main's %s", got, want)
 		}
 	}},
 	{"clone-branch", func(t *testing.T, s *sandbox, raw json.RawMessage) {
 		fileIs(t, s, "repo-feature/feature.txt", []byte("on the feature branch\n"))
-		if got, want := gitHead(t, filepath.Join(s.work, "repo-feature")), s.gitHeads["feature"]; got != want {
+		if got, want := hostGit(t, filepath.Join(s.work, "repo-feature"), "rev-parse", "HEAD"), s.gitHeads["feature"]; got != want {
 			t.Errorf("the clone's HEAD is %s, want feature's %s", got, want)
 		}
 	}},
