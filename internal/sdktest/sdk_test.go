@@ -376,6 +376,7 @@ var ptySteps = []step{
 			t.Errorf("PTY sessions %v lack %s", got, ptyID)
 		}
 	}},
+	{"reconnect", equal("hello")},
 	{"exit-code", func(t *testing.T, s *sandbox, raw json.RawMessage) {
 		if got := decode[struct{ ExitCode *int }](t, raw); got.ExitCode == nil || *got.ExitCode != 7 {
 			t.Errorf("exit 7 ended the PTY with %s", raw)

@@ -1,6 +1,9 @@
-// A PTY session through process.createPty: the terminal's size as the
-// shell sees it (stty size), its env and cwd, a resize, the session's info
-// and the exit code of `exit 7`.
+// A PTY session through process.createPty (GET
+// /process/pty/create-connect, a route the spec files lack): the
+// terminal's size as the shell sees it (stty size), its env and cwd, a
+// resize, the session's info, a new connection to the session after the
+// first one closed (connectPty: GET /process/pty/{id}/connect) and the exit
+// code of `exit 7`.
 import { waitFor } from './lib.mjs';
 
 const ptyId = 'sdk-pty';
@@ -9,6 +12,9 @@ export default function steps({ work }) {
   let handle;
   let output = '';
   const decoder = new TextDecoder();
+  const onData = (data) => {
+    output += decoder.decode(data, { stream: true });
+  };
 
   // sendAndWait types a command and returns the first group of pattern in
   // the output that follows. The command must print something the typed
@@ -31,9 +37,7 @@ export default function steps({ work }) {
         rows: 24,
         cwd: work,
         envs: { GREETING: 'hello' },
-        onData: (data) => {
-          output += decoder.decode(data, { stream: true });
-        },
+        onData,
       });
       return handle.sessionId;
     }],
@@ -49,6 +53,11 @@ export default function steps({ work }) {
       return { id: info.id, active: info.active, cols: info.cols, rows: info.rows };
     }],
     ['list', async (s) => (await s.process.listPtySessions()).map((p) => p.id)],
+    ['reconnect', async (s) => {
+      await handle.disconnect();
+      handle = await s.process.connectPty(ptyId, { onData });
+      return sendAndWait(/AGAIN=(\S+)\r?\n/, 'echo "AG""AIN=$GREETING"');
+    }],
     ['exit-code', async () => {
       await handle.sendInput('exit 7\n');
       const r = await handle.wait();
