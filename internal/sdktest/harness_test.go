@@ -111,14 +111,14 @@ type sandbox struct {
 // test of the feature that caused it can report it.
 type collector struct {
 	testing.TB
-	mu   sync.Mutex
-	errs []string
+	mu  sync.Mutex
+	err error // every report, joined
 }
 
 func (c *collector) Errorf(format string, args ...any) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+	c.err = errors.Join(c.err, fmt.Errorf(format, args...))
+	c.mu.Unlock()
 }
 
 // report fails t with what c kept.
@@ -126,8 +126,8 @@ func (c *collector) report(t *testing.T) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range c.errs {
-		t.Errorf("an answer of the toolbox server does not match the spec files: %s", e)
+	if c.err != nil {
+		t.Errorf("answers of the toolbox server do not match the spec files:\n%v", c.err)
 	}
 }
 

@@ -309,6 +309,29 @@ var fileSteps = []step{
 			}
 		}
 	}},
+	{"bulk-download-fallback", checkFallbackParts},
+}
+
+// fallbackPart is a part of a bulk-download answer as the SDK's fallback
+// multipart parser reads it.
+type fallbackPart struct {
+	Name     string `json:"name"`
+	Filename string `json:"filename"`
+	Data     []byte `json:"data"`
+}
+
+func checkFallbackParts(t *testing.T, s *sandbox, raw json.RawMessage) {
+	got := decode[[]fallbackPart](t, raw)
+	if len(got) != 2 {
+		t.Fatalf("got %d parts, want 2 (a file and an error): %s", len(got), raw)
+	}
+	if want := (fallbackPart{Name: "file", Filename: filesPath(s, "sub/c.md"), Data: fileFixtures["sub/c.md"]}); !reflect.DeepEqual(got[0], want) {
+		t.Errorf("the file part reads as %s, want %s", jsonString(got[0]), jsonString(want))
+	}
+	var errBody struct{ StatusCode int }
+	if got[1].Name != "error" || got[1].Filename != filesPath(s, "missing.txt") || json.Unmarshal(got[1].Data, &errBody) != nil || errBody.StatusCode != 404 {
+		t.Errorf("the error part reads as name %q, filename %q, body %q; want error, %s and a 404 ErrorResponse", got[1].Name, got[1].Filename, got[1].Data, filesPath(s, "missing.txt"))
+	}
 }
 
 var gitSteps = []step{

@@ -7,8 +7,10 @@
 // one after the other. Each feature has its own sandbox, which the SDK gets
 // from the test's control-plane stub (DAYTONA_API_URL, DAYTONA_API_KEY).
 // A feature module's default export takes {work, args} and returns its
-// steps, a list of [name, fn] where fn(sandbox, sdk) returns the step's
-// value (JSON-encodable). The driver prints one JSON report on stdout:
+// steps, a list of [name, fn] where fn(sandbox, sdk, internal) returns the
+// step's value (JSON-encodable); internal(path) imports a module of the
+// SDK's package that its exports do not name (e.g. esm/utils/Multipart.js),
+// for steps that exercise code the SDK runs only in other runtimes. The driver prints one JSON report on stdout:
 //
 //	{"sdk": "0.205.1", "importMs": 700, "features": {"files": [
 //	  {"name": "upload", "ok": true, "value": …, "ms": 12},
@@ -21,6 +23,8 @@
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const stepTimeoutMs = 30000;
 
@@ -38,8 +42,10 @@ process.on('uncaughtException', (e) => console.error('uncaught exception:', e));
 
 const started = performance.now();
 const require = createRequire(import.meta.url);
-const version = JSON.parse(readFileSync(require.resolve(`${alias}/package.json`), 'utf8')).version;
+const pkgJSON = require.resolve(`${alias}/package.json`);
+const version = JSON.parse(readFileSync(pkgJSON, 'utf8')).version;
 const sdk = await import(alias);
+const internal = (path) => import(pathToFileURL(join(dirname(pkgJSON), path)).href);
 const report = { sdk: version, importMs: Math.round(performance.now() - started), features: {} };
 
 const daytona = new sdk.Daytona();
@@ -67,7 +73,7 @@ async function runFeature(f) {
   for (const [name, fn] of steps) {
     const t0 = performance.now();
     try {
-      const value = await withTimeout(name, fn(sandbox, sdk), stepTimeoutMs);
+      const value = await withTimeout(name, fn(sandbox, sdk, internal), stepTimeoutMs);
       results.push({ name, ok: true, value: value ?? null });
     } catch (e) {
       results.push(failure(name, e));

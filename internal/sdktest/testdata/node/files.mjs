@@ -39,5 +39,13 @@ export default function steps({ work }) {
       result: r.result === undefined || typeof r.result === 'string' ? r.result ?? null : b64(r.result),
       error: r.error ?? null,
     }))],
+    // How the SDK's own multipart parser, which it uses where busboy
+    // cannot run (browsers, serverless), reads a bulk-download answer.
+    ['bulk-download-fallback', async (s, sdk, internal) => {
+      const { extractBoundary, parseMultipart } = await internal('esm/utils/Multipart.js');
+      const r = await s.fs.apiClient.downloadFiles({ paths: [`${dir}/sub/c.md`, `${dir}/missing.txt`] }, { responseType: 'arraybuffer' });
+      return parseMultipart(new Uint8Array(r.data), extractBoundary(r.headers['content-type']))
+        .map((p) => ({ name: p.name ?? null, filename: p.filename ?? null, data: b64(p.data) }));
+    }],
   ];
 }
