@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -177,6 +179,8 @@ var fileFixtures = map[string][]byte{
 	"b.txt":    []byte("needle two\nbeta\n"),
 	"sub/c.md": []byte("gamma needle\n"),
 	"d.bin":    binaryBytes(),
+	"e.txt":    []byte("move me\n"),
+	"f.txt":    []byte("delete me\n"),
 }
 
 // binaryBytes is every byte value: what no text conversion leaves intact.
@@ -309,6 +313,27 @@ var fileSteps = []step{
 			}
 		}
 	}},
+	{"upload-stream", func(t *testing.T, s *sandbox, raw json.RawMessage) {
+		fileIs(t, s, "files/streamed.txt", []byte("streamed upload\n"))
+	}},
+	{"download-stream", equal(base64.StdEncoding.EncodeToString(fileFixtures["d.bin"]))},
+	{"create-folder", func(t *testing.T, s *sandbox, raw json.RawMessage) {
+		fi, err := os.Stat(filesPath(s, "made"))
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
+			t.Errorf("on disk, made is %v (%v), want a folder with mode 0750", fi, err)
+		}
+	}},
+	{"move", func(t *testing.T, s *sandbox, raw json.RawMessage) {
+		fileIs(t, s, "files/e-moved.txt", fileFixtures["e.txt"])
+		if _, err := os.Stat(filesPath(s, "e.txt")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("on disk, e.txt is still there after the move (%v)", err)
+		}
+	}},
+	{"delete", func(t *testing.T, s *sandbox, raw json.RawMessage) {
+		if _, err := os.Stat(filesPath(s, "f.txt")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("on disk, f.txt is still there after its deletion (%v)", err)
+		}
+	}},
 	{"bulk-download-fallback", checkFallbackParts},
 }
 
@@ -423,6 +448,13 @@ var sessionSteps = []step{
 		if got := decode[struct{ ExitCode *int }](t, raw); got.ExitCode == nil || *got.ExitCode != 4 {
 			t.Errorf("the command's exit code: %s, want 4", raw)
 		}
+	}},
+	{"get-session", func(t *testing.T, s *sandbox, raw json.RawMessage) {
+		exit := 4
+		equal(struct {
+			SessionID string `json:"sessionId"`
+			ExitCode  *int   `json:"exitCode"`
+		}{sessionID, &exit})(t, s, raw)
 	}},
 	{"logs", func(t *testing.T, s *sandbox, raw json.RawMessage) {
 		got := decode[map[string]any](t, raw)

@@ -1,6 +1,7 @@
 // Files through sandbox.fs. The Go test has written
-// {work}/files/{a.txt,b.txt,sub/c.md,d.bin} (see sdk_test.go) and checks
+// {work}/files/{a.txt,b.txt,sub/c.md,d.bin,e.txt,f.txt} (see sdk_test.go) and checks
 // the disk after the steps that change it.
+import { Readable } from 'node:stream';
 import { b64 } from './lib.mjs';
 
 export default function steps({ work }) {
@@ -39,6 +40,25 @@ export default function steps({ work }) {
       result: r.result === undefined || typeof r.result === 'string' ? r.result ?? null : b64(r.result),
       error: r.error ?? null,
     }))],
+    ['upload-stream', async (s) => {
+      await s.fs.uploadFileStream(Readable.from([Buffer.from('streamed '), Buffer.from('upload\n')]), `${dir}/streamed.txt`);
+    }],
+    ['download-stream', async (s) => {
+      const chunks = [];
+      for await (const c of await s.fs.downloadFileStream(`${dir}/d.bin`)) {
+        chunks.push(c);
+      }
+      return b64(Buffer.concat(chunks));
+    }],
+    ['create-folder', async (s) => {
+      await s.fs.createFolder(`${dir}/made`, '750');
+    }],
+    ['move', async (s) => {
+      await s.fs.moveFiles(`${dir}/e.txt`, `${dir}/e-moved.txt`);
+    }],
+    ['delete', async (s) => {
+      await s.fs.deleteFile(`${dir}/f.txt`);
+    }],
     // How the SDK's own multipart parser, which it uses where busboy
     // cannot run (browsers, serverless), reads a bulk-download answer.
     ['bulk-download-fallback', async (s, sdk, internal) => {

@@ -36,6 +36,11 @@ export default function steps() {
       const c = await s.process.getSessionCommand(sid, cmdId);
       return { exitCode: c.exitCode ?? null };
     }],
+    ['get-session', async (s) => {
+      const session = await s.process.getSession(sid);
+      const c = session.commands?.find((x) => x.id === cmdId);
+      return { sessionId: session.sessionId, exitCode: c?.exitCode ?? null };
+    }],
     ['logs', async (s) => {
       const l = await s.process.getSessionCommandLogs(sid, cmdId);
       return { stdout: l.stdout ?? null, stderr: l.stderr ?? null };
