@@ -53,7 +53,7 @@ type nodeProject struct {
 	versions map[string]string // alias → the release's version
 }
 
-// findNode finds node and the SDK releases installed in node/node_modules,
+// findNode finds node and the SDK releases installed in testdata/node,
 // or skips (fails under AGENTBOX_REQUIRE_ALL=1) saying how to install them.
 func findNode(t *testing.T) nodeProject {
 	t.Helper()

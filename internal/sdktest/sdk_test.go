@@ -61,8 +61,8 @@ func TestTypeScriptSDK(t *testing.T) {
 			}
 			for i, f := range fs {
 				t.Run(f.name, func(t *testing.T) {
-					checkSteps(t, sandboxes[i], rep.Features[f.name], f.steps)
 					sandboxes[i].offSpec.report(t)
+					checkSteps(t, sandboxes[i], rep.Features[f.name], f.steps)
 				})
 			}
 		})
