@@ -105,6 +105,20 @@ type sandbox struct {
 	proxy    http.Handler      // to its toolbox server, prefix stripped
 	gitHeads map[string]string // the served repository's branches (git feature)
 	offSpec  *collector        // its answers that toolbox.json does not allow
+
+	mu     sync.Mutex
+	failed []string // toolbox requests answered with an error status
+}
+
+// logFailed logs the toolbox requests of s that got an error status: what
+// an SDK's error message may not say (a WebSocket refused with 404).
+func (s *sandbox) logFailed(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.failed) > 0 {
+		t.Logf("toolbox requests answered with an error:\n%s", strings.Join(s.failed, "\n"))
+	}
 }
 
 // A collector keeps what a spectest handler reports (Errorf), so that the
@@ -175,6 +189,14 @@ func (cp *controlPlane) addSandbox(t *testing.T, id string) *sandbox {
 		},
 		Transport:     tr,
 		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode >= 400 {
+				s.mu.Lock()
+				s.failed = append(s.failed, fmt.Sprintf("%s %s: %s", resp.Request.Method, resp.Request.URL.RequestURI(), resp.Status))
+				s.mu.Unlock()
+			}
+			return nil
+		},
 	})
 	cp.mu.Lock()
 	cp.sandboxes[id] = s

@@ -61,6 +61,7 @@ func TestTypeScriptSDK(t *testing.T) {
 			}
 			for i, f := range fs {
 				t.Run(f.name, func(t *testing.T) {
+					sandboxes[i].logFailed(t)
 					sandboxes[i].offSpec.report(t)
 					checkSteps(t, sandboxes[i], rep.Features[f.name], f.steps)
 				})
