@@ -188,6 +188,7 @@ func (s *Server) routes() {
 		s.infoRoutes(),
 		s.processRoutes(),
 		s.fileRoutes(),
+		s.codeRunRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},

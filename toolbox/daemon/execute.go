@@ -93,20 +93,30 @@ func (s *Server) executeSettings(req toolbox.ExecuteRequest) (cwd string, env []
 			return "", nil, err
 		}
 	}
-	env = withoutKeys(s.baseEnv, markerKey)
+	env, err = s.commandEnv(req.Envs)
+	if err != nil {
+		return "", nil, err
+	}
+	return cwd, env, nil
+}
+
+// commandEnv returns the base environment with envs set, or a 400 error
+// naming the first variable (in sorted order) that a shell cannot export.
+func (s *Server) commandEnv(envs map[string]string) ([]string, error) {
+	env := withoutKeys(s.baseEnv, markerKey)
 	// Check in sorted order, so that the error names the same variable
 	// every time.
-	for _, k := range slices.Sorted(maps.Keys(req.Envs)) {
-		v := req.Envs[k]
+	for _, k := range slices.Sorted(maps.Keys(envs)) {
+		v := envs[k]
 		if !sandbox.ValidEnvName(k) {
-			return "", nil, badRequest("invalid environment variable name %q: names must match [A-Za-z_][A-Za-z0-9_]* (a name a shell can export)", k)
+			return nil, badRequest("invalid environment variable name %q: names must match [A-Za-z_][A-Za-z0-9_]* (a name a shell can export)", k)
 		}
 		if strings.ContainsRune(v, 0) {
-			return "", nil, badRequest("invalid value of environment variable %q: values must not contain NUL", k)
+			return nil, badRequest("invalid value of environment variable %q: values must not contain NUL", k)
 		}
 		env = append(withoutKeys(env, k), k+"="+v)
 	}
-	return cwd, env, nil
+	return env, nil
 }
 
 // addOneShot registers o, so that Close kills it.
