@@ -95,6 +95,7 @@ type Server struct {
 	sessions map[string]*session
 	execs    map[*oneShot]struct{}
 	logMem   atomic.Int64 // log bytes held in memory
+	interp   interpreters // interpreter contexts (interpreter.go)
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -189,6 +190,7 @@ func (s *Server) routes() {
 		s.processRoutes(),
 		s.fileRoutes(),
 		s.codeRunRoutes(),
+		s.interpreterRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},
@@ -267,6 +269,7 @@ func (s *Server) Close() error {
 	for _, e := range execs {
 		teardown.Go(e.kill)
 	}
+	teardown.Go(s.closeInterpreters)
 	_ = teardown.Wait(context.Background())
 	_ = s.bg.Wait(context.Background())
 	s.starter.close()
