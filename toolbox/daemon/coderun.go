@@ -77,31 +77,12 @@ func (s *Server) handleCodeRun(w http.ResponseWriter, r *http.Request) error {
 	for i, a := range argv {
 		quoted[i] = sandbox.ShellQuote(a)
 	}
-	o := &oneShot{token: oneShotPrefix + randomHex(8)}
-	env = append(env, markerKey+"="+o.token)
-
-	ctx := r.Context()
-	if req.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout)*time.Second)
-		defer cancel()
-	}
-	if err := s.addOneShot(o); err != nil {
-		return err
-	}
-	defer s.removeOneShot(o)
 	// The shell only execs the program: it resolves the interpreter in the
 	// program's PATH and the one-shot machinery kills the tree and reads
 	// the merged output.
-	res, err := s.runOneShot(ctx, o, "exec "+strings.Join(quoted, " "), s.workDir, env)
-	if err != nil {
+	res, err := s.runTimed(r, "exec "+strings.Join(quoted, " "), s.workDir, env, req.Timeout, "code execution")
+	if err != nil || res == nil {
 		return err
-	}
-	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
-			return errorf(http.StatusRequestTimeout, codeRequestTimeout, "code execution timeout after %d seconds", req.Timeout)
-		}
-		return nil // the client went away
 	}
 	charts, err := readCharts(filepath.Join(dir, "charts.jsonl"))
 	if err != nil {

@@ -56,46 +56,22 @@ func (s *Server) startWorker(python, script, cwd string) (*worker, error) {
 		gone:     make(chan struct{}),
 		exited:   make(chan struct{}),
 	}
-	var parent, child []*os.File // our ends, its ends
-	defer func() {
-		for _, f := range child {
-			f.Close()
-		}
-	}()
-	pipe := func(ours int) (*os.File, *os.File, error) {
+	// Four pipes: its stdout, stderr, requests (fd 3) and events (fd 4).
+	var p [4][2]*os.File // read end, write end
+	for i := range p {
 		r, wr, err := os.Pipe()
 		if err != nil {
-			return nil, nil, fmt.Errorf("interpreter: %w", err)
+			for _, pair := range p[:i] {
+				closeFiles(pair[:]...)
+			}
+			return nil, fmt.Errorf("interpreter: %w", err)
 		}
-		if ours == 0 {
-			parent, child = append(parent, r), append(child, wr)
-		} else {
-			parent, child = append(parent, wr), append(child, r)
-		}
-		return r, wr, nil
+		p[i] = [2]*os.File{r, wr}
 	}
-	fail := func(err error) (*worker, error) {
-		for _, f := range parent {
-			f.Close()
-		}
-		return nil, err
-	}
-	outR, outW, err := pipe(0)
-	if err != nil {
-		return fail(err)
-	}
-	errR, errW, err := pipe(0)
-	if err != nil {
-		return fail(err)
-	}
-	reqR, reqW, err := pipe(1)
-	if err != nil {
-		return fail(err)
-	}
-	evR, evW, err := pipe(0)
-	if err != nil {
-		return fail(err)
-	}
+	outR, outW, errR, errW := p[0][0], p[0][1], p[1][0], p[1][1]
+	reqR, reqW, evR, evW := p[2][0], p[2][1], p[3][0], p[3][1]
+	// Its ends are closed here once it has them (or failed to start).
+	defer closeFiles(outW, errW, reqR, evW)
 	growPipe(outW)
 	growPipe(errW)
 	w.cmd = &exec.Cmd{
@@ -109,7 +85,8 @@ func (s *Server) startWorker(python, script, cwd string) (*worker, error) {
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if err := s.starter.start(w.cmd); err != nil {
-		return fail(fmt.Errorf("interpreter: starting %s: %w", python, err))
+		closeFiles(outR, errR, reqW, evR)
+		return nil, fmt.Errorf("interpreter: starting %s: %w", python, err)
 	}
 	w.requests = reqW
 	init, _ := json.Marshal(map[string]string{"sentinel": string(w.sentinel)})
