@@ -188,6 +188,20 @@ func dialExecute(t *testing.T, e *testEnv, query string, req any) *websocket.Con
 	return conn
 }
 
+// joinOutput joins consecutive stdout (or stderr) messages: the server
+// sends output as it is written, print's text and its newline apart.
+func joinOutput(msgs []toolbox.InterpreterMessage) []toolbox.InterpreterMessage {
+	var out []toolbox.InterpreterMessage
+	for _, m := range msgs {
+		if n := len(out); n > 0 && (m.Type == toolbox.InterpreterStdout || m.Type == toolbox.InterpreterStderr) && out[n-1].Type == m.Type {
+			out[n-1].Text += m.Text
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // readMessages reads until the close and returns the messages and close.
 func readMessages(t *testing.T, conn *websocket.Conn) ([]toolbox.InterpreterMessage, websocket.CloseError) {
 	t.Helper()
@@ -216,6 +230,7 @@ func TestInterpreterWebSocket(t *testing.T) {
 	e := newEnv(t, true)
 	conn := dialExecute(t, e, "", map[string]any{"code": "print('hi')\n6*7"})
 	msgs, ce := readMessages(t, conn)
+	msgs = joinOutput(msgs)
 	want := []toolbox.InterpreterMessage{{Type: "stdout", Text: "hi\n"}, {Type: "result", Text: "42"}, {Type: "control", Text: "completed"}}
 	if ce.Code != websocket.StatusNormalClosure || len(msgs) != len(want) {
 		t.Fatalf("messages %+v close %v, want %+v and 1000", msgs, ce, want)
