@@ -28,11 +28,14 @@ import (
 //go:embed coderun_runner.py
 var codeRunRunner string
 
-// minStripTypesNode is the first Node.js release that runs TypeScript by
-// stripping its types (--experimental-strip-types).
-var minStripTypesNode = [3]int{22, 6, 0}
+// Node.js 22.6 is the first release that runs TypeScript by stripping its
+// types (--experimental-strip-types).
+const (
+	minStripTypesMajor = 22
+	minStripTypesMinor = 6
+)
 
-// maxCharts bounds the size of the charts file read back (base64 PNGs).
+// maxChartsBytes bounds the size of the charts file read back (base64 PNGs).
 const maxChartsBytes = 64 << 20
 
 func (s *Server) codeRunRoutes() []route {
@@ -157,7 +160,7 @@ func typeScriptRunner(ctx context.Context, env []string) ([]string, error) {
 	var version string
 	if nodeErr == nil {
 		v, err := nodeVersion(ctx, node, env)
-		if err == nil && !versionLess(v, minStripTypesNode) {
+		if err == nil && !versionLess(v, [3]int{minStripTypesMajor, minStripTypesMinor}) {
 			return []string{node, "--experimental-strip-types", "--disable-warning=ExperimentalWarning"}, nil
 		}
 		version = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
@@ -175,7 +178,7 @@ func typeScriptRunner(ctx context.Context, env []string) ([]string, error) {
 		found = "Node.js " + version
 	}
 	return nil, badRequest("cannot run typescript: the sandbox has %s; TypeScript needs Node.js %d.%d or newer (it strips the types itself) or tsx or ts-node in PATH",
-		found, minStripTypesNode[0], minStripTypesNode[1])
+		found, minStripTypesMajor, minStripTypesMinor)
 }
 
 // nodeVersion asks node for its version ("v20.20.2" → {20, 20, 2}).

@@ -187,6 +187,7 @@ func (s *Server) execute(ctx context.Context, ic *interpContext, req toolbox.Int
 		tick = ticker.C
 	}
 	events := w.events
+	var pending []toolbox.InterpreterMessage
 	var done bool
 	var ends, eofs [3]bool
 	if w.send(map[string]any{"code": req.Code, "envs": req.Envs}) != nil {
@@ -218,7 +219,9 @@ func (s *Server) execute(ctx context.Context, ic *interpContext, req toolbox.Int
 			case m.Type == toolbox.InterpreterError && interrupted && m.Name == "KeyboardInterrupt":
 				// Our interruption, not the code's error.
 			case m.Type == toolbox.InterpreterError || m.Type == toolbox.InterpreterResult:
-				out.send(m)
+				// Sent once the output written before it has been:
+				// the output comes through other pipes.
+				pending = append(pending, m)
 			}
 		case <-timer:
 			timedOut = true
@@ -244,6 +247,9 @@ func (s *Server) execute(ctx context.Context, ic *interpContext, req toolbox.Int
 			return endCompleted
 		}
 	}
+	for _, m := range pending {
+		out.send(m)
+	}
 	if events == nil {
 		select {
 		case <-w.exited:
@@ -268,7 +274,14 @@ type interpOut struct {
 	carry [3][]byte
 }
 
-var streamTypes = [3]string{1: toolbox.InterpreterStdout, 2: toolbox.InterpreterStderr}
+// streamType is the message type of output of stream (1 stdout, 2
+// stderr).
+func streamType(stream int) string {
+	if stream == 2 {
+		return toolbox.InterpreterStderr
+	}
+	return toolbox.InterpreterStdout
+}
 
 func (o *interpOut) send(m toolbox.InterpreterMessage) {
 	if o.dead {
@@ -296,7 +309,7 @@ func (o *interpOut) output(stream int, data []byte) {
 		o.carry[stream] = append([]byte(nil), data[n:]...)
 	}
 	if n > 0 {
-		o.send(toolbox.InterpreterMessage{Type: streamTypes[stream], Text: string(data[:n])})
+		o.send(toolbox.InterpreterMessage{Type: streamType(stream), Text: string(data[:n])})
 	}
 }
 
@@ -305,7 +318,7 @@ func (o *interpOut) output(stream int, data []byte) {
 func (o *interpOut) flush(stream int) {
 	if c := o.carry[stream]; len(c) > 0 {
 		o.carry[stream] = nil
-		o.send(toolbox.InterpreterMessage{Type: streamTypes[stream], Text: string(c)})
+		o.send(toolbox.InterpreterMessage{Type: streamType(stream), Text: string(c)})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -33,6 +34,7 @@ type worker struct {
 	chunks   chan outChunk
 	events   chan toolbox.InterpreterMessage
 	gone     chan struct{} // closed by stop: nobody reads any more
+	stopOnce sync.Once
 	exited   chan struct{} // closed when the process was reaped
 	status   int           // exit status, valid after exited
 }
@@ -119,14 +121,11 @@ func (w *worker) interrupt() { _ = w.cmd.Process.Signal(syscall.SIGINT) }
 // stop kills the worker and every process it started, and lets its
 // goroutines end.
 func (w *worker) stop() {
-	select {
-	case <-w.gone:
-		return
-	default:
+	w.stopOnce.Do(func() {
 		close(w.gone)
-	}
-	w.requests.Close()
-	killTree([]int{w.cmd.Process.Pid}, w.token)
+		w.requests.Close()
+		killTree([]int{w.cmd.Process.Pid}, w.token)
+	})
 	<-w.exited
 }
 
