@@ -27,12 +27,12 @@ const defaultContextID = "default"
 // interpreters holds a server's interpreter contexts. The zero value is
 // ready to use.
 type interpreters struct {
-	mu      sync.Mutex
-	ctxs    map[string]*interpContext
-	closed  bool
-	script  string // the worker program's path, once written
-	scriptE error
-	once    sync.Once
+	mu        sync.Mutex
+	ctxs      map[string]*interpContext
+	closed    bool
+	script    string // the worker program's path, once written
+	scriptErr error
+	once      sync.Once
 }
 
 // interpContext is one interpreter context.
@@ -128,12 +128,12 @@ func (s *Server) pythonFor() (python, script string, err error) {
 	s.interp.once.Do(func() {
 		p := filepath.Join(s.tmpDir, "agentbox_interpreter.py")
 		if err := os.WriteFile(p, []byte(interpreterWorker), 0o600); err != nil {
-			s.interp.scriptE = fmt.Errorf("writing the interpreter program: %w", err)
+			s.interp.scriptErr = fmt.Errorf("writing the interpreter program: %w", err)
 			return
 		}
 		s.interp.script = p
 	})
-	return python, s.interp.script, s.interp.scriptE
+	return python, s.interp.script, s.interp.scriptErr
 }
 
 // newContext registers a context and starts its worker.

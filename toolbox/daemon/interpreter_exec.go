@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -72,7 +73,7 @@ func (s *Server) handleInterpreterExecute(w http.ResponseWriter, r *http.Request
 		return nil
 	}
 	switch {
-	case req.Code == "" || len(bytes.TrimSpace([]byte(req.Code))) == 0:
+	case strings.TrimSpace(req.Code) == "":
 		conn.Close(toolbox.CloseInterpreterBadRequest, "bad request: code is required")
 		return nil
 	case req.Timeout != nil && *req.Timeout < 0:
