@@ -128,3 +128,43 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 	}
 	b.ReportMetric(float64(base)/float64(meas), "x-pipe-throughput")
 }
+
+// BenchmarkInterpreter: the interpreter's round trip for `1+1` in a warm
+// context (WebSocket dial, execution, result, close), against code-run of
+// the same code (a new python3 each time) in the same loop: the ratio is
+// "x-code-run" (lower is better).
+func BenchmarkInterpreter(b *testing.B) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		b.Skip("python3 is not installed (Debian package python3)")
+	}
+	e := newEnv(b, false)
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: baseURL, HTTPClient: e.client})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	run := func() {
+		r, err := c.RunCode(ctx, toolbox.InterpreterExecuteRequest{Code: "1+1"}, nil)
+		if err != nil || r.Result != "2" {
+			b.Fatalf("interpreter 1+1: %+v %v", r, err)
+		}
+	}
+	run() // start the default context's interpreter
+	var interp, coderun time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		r, err := c.CodeRun(ctx, toolbox.CodeRunRequest{Code: "print(1+1)", Language: toolbox.LanguagePython})
+		if err != nil || r.Result != "2\n" {
+			b.Fatalf("code-run: %+v %v", r, err)
+		}
+		coderun += time.Since(start)
+		start = time.Now()
+		run()
+		interp += time.Since(start)
+	}
+	b.ReportMetric(float64(interp)/float64(coderun), "x-code-run")
+	b.ReportMetric(float64(interp.Microseconds())/float64(b.N), "interp-µs/op")
+	b.ReportMetric(float64(coderun.Microseconds())/float64(b.N), "code-run-µs/op")
+}

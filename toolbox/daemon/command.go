@@ -48,8 +48,13 @@ type command struct {
 // A stateless command leaves the session's state as it found it; a
 // tethered one dies with its client (see tether).
 func (ss *session) start(req toolbox.SessionExecuteRequest, stateless, tethered bool) (*command, error) {
+	return ss.startID(newUUID(), req, stateless, tethered)
+}
+
+// startID is start with the command's id given.
+func (ss *session) startID(id string, req toolbox.SessionExecuteRequest, stateless, tethered bool) (*command, error) {
 	c := &command{
-		id:           newUUID(),
+		id:           id,
 		text:         req.Command,
 		async:        req.RunAsync || req.Async,
 		suppressEcho: req.SuppressInputEcho,

@@ -67,6 +67,12 @@ type Options struct {
 	// it to unshare a cgroup namespace rooted at the cgroups it was moved
 	// into. New fails if it fails.
 	StartThreadSetup func() error
+	// Entrypoint is the argv of a command the server starts at once and
+	// serves as Daytona's entrypoint session (GET
+	// /process/session/entrypoint and its logs); an engine passes an
+	// image's entrypoint here. It runs like a session command, in the work
+	// dir with Env. Empty: no entrypoint (those routes answer 404).
+	Entrypoint []string
 }
 
 // Server serves the Daytona toolbox API. Create it with New and release it
@@ -95,6 +101,8 @@ type Server struct {
 	sessions map[string]*session
 	execs    map[*oneShot]struct{}
 	logMem   atomic.Int64 // log bytes held in memory
+	interp   interpreters // interpreter contexts (interpreter.go)
+	entry    *session     // the entrypoint's session, or nil (entrypoint.go)
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -170,6 +178,12 @@ func New(opts Options) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.routes()
+	if len(opts.Entrypoint) > 0 {
+		if err := s.startEntrypoint(opts.Entrypoint); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("daemon: starting the entrypoint: %w", err)
+		}
+	}
 	return s, nil
 }
 
@@ -188,6 +202,9 @@ func (s *Server) routes() {
 		s.infoRoutes(),
 		s.processRoutes(),
 		s.fileRoutes(),
+		s.codeRunRoutes(),
+		s.interpreterRoutes(),
+		s.entrypointRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},
@@ -266,6 +283,8 @@ func (s *Server) Close() error {
 	for _, e := range execs {
 		teardown.Go(e.kill)
 	}
+	teardown.Go(s.closeInterpreters)
+	teardown.Go(s.closeEntrypoint)
 	_ = teardown.Wait(context.Background())
 	_ = s.bg.Wait(context.Background())
 	s.starter.close()

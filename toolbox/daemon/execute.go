@@ -50,32 +50,42 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	o := &oneShot{token: oneShotPrefix + randomHex(8)}
-	env = append(env, markerKey+"="+o.token)
-
-	ctx := r.Context()
-	if req.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.Timeout)*time.Second)
-		defer cancel()
-	}
-	if err := s.addOneShot(o); err != nil {
+	res, err := s.runTimed(r, req.Command, cwd, env, req.Timeout, "command execution")
+	if err != nil || res == nil {
 		return err
-	}
-	defer s.removeOneShot(o)
-	res, err := s.runOneShot(ctx, o, req.Command, cwd, env)
-	if err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
-			return errorf(http.StatusRequestTimeout, codeRequestTimeout, "command execution timeout after %d seconds", req.Timeout)
-		}
-		// The client went away: nobody reads the answer.
-		return nil
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// runTimed runs command as a one-shot execution for request r, killed
+// after timeout seconds (0: none). A timeout is a 408 error saying what
+// timed out; a nil answer without error means the client went away and
+// nobody reads the answer.
+func (s *Server) runTimed(r *http.Request, command, cwd string, env []string, timeout int, what string) (*toolbox.ExecuteResponse, error) {
+	o := &oneShot{token: oneShotPrefix + randomHex(8)}
+	env = append(env, markerKey+"="+o.token)
+	ctx := r.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Second)
+		defer cancel()
+	}
+	if err := s.addOneShot(o); err != nil {
+		return nil, err
+	}
+	defer s.removeOneShot(o)
+	res, err := s.runOneShot(ctx, o, command, cwd, env)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
+			return nil, errorf(http.StatusRequestTimeout, codeRequestTimeout, "%s timeout after %d seconds", what, timeout)
+		}
+		return nil, nil
+	}
+	return &res, nil
 }
 
 // executeSettings checks an execute request and returns the command's
@@ -93,20 +103,30 @@ func (s *Server) executeSettings(req toolbox.ExecuteRequest) (cwd string, env []
 			return "", nil, err
 		}
 	}
-	env = withoutKeys(s.baseEnv, markerKey)
+	env, err = s.commandEnv(req.Envs)
+	if err != nil {
+		return "", nil, err
+	}
+	return cwd, env, nil
+}
+
+// commandEnv returns the base environment with envs set, or a 400 error
+// naming the first variable (in sorted order) that a shell cannot export.
+func (s *Server) commandEnv(envs map[string]string) ([]string, error) {
+	env := withoutKeys(s.baseEnv, markerKey)
 	// Check in sorted order, so that the error names the same variable
 	// every time.
-	for _, k := range slices.Sorted(maps.Keys(req.Envs)) {
-		v := req.Envs[k]
+	for _, k := range slices.Sorted(maps.Keys(envs)) {
+		v := envs[k]
 		if !sandbox.ValidEnvName(k) {
-			return "", nil, badRequest("invalid environment variable name %q: names must match [A-Za-z_][A-Za-z0-9_]* (a name a shell can export)", k)
+			return nil, badRequest("invalid environment variable name %q: names must match [A-Za-z_][A-Za-z0-9_]* (a name a shell can export)", k)
 		}
 		if strings.ContainsRune(v, 0) {
-			return "", nil, badRequest("invalid value of environment variable %q: values must not contain NUL", k)
+			return nil, badRequest("invalid value of environment variable %q: values must not contain NUL", k)
 		}
 		env = append(withoutKeys(env, k), k+"="+v)
 	}
-	return cwd, env, nil
+	return env, nil
 }
 
 // addOneShot registers o, so that Close kills it.

@@ -116,6 +116,12 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.serveLogs(w, r, ss, c)
+}
+
+// serveLogs answers a logs request for command c of session ss: its log so
+// far, or a WebSocket following it.
+func (s *Server) serveLogs(w http.ResponseWriter, r *http.Request, ss *session, c *command) error {
 	c.tether.touch()
 	if isWebSocket(r) {
 		s.followLogs(w, r, ss, c)

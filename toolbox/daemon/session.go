@@ -82,10 +82,21 @@ func (s *Server) createSession(id string) error {
 	if _, ok := s.sessions[id]; ok {
 		return errorf(http.StatusConflict, codeConflict, "session %q already exists", id)
 	}
+	ss, err := s.newSession(id)
+	if err != nil {
+		return err
+	}
+	s.sessions[id] = ss
+	return nil
+}
+
+// newSession makes a session, not registered, with a shell being readied
+// for its first command.
+func (s *Server) newSession(id string) (*session, error) {
 	token := randomHex(8)
 	dir := filepath.Join(s.tmpDir, token)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("creating the session dir: %w", err)
+		return nil, fmt.Errorf("creating the session dir: %w", err)
 	}
 	ss := &session{
 		srv:      s,
@@ -98,7 +109,6 @@ func (s *Server) createSession(id string) error {
 		killedCh: make(chan struct{}),
 	}
 	ss.turn <- struct{}{}
-	s.sessions[id] = ss
 	// Have a shell ready for the first command.
 	s.bg.Go(func() {
 		select {
@@ -109,7 +119,7 @@ func (s *Server) createSession(id string) error {
 		ss.prepareReadyShell()
 		ss.turn <- struct{}{}
 	})
-	return nil
+	return ss, nil
 }
 
 func (s *Server) session(id string) (*session, error) {
