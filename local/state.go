@@ -225,16 +225,16 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 
 // killInit asks the init recorded in m to shut down (SIGTERM), kills it
 // after a grace period, then makes sure no process of the sandbox is left,
-// removes its cgroups and its network's host side, and waits until its
-// disk image is released. It clears m.Init, m.Cgroups, m.Network and
-// m.EgressProxy (ending that helper too) and
+// removes its cgroups and its network's host side (its egress proxy too),
+// and waits until its disk image is released. It clears m.Init,
+// m.Cgroups, m.Network and m.EgressFDs and
 // records the last use in m.LastUsedAt (the next boot empties the folder
 // holding the activity stamp); the caller writes m.
 func killInit(ctx context.Context, dir string, m *meta) error {
 	if m.alive() {
 		terminate(ctx, *m.Init)
 	}
-	stopEgressProxy(ctx, m)
+	stopEgressProxy(ctx, filepath.Dir(filepath.Dir(dir)), m)
 	teardownNetwork(ctx, m)
 	if err := m.Cgroups.destroy(ctx); err != nil {
 		return err
@@ -246,7 +246,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 			return err
 		}
 	}
-	m.Init, m.Cgroups, m.ProxyEnv = nil, nil, false
+	m.Init, m.Cgroups, m.ProxyEnv, m.EgressFDs = nil, nil, false, nil
 	m.LastUsedAt = lastUsed(dir, m)
 	_ = os.Remove(filepath.Join(dir, socketFile))
 	return nil
