@@ -41,6 +41,9 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 		return err
 	}
 	m.Cgroups = cg
+	// The disk image is mounted while the init is forked.
+	disk := mountInBackground(dir, m)
+	defer disk.release()
 	if err := checkNetworkAvailable(&m.Config); err != nil {
 		return err
 	}
@@ -49,7 +52,7 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	s.mu.Lock()
 	s.proxyEnv = m.ProxyEnv
 	s.mu.Unlock()
-	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
+	cmd, ready, err := launch(ctx, dir, m, cg, disk, s.opts.StateDir)
 	if err != nil {
 		return err
 	}
@@ -99,12 +102,13 @@ func (s *Sandbox) reap(cmd *exec.Cmd) {
 	s.mu.Unlock()
 }
 
-// launch starts the init of the sandbox folder dir (locked by the caller).
+// launch starts the init of the sandbox folder dir (locked by the caller),
+// whose disk image disk is being mounted.
 // ready waits until it serves, and returns the descriptors it handed over
 // with its answer (the egress proxy's listening sockets), or kills it and
 // reports why it could not; the caller reaps cmd. The init outlives this
 // process.
-func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (cmd *exec.Cmd, ready func() (initAnswer, error), err error) {
+func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendingDisk, stateDir string) (cmd *exec.Cmd, ready func() (initAnswer, error), err error) {
 	if err := checkUserns(); err != nil {
 		return nil, nil, err
 	}
@@ -137,7 +141,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		moveInto = cg
 	}
 	nb.start(ctx)
-	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, stateDir); err != nil {
+	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, disk, stateDir); err != nil {
 		ctl.Close()
 		_ = cmd.Process.Kill()
 		_ = nb.finish()
@@ -201,14 +205,14 @@ func startError(err error, ids *idRange) error {
 // into the cgroups moveInto (unless nil) while it prepares the folders,
 // socket and binds of dir, then sends the init its configuration over ctl.
 // (The sandbox's link and firewall are made meanwhile: see netBoot.start.)
-func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, stateDir string) error {
+func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, disk *pendingDisk, stateDir string) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
 		go func() { cgDone <- moveInto.add(pid) }()
 	} else {
 		cgDone <- nil
 	}
-	cfg, files, err := prepare(dir, m, stateDir, pid, m.Cgroups)
+	cfg, files, err := prepare(dir, m, stateDir, pid, m.Cgroups, disk)
 	defer closeFiles(files)
 	if cgErr := <-cgDone; err == nil {
 		err = cgErr
