@@ -31,16 +31,24 @@ const readyTimeout = 30 * time.Second
 // egress proxy serve it, with a DomainAllowList) and records it in m. On
 // failure the caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
-	ids, err := hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+	// The host id range and the limits (cgroups, disk image) are
+	// independent: each waits for locks and the kernel.
+	var ids *idRange
+	idsDone := make(chan error, 1)
+	go func() {
+		var err error
+		ids, err = hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+		idsDone <- err
+	}()
+	cg, err := s.limit(dir, m)
+	m.Cgroups = cg // killInit removes them if the range fails
+	if ierr := <-idsDone; err == nil {
+		err = ierr
+	}
 	if err != nil {
 		return err
 	}
 	m.HostIDs = ids
-	cg, err := s.limit(dir, m)
-	if err != nil {
-		return err
-	}
-	m.Cgroups = cg
 	// The disk image is mounted while the init is forked.
 	disk := mountInBackground(dir, m)
 	defer disk.release()
