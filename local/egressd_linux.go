@@ -110,11 +110,11 @@ func egressProxyCommand(mode string, files []*os.File) *exec.Cmd {
 	return &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: []string{"agentbox-netproxy"},
-		// One P: the proxy mostly waits for sockets, and every thread the
-		// runtime makes costs it stacks for good.
+		// Every P: the one process carries the traffic of every sandbox of
+		// the state dir (a P's memory, paid once, is nothing per sandbox).
 		Env: []string{
 			egressProxyEnv + "=" + mode,
-			"GOGC=50", "GOMAXPROCS=1", "GODEBUG=madvdontneed=1", "GORACE=atexit_sleep_ms=0",
+			"GOGC=50", "GODEBUG=madvdontneed=1", "GORACE=atexit_sleep_ms=0",
 		},
 		ExtraFiles:  files,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
