@@ -49,12 +49,8 @@ type egressClient struct {
 // none runs it starts one if start is set, else fails with
 // errEgressNotRunning.
 func openEgress(ctx context.Context, stateDir string, start bool) (*egressClient, error) {
-	lf, err := os.OpenFile(filepath.Join(stateDir, egressLock), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	lf, err := lockStateFile(ctx, stateDir, egressLock)
 	if err != nil {
-		return nil, stateDirError(stateDir, err)
-	}
-	if err := flockCtx(ctx, lf); err != nil {
-		lf.Close()
 		return nil, err
 	}
 	c := &egressClient{stateDir: stateDir, lock: lf}

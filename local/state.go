@@ -67,6 +67,20 @@ func lockSandbox(ctx context.Context, stateDir, id string, create bool) (*locked
 	}
 }
 
+// lockStateFile opens the lock file name of stateDir (making it) and
+// locks it, waiting for ctx at most; closing the file unlocks it.
+func lockStateFile(ctx context.Context, stateDir, name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(stateDir, name), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, stateDirError(stateDir, err)
+	}
+	if err := flockCtx(ctx, f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func flockCtx(ctx context.Context, f *os.File) error {
 	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
