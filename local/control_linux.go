@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +17,8 @@ import (
 // init (SOCK_SEQPACKET, the init's fd 3). The host sends one message: the
 // initConfig as JSON, with the descriptors it names; the init answers "ok"
 // once it serves, with the descriptors it hands over (the egress proxy's
-// listening sockets, made in the sandbox's network namespace), or an
+// listening sockets, made in the sandbox's network namespace; the "ok"
+// then names the init's own descriptors of them: "ok egress=7,8"), or an
 // error message, and closes its end.
 
 // fdControl is the init's end of the control socket.
@@ -43,6 +45,9 @@ type initConfig struct {
 
 	// handOver are the descriptors the init sends the host with its "ok".
 	handOver []*os.File
+	// egressFDs are the init's own descriptors of the egress proxy's
+	// listening sockets, which it names in its "ok" (listenForEgress).
+	egressFDs []int
 }
 
 // bindSpec binds a host folder at Target.
@@ -153,9 +158,17 @@ func receivedFDs(oob []byte) ([]int, error) {
 	return fds, nil
 }
 
-// sendReady tells the host that the init serves, handing it files (which
-// it closes).
-func sendReady(ctl *os.File, files []*os.File) {
+// sendReady tells the host that the init serves, naming egressFDs and
+// handing it files (which it closes).
+func sendReady(ctl *os.File, egressFDs []int, files []*os.File) {
+	text := "ok"
+	if len(egressFDs) > 0 {
+		nums := make([]string, len(egressFDs))
+		for i, fd := range egressFDs {
+			nums[i] = strconv.Itoa(fd)
+		}
+		text += " egress=" + strings.Join(nums, ",")
+	}
 	fds := make([]int, len(files))
 	for i, f := range files {
 		fds[i] = int(f.Fd())
@@ -164,14 +177,17 @@ func sendReady(ctl *os.File, files []*os.File) {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	_ = unix.Sendmsg(int(ctl.Fd()), []byte("ok"), oob, nil, 0)
+	_ = unix.Sendmsg(int(ctl.Fd()), []byte(text), oob, nil, 0)
 	closeFiles(files)
 }
 
 // initAnswer is the init's answer on its control socket.
 type initAnswer struct {
-	text  string
+	text  string // "ok", or why the init failed
 	files []*os.File
+	// egressFDs are the init's descriptors of the egress proxy's
+	// listening sockets.
+	egressFDs []int
 }
 
 // receiveAnswer reads the init's answer; an empty text means it died
@@ -184,6 +200,14 @@ func receiveAnswer(ctl *os.File) initAnswer {
 		return initAnswer{}
 	}
 	a := initAnswer{text: string(b[:n])}
+	if list, ok := strings.CutPrefix(a.text, "ok egress="); ok {
+		a.text = "ok"
+		for _, f := range strings.Split(list, ",") {
+			if fd, err := strconv.Atoi(f); err == nil {
+				a.egressFDs = append(a.egressFDs, fd)
+			}
+		}
+	}
 	fds, _ := receivedFDs(oob[:oobn])
 	for _, fd := range fds {
 		a.files = append(a.files, os.NewFile(uintptr(fd), "handed-over"))

@@ -91,9 +91,12 @@
 // [Config.DomainAllowList] gives loopback only and the listed names
 // through an egress proxy on the host (http://127.0.0.1:3128 and
 // socks5h://127.0.0.1:3128 inside, named by HTTP_PROXY, HTTPS_PROXY and
-// ALL_PROXY): a helper process, "agentbox-netproxy", this program
-// re-executed outside the sandbox's namespaces (as nobody when started by
-// root), recorded beside the init and ending with it. The proxy resolves
+// ALL_PROXY): one process per state dir, "agentbox-netproxy", this program
+// re-executed outside the sandboxes' namespaces (as nobody when started by
+// root), serves every sandbox of the state dir that has a list, each with
+// its own policy and log; it starts with the first such sandbox, exits
+// with the last, and is started again by the next command or Info of a
+// sandbox it served if it died. The proxy resolves
 // names itself and refuses other names, IP addresses, names that lead to
 // non-public addresses, and spoofed Host headers or TLS server names;
 // Info shows its last refusals (Network.PolicyLog). With both lists, the
@@ -127,11 +130,12 @@
 // State lives under a state dir (see [DefaultStateDir]):
 //
 //	<StateDir>/sandboxes/<id>/   meta.json, toolbox.sock, home/, tmp/, workdir/, toolbox/,
-//	                             egress-log.json, egress-allow (DomainAllowList)
+//	                             egress-log.json (DomainAllowList)
 //	                             (with a disk limit, all but toolbox/ on disk.img)
 //	<StateDir>/templates/        formatted disk images that new ones copy
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
 //	<StateDir>/hostids.json      the host uid ranges of the sandboxes (as root)
+//	<StateDir>/egress-proxy.sock the shared egress proxy's control socket, and its lock
 //
 // Whoever can write into the state dir can swap a sandbox's socket, so it
 // must be private to its user: every function refuses one owned by another
@@ -174,8 +178,12 @@ package local
 //	netfilter_linux.go  the nftables table of a sandbox (policy, DNS forwarding, NAT, ports)
 //	ports_linux.go      published ports: checking a host port is free
 //	domainproxy.go      DomainAllowList: validation, proxy variables, Info's policy log
-//	domainproxy_linux.go  DomainAllowList: the egress proxy helper (start, its main, SIGHUP
-//	                    reload), its listening sockets (made by the init, or by the host)
+//	domainproxy_linux.go  DomainAllowList: the listening sockets (made and kept by the init, or
+//	                    made by the host), the policy log recorder, watching an init's end
+//	egressd_linux.go    the state dir's shared egress proxy process: its control requests
+//	                    (serve, allow, drop, status), one egress.Proxy per sandbox, its exit
+//	egressclient_linux.go  an engine's side: starting the shared proxy, handing it sandboxes
+//	                    (sockets taken from their inits), live changes, healing
 //	activity_linux.go   activity stamps (LastUsedAt) and idleness
 //	reaper_linux.go     the init's orphan reaper
 //	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd

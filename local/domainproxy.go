@@ -17,27 +17,36 @@ import (
 )
 
 // The DomainAllowList network mode. The sandbox has a network namespace
-// of its own with loopback only, as with NetworkBlockAll. A helper process
-// on the host side, this program re-executed as "agentbox-netproxy"
-// outside every namespace of the sandbox, serves the egress proxy
-// (package internal/egress); commands get the proxy variables naming
-// 127.0.0.1:3128. Nothing inside resolves names: no resolver is
-// reachable, and names resolve only through the proxy.
+// of its own with loopback only, as with NetworkBlockAll. One process per
+// state dir on the host side, this program re-executed as
+// "agentbox-netproxy" outside every namespace of the sandboxes, serves
+// the egress proxy (package internal/egress) of every running sandbox of
+// the state dir that has a domain allow list, each with its own list,
+// connection limit and policy log (egressd_linux.go); commands get the
+// proxy variables naming 127.0.0.1:3128. Nothing inside resolves names:
+// no resolver is reachable, and names resolve only through the proxy.
 //
 // The sockets listening on 127.0.0.1:3128 and [::1]:3128 belong to the
 // sandbox's network namespace, where the init makes them; it hands them
-// to the host with its "ok", and the host to the helper. So the helper
+// to the host with its "ok", and the host to the proxy. So the proxy
 // accepts the sandbox's connections itself and dials out from the host's
 // namespace: no byte is relayed by the init, nor through a unix socket
 // bound into the sandbox (a first version did so, and the extra hop
-// halved the throughput; see BenchmarkDomainProxyDownload).
+// halved the throughput; see BenchmarkDomainProxyDownload). The init
+// keeps a descriptor of each socket for as long as it lives, so the
+// sockets, and the sandbox's connections waiting in their queues,
+// outlive a proxy that dies: the engine takes them from the init
+// (pidfd_getfd) for the next one, which it starts on the sandbox's next
+// command or Info (egressclient_linux.go).
 //
-// The helper is started with the init and recorded in meta.json beside
-// it; it ends when the init ends (it watches it through a pidfd, so an
-// init that stops itself when idle takes its helper along), and Stop and
-// Destroy end it as they end the init. Started by root, it runs as
-// nobody (65534), with no_new_privs: it needs no privilege, only the
-// descriptors it is given (its listening sockets, its policy log file).
+// The proxy is started by the first sandbox that needs it, by whichever
+// engine process boots it; it watches each sandbox's init through a
+// pidfd (so an init that stops itself when idle is forgotten with no
+// host process involved), Stop and Destroy tell it to forget theirs, and
+// it exits when it serves no sandbox. Started by root, it runs as nobody
+// (65534), with no_new_privs: it needs no privilege, only the
+// descriptors it is given (its control socket, each sandbox's listening
+// sockets and policy log file).
 
 // Names of the DomainAllowList mode.
 const (
@@ -76,7 +85,13 @@ func normalizeDomainAllowList(c *Config) (string, error) {
 type commandHost struct{ s *Sandbox }
 
 func (h commandHost) EnsureRunning(ctx context.Context) error {
-	return h.s.Lifecycle.EnsureRunning(ctx)
+	if err := h.s.Lifecycle.EnsureRunning(ctx); err != nil {
+		return err
+	}
+	if h.s.config().DomainAllowList != "" {
+		h.s.healEgress(ctx)
+	}
+	return nil
 }
 
 func (h commandHost) MergeEnv(perCall map[string]string) (map[string]string, error) {
@@ -115,19 +130,10 @@ func egressEnv(c *Config) []string {
 	}
 }
 
-// egressProxyConfig is what the host tells a new egress proxy helper.
-type egressProxyConfig struct {
-	ID    string `json:"id"`
-	Allow string `json:"allow"`
-	// InitPID and InitStart identify the init whose end ends the helper.
-	InitPID   int    `json:"initPid"`
-	InitStart uint64 `json:"initStart"`
-	egressTestHooks
-}
-
 // egressTestHooks let tests resolve made-up names (and only them) and
 // reach their loopback servers; they are set only through export_test.go
-// and never persisted.
+// and never persisted: a proxy started again after one died serves the
+// sandboxes of other handles without them.
 type egressTestHooks struct {
 	Hosts          map[string][]netip.Addr `json:"hosts,omitempty"`
 	AllowNonPublic bool                    `json:"allowNonPublic,omitempty"`
@@ -168,13 +174,13 @@ func readPolicyLog(dir string) (policyLog, error) {
 
 // addPolicyLog adds to n, the network of the sandbox of the folder dir
 // (metadata m), its egress proxy's refusals, and a note when the proxy
-// should run but does not.
+// should serve it but does not.
 func addPolicyLog(dir string, m *meta, n *sandbox.NetworkInfo) {
 	if m.Config.DomainAllowList == "" {
 		return
 	}
-	if m.alive() && !helperRuns(m.EgressProxy) {
-		n.Note = joinNote(n.Note, "the egress proxy does not run: restart the sandbox")
+	if m.alive() && !egressServes(context.Background(), filepath.Dir(filepath.Dir(dir)), m.ID) {
+		n.Note = joinNote(n.Note, "the egress proxy does not serve the sandbox: restart it")
 	}
 	l, _ := readPolicyLog(dir)
 	n.RefusedConnections = l.Total
@@ -183,28 +189,10 @@ func addPolicyLog(dir string, m *meta, n *sandbox.NetworkInfo) {
 	}
 }
 
-// helperRuns reports whether the helper process r runs.
-func helperRuns(r *initRecord) bool {
-	if r == nil {
-		return false
-	}
-	st, ok := procStartTime(r.PID)
-	return ok && st == r.StartTime
-}
-
 // joinNote appends the sentence s to the note n.
 func joinNote(n, s string) string {
 	if n == "" {
 		return s
 	}
 	return n + "; " + s
-}
-
-// stopEgressProxy ends the egress proxy helper recorded in m, if it still
-// runs, and forgets it.
-func stopEgressProxy(ctx context.Context, m *meta) {
-	if m.EgressProxy != nil {
-		terminate(ctx, *m.EgressProxy)
-		m.EgressProxy = nil
-	}
 }

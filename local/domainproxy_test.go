@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -275,9 +277,10 @@ func TestDomainAllowListRebinding(t *testing.T) {
 	policyLog(t, sb, "metadata.test resolves only to non-public addresses")
 }
 
-// TestEgressProxyLifetime: the helper runs outside the sandbox's
-// namespaces (as nobody when root), ends with the sandbox, whoever stops
-// it and however, and a restart brings a new one.
+// TestEgressProxyLifetime: the state dir's shared proxy runs outside the
+// sandbox's namespaces (as nobody when root), ends with the last sandbox
+// it serves, whoever stops it and however, and a restart brings a new
+// one.
 func TestEgressProxyLifetime(t *testing.T) {
 	port := originServer(t)
 	sb := domainSandbox(t, "allowed.test", true)
@@ -286,7 +289,7 @@ func TestEgressProxyLifetime(t *testing.T) {
 		t.Fatal("no egress proxy recorded")
 	}
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if got := strings.ReplaceAll(string(cmdline), "\x00", " "); got != "agentbox-netproxy "+sb.ID()+" " {
+	if got := strings.ReplaceAll(string(cmdline), "\x00", " "); got != "agentbox-netproxy " {
 		t.Errorf("helper command line %q", got)
 	}
 	for _, ns := range []string{"net", "user", "mnt", "pid"} {
@@ -330,10 +333,12 @@ func TestEgressProxyLifetime(t *testing.T) {
 }
 
 // TestEgressProxyEndsWithIdleInit: an init that stops itself when idle
-// takes its helper along, with no host process involved.
+// takes the proxy along when it was the last one it served, with no host
+// process involved. (The interval leaves a race-enabled build time to
+// start the proxy before the sandbox idles.)
 func TestEgressProxyEndsWithIdleInit(t *testing.T) {
 	skipUnless(t, haveCurl(), "curl is not installed")
-	sb := openSandbox(t, local.Options{Config: local.Config{DomainAllowList: "allowed.test", AutoStopInterval: 300 * time.Millisecond}})
+	sb := openSandbox(t, local.Options{Config: local.Config{DomainAllowList: "allowed.test", AutoStopInterval: 1500 * time.Millisecond}})
 	if _, err := sb.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -344,6 +349,81 @@ func TestEgressProxyEndsWithIdleInit(t *testing.T) {
 	waitAutoStop(t, sb)
 	if !processGone(pid) {
 		t.Errorf("the helper %d outlived its idle init", pid)
+	}
+}
+
+// TestEgressProxyShared: one proxy process serves every sandbox of a
+// state dir that has a domain list, each with its own list and its own
+// policy log; when it dies, the next command starts a new one that
+// serves them all again on their sandboxes' same listening sockets (the
+// inits keep them), and it exits with the last sandbox.
+func TestEgressProxyShared(t *testing.T) {
+	port := originServer(t)
+	one := domainSandbox(t, "allowed.test", true)
+	skipUnless(t, haveCurl(), "curl is not installed")
+	two := openSandbox(t, local.Options{StateDir: one.StateDir(), Config: local.Config{DomainAllowList: "other.test"}})
+	local.SetEgressTestHooks(two, testHosts, true)
+	if _, err := two.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pid := local.EgressProxyPID(one)
+	if pid == 0 || local.EgressProxyPID(two) != pid {
+		t.Fatalf("egress proxies: %d and %d, want one shared", pid, local.EgressProxyPID(two))
+	}
+	check := func(when string) {
+		t.Helper()
+		if code, out := curl(t, one, "http://allowed.test:"+port+"/1"); code != 0 || out != "origin /1 host=allowed.test:"+port {
+			t.Errorf("%s: one, allowed.test: exit %d %q", when, code, out)
+		}
+		if code, out := curl(t, one, "-w ' %{http_code}' http://other.test:"+port+"/"); code != 0 || !strings.HasSuffix(out, " 403") {
+			t.Errorf("%s: one, other.test: exit %d %q, want 403", when, code, out)
+		}
+		if code, out := curl(t, two, "-w ' %{http_code}' http://allowed.test:"+port+"/"); code != 0 || !strings.HasSuffix(out, " 403") {
+			t.Errorf("%s: two, allowed.test: exit %d %q, want 403", when, code, out)
+		}
+	}
+	check("shared")
+	if code, out := curl(t, two, "http://other.test:"+port+"/2"); code != 0 || out != "origin /2 host=other.test:"+port {
+		t.Errorf("two, other.test: exit %d %q", code, out)
+	}
+	policyLog(t, one, "other.test is not on the sandbox's domain allow list")
+	if log := policyLog(t, two, "allowed.test is not on the sandbox's domain allow list"); strings.Contains(log, "other.test") {
+		t.Errorf("two's policy log has one's refusal:\n%s", log)
+	}
+
+	// The proxy dies: the next command of either starts a new one, which
+	// serves both (two without its test resolver: only refusals).
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !processGone(pid) {
+		t.Fatalf("the proxy %d survived SIGKILL", pid)
+	}
+	check("after the proxy died")
+	pid2 := local.EgressProxyPID(one)
+	if pid2 == 0 || pid2 == pid || local.EgressProxyPID(two) != pid2 {
+		t.Errorf("egress proxies after the restart: %d and %d (before: %d)", pid2, local.EgressProxyPID(two), pid)
+	}
+	info, err := two.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Network.RefusedConnections < 2 || strings.Contains(info.Network.Note, "egress proxy") {
+		t.Errorf("two after the restart: %d refusals, note %q", info.Network.RefusedConnections, info.Network.Note)
+	}
+
+	// It serves two until two stops, then ends with one.
+	if err := one.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if local.EgressProxyPID(two) != pid2 {
+		t.Errorf("the proxy stopped serving two when one stopped")
+	}
+	if err := two.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !processGone(pid2) {
+		t.Errorf("the proxy %d outlived the last sandbox it served", pid2)
 	}
 }
 

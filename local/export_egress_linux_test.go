@@ -1,6 +1,10 @@
 package local
 
-import "net/netip"
+import (
+	"context"
+	"net/netip"
+	"slices"
+)
 
 // SetEgressTestHooks makes the egress proxy that the next boot of s starts
 // resolve the names of hosts (name → address), and no other name, and,
@@ -14,15 +18,17 @@ func SetEgressTestHooks(s *Sandbox, hosts map[string]string, allowNonPublic bool
 	s.egressTest = h
 }
 
-// EgressProxyPID returns the host pid of the sandbox's running egress
-// proxy helper, or 0.
+// EgressProxyPID returns the host pid of the state dir's shared egress
+// proxy when it serves the sandbox s, or 0.
 func EgressProxyPID(s *Sandbox) int {
-	m, err := readMeta(s.dir)
-	if err != nil || m.EgressProxy == nil {
+	c, err := openEgress(context.Background(), s.opts.StateDir, false)
+	if err != nil {
 		return 0
 	}
-	if st, ok := procStartTime(m.EgressProxy.PID); !ok || st != m.EgressProxy.StartTime {
+	defer c.close()
+	r, err := c.call(egressRequest{Op: "status"}, nil)
+	if err != nil || !slices.Contains(r.Serves, s.ID()) {
 		return 0
 	}
-	return m.EgressProxy.PID
+	return r.PID
 }

@@ -33,10 +33,14 @@ func helperMain() (int, bool) {
 	if os.Getenv("HELPER_BLOCK_NETWORK") != "" {
 		cfg.NetworkBlockAll = true
 	}
+	cfg.DomainAllowList = os.Getenv("HELPER_DOMAINS")
 	sb, err := local.New(local.Options{ID: os.Getenv("HELPER_ID"), StateDir: os.Getenv("HELPER_STATE_DIR"), Config: cfg})
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1, true
+	}
+	if cfg.DomainAllowList != "" {
+		local.SetEgressTestHooks(sb, testHosts, true)
 	}
 	// Wait for the go signal on stdin so that concurrent helpers start
 	// together.

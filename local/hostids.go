@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Host ids of sandboxes started by root. Each sandbox gets a range of
@@ -83,12 +81,8 @@ type lockedPool struct {
 // a pool file (made before pools, or whose file was deleted) gets one
 // listing the ranges its sandboxes' metadata records.
 func openPool(ctx context.Context, stateDir string) (*lockedPool, error) {
-	f, err := os.OpenFile(filepath.Join(stateDir, hostIDsLock), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	f, err := lockStateFile(ctx, stateDir, hostIDsLock)
 	if err != nil {
-		return nil, stateDirError(stateDir, err)
-	}
-	if err := flockCtx(ctx, f); err != nil {
-		f.Close()
 		return nil, err
 	}
 	p := &lockedPool{stateDir: stateDir, lock: f}

@@ -120,7 +120,7 @@ func runInit(cfg *initConfig, ctl *os.File, fds []int) int {
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGCHLD)
 	go func() { p.served <- p.srv.Serve(ln) }()
 
-	sendReady(ctl, cfg.handOver)
+	sendReady(ctl, cfg.egressFDs, cfg.handOver)
 	ctl.Close()
 
 	reason := p.wait(sigs)

@@ -27,20 +27,31 @@ const sandboxNamespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEW
 // readyTimeout bounds the wait for a new init to serve.
 const readyTimeout = 30 * time.Second
 
-// boot starts the init of the locked folder dir (and its egress proxy
-// helper, with a DomainAllowList) and records it in m. On failure the
-// caller cleans up with killInit(m).
+// boot starts the init of the locked folder dir (and has the state dir's
+// egress proxy serve it, with a DomainAllowList) and records it in m. On
+// failure the caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
-	ids, err := hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+	// The host id range and the limits (cgroups, disk image) are
+	// independent: each waits for locks and the kernel.
+	var ids *idRange
+	idsDone := make(chan error, 1)
+	go func() {
+		var err error
+		ids, err = hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+		idsDone <- err
+	}()
+	cg, err := s.limit(dir, m)
+	m.Cgroups = cg // killInit removes them if the range fails
+	if ierr := <-idsDone; err == nil {
+		err = ierr
+	}
 	if err != nil {
 		return err
 	}
 	m.HostIDs = ids
-	cg, err := s.limit(dir, m)
-	if err != nil {
-		return err
-	}
-	m.Cgroups = cg
+	// The disk image is mounted while the init is forked.
+	disk := mountInBackground(dir, m)
+	defer disk.release()
 	if err := checkNetworkAvailable(&m.Config); err != nil {
 		return err
 	}
@@ -49,7 +60,7 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	s.mu.Lock()
 	s.proxyEnv = m.ProxyEnv
 	s.mu.Unlock()
-	cmd, ready, err := launch(ctx, dir, m, cg, s.opts.StateDir)
+	cmd, ready, err := launch(ctx, dir, m, cg, disk, s.opts.StateDir)
 	if err != nil {
 		return err
 	}
@@ -59,34 +70,35 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	m.Init = &initRecord{PID: pid, StartTime: st}
 	m.Status = sandbox.StatusRunning
 	m.StoppedAt = time.Time{}
-	proxy, perr := s.startEgressProxy(m)
-	defer proxy.close()
+	egressReady := s.prepareEgress(ctx, m)
 	// Record the init while it builds its root, then wait for it (and for
 	// its link, recorded once made).
 	werr := writeMeta(dir, m)
-	handed, err := ready()
-	defer closeFiles(handed)
+	a, err := ready()
+	defer closeFiles(a.files)
+	perr := egressReady()
 	if err != nil {
 		return err
-	}
-	if werr == nil && m.Network != nil && m.Network.Link != 0 {
-		werr = writeMeta(dir, m)
 	}
 	if perr != nil {
 		return perr
 	}
-	if err := proxy.serve(handed); err != nil {
-		return err
+	m.EgressFDs = a.egressFDs
+	if werr == nil && (m.Network != nil && m.Network.Link != 0 || len(m.EgressFDs) > 0) {
+		werr = writeMeta(dir, m)
 	}
 	if werr != nil {
 		return stateDirError(s.opts.StateDir, werr)
+	}
+	if err := s.serveEgress(ctx, m, a.files); err != nil {
+		return err
 	}
 	s.afterStart(true)
 	return nil
 }
 
-// reap waits for cmd, a child process that outlives this one (an init, an
-// egress proxy helper), on a goroutine that waitInits waits for.
+// reap waits for cmd, a child process that outlives this one (an init),
+// on a goroutine that waitInits waits for.
 func (s *Sandbox) reap(cmd *exec.Cmd) {
 	done := make(chan struct{})
 	go func() {
@@ -98,12 +110,13 @@ func (s *Sandbox) reap(cmd *exec.Cmd) {
 	s.mu.Unlock()
 }
 
-// launch starts the init of the sandbox folder dir (locked by the caller).
+// launch starts the init of the sandbox folder dir (locked by the caller),
+// whose disk image disk is being mounted.
 // ready waits until it serves, and returns the descriptors it handed over
 // with its answer (the egress proxy's listening sockets), or kills it and
 // reports why it could not; the caller reaps cmd. The init outlives this
 // process.
-func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir string) (cmd *exec.Cmd, ready func() ([]*os.File, error), err error) {
+func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendingDisk, stateDir string) (cmd *exec.Cmd, ready func() (initAnswer, error), err error) {
 	if err := checkUserns(); err != nil {
 		return nil, nil, err
 	}
@@ -136,21 +149,21 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, stateDir st
 		moveInto = cg
 	}
 	nb.start(ctx)
-	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, stateDir); err != nil {
+	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, disk, stateDir); err != nil {
 		ctl.Close()
 		_ = cmd.Process.Kill()
 		_ = nb.finish()
 		_ = cmd.Wait()
 		return nil, nil, err
 	}
-	return cmd, func() ([]*os.File, error) {
-		files, err := awaitReady(ctx, cmd, ctl)
+	return cmd, func() (initAnswer, error) {
+		a, err := awaitReady(ctx, cmd, ctl)
 		if nerr := nb.finish(); nerr != nil && err == nil {
-			closeFiles(files)
+			closeFiles(a.files)
 			_ = cmd.Process.Kill()
-			return nil, nerr
+			return initAnswer{}, nerr
 		}
-		return files, err
+		return a, err
 	}, nil
 }
 
@@ -200,14 +213,14 @@ func startError(err error, ids *idRange) error {
 // into the cgroups moveInto (unless nil) while it prepares the folders,
 // socket and binds of dir, then sends the init its configuration over ctl.
 // (The sandbox's link and firewall are made meanwhile: see netBoot.start.)
-func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, stateDir string) error {
+func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, disk *pendingDisk, stateDir string) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
 		go func() { cgDone <- moveInto.add(pid) }()
 	} else {
 		cgDone <- nil
 	}
-	cfg, files, err := prepare(dir, m, stateDir, pid, m.Cgroups)
+	cfg, files, err := prepare(dir, m, stateDir, pid, m.Cgroups, disk)
 	defer closeFiles(files)
 	if cgErr := <-cgDone; err == nil {
 		err = cgErr
@@ -222,7 +235,7 @@ func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, 
 // awaitReady waits for the init's "ok" (with the descriptors it hands
 // over) or error message on ctl, then closes ctl; EOF without a word means
 // the init died. On failure it kills the init (the caller reaps it).
-func awaitReady(ctx context.Context, cmd *exec.Cmd, ctl *os.File) ([]*os.File, error) {
+func awaitReady(ctx context.Context, cmd *exec.Cmd, ctl *os.File) (initAnswer, error) {
 	msg := make(chan initAnswer, 1)
 	go func() {
 		a := receiveAnswer(ctl)
@@ -233,19 +246,19 @@ func awaitReady(ctx context.Context, cmd *exec.Cmd, ctl *os.File) ([]*os.File, e
 	select {
 	case a := <-msg:
 		if a.text == "ok" {
-			return a.files, nil
+			return a, nil
 		}
 		closeFiles(a.files)
 		kill()
-		return nil, initError(a.text)
+		return initAnswer{}, initError(a.text)
 	case <-ctx.Done():
 		kill()
 		closeFiles((<-msg).files)
-		return nil, ctx.Err()
+		return initAnswer{}, ctx.Err()
 	case <-time.After(readyTimeout):
 		kill()
 		closeFiles((<-msg).files)
-		return nil, fmt.Errorf("sandbox init: not ready after %v", readyTimeout)
+		return initAnswer{}, fmt.Errorf("sandbox init: not ready after %v", readyTimeout)
 	}
 }
 

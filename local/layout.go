@@ -26,6 +26,10 @@ import "path/filepath"
 //	<StateDir>/volumes/<name>/              named volumes (mode 0700 folder: see volume_linux.go)
 //	<StateDir>/hostids.json                 the host uid ranges of the sandboxes (hostids.go)
 //	<StateDir>/hostids.lock                 flocked while a process reads or changes hostids.json
+//	<StateDir>/egress-proxy.sock            the control socket of the state dir's shared egress
+//	                                        proxy (egressd_linux.go), when it runs
+//	<StateDir>/egress-proxy.lock            flocked while a process talks to it, and by the
+//	                                        proxy as it exits
 const (
 	sandboxesDir = "sandboxes"
 	volumesDir   = "volumes"

@@ -58,13 +58,46 @@ func plannedLimits(r Resources, dir string) limits {
 	return planLimits(probeHost(), r, filepath.Dir(filepath.Dir(dir)), imageMB(dir), os.IsNotExist(err))
 }
 
-// openDisk mounts the disk image of the sandbox of the folder dir (m its
-// metadata) when it has one, and returns the image's root, else nil.
-func openDisk(dir string, m *meta) (*os.File, error) {
+// pendingDisk is the disk image of a starting sandbox being mounted in
+// the background (mountDisk) while the host forks the init and makes its
+// network namespace: attaching a loop device waits for an RCU grace
+// period, and the ext4 mount reads the image.
+type pendingDisk struct {
+	done  chan struct{}
+	f     *os.File
+	err   error
+	taken bool
+}
+
+// mountInBackground starts mounting the disk image of the sandbox of the
+// folder dir (m its metadata), when it has one, and returns the pending
+// outcome; the caller releases it once it no longer needs it.
+func mountInBackground(dir string, m *meta) *pendingDisk {
+	d := &pendingDisk{done: make(chan struct{})}
 	if m.Limits == nil || m.Limits.DiskMB == 0 {
-		return nil, nil
+		close(d.done)
+		return d
 	}
-	return mountDisk(dir)
+	go func() {
+		defer close(d.done)
+		d.f, d.err = mountDisk(dir)
+	}()
+	return d
+}
+
+// take waits for the mount and hands it over: the caller closes it.
+func (d *pendingDisk) take() (*os.File, error) {
+	<-d.done
+	d.taken = true
+	return d.f, d.err
+}
+
+// release waits for the mount and closes it unless it was taken.
+func (d *pendingDisk) release() {
+	<-d.done
+	if !d.taken && d.f != nil {
+		d.f.Close()
+	}
 }
 
 // limitFiles adds to files (sent to the init with cfg) the descriptors

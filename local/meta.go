@@ -32,9 +32,10 @@ type meta struct {
 	// versions that shared one range between all sandboxes: see
 	// legacyOwned).
 	HostIDs *idRange `json:"hostIds,omitempty"`
-	// EgressProxy is the running egress proxy helper of a sandbox with a
-	// DomainAllowList; nil when stopped.
-	EgressProxy *initRecord `json:"egressProxy,omitempty"`
+	// EgressFDs are the running init's descriptors of the egress proxy's
+	// listening sockets (with a DomainAllowList): the host takes them from
+	// it for every new proxy (listenForEgress).
+	EgressFDs []int `json:"egressFds,omitempty"`
 	// Limits are the limits the sandbox got when it last started (kept
 	// while it is stopped); nil before.
 	Limits *limits `json:"limits,omitempty"`
@@ -80,7 +81,7 @@ func (m *meta) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// initRecord identifies a running init process (or helper process).
+// initRecord identifies a running init process.
 type initRecord struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"` // /proc/<pid>/stat field 22

@@ -270,7 +270,7 @@ func teardownNetwork(ctx context.Context, m *meta) {
 
 // applyNetwork puts the network policy of next in place on the running
 // sandbox m (whose Config is the current one): the link and firewall,
-// and the egress proxy helper. It updates m.
+// and the shared egress proxy. It updates m.
 func (s *Sandbox) applyNetwork(ctx context.Context, dir string, m *meta, next Config) error {
 	prev := m.Config
 	rec := m.Network

@@ -79,3 +79,12 @@ func claimHostPort(context.Context, *meta, int) (int, error) { return 0, checkPl
 
 // applyPorts does nothing: no sandbox runs here.
 func applyPorts(context.Context, *meta) error { return nil }
+
+// stopEgressProxy does nothing: no sandbox has an egress proxy here.
+func stopEgressProxy(context.Context, string, *meta) {}
+
+// egressServes reports false: no sandbox has an egress proxy here.
+func egressServes(context.Context, string, string) bool { return false }
+
+// healEgress does nothing: no sandbox has an egress proxy here.
+func (s *Sandbox) healEgress(context.Context) {}

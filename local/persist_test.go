@@ -114,6 +114,57 @@ func TestReconnectAfterKill9(t *testing.T) {
 	}
 }
 
+// TestEgressProxyOutlivesEngine: the egress proxy that an engine process
+// started for its sandbox goes on serving it after that process exits
+// (the CLI creates a sandbox in one process and runs commands in
+// others), and another process that finds it dead starts it again.
+func TestEgressProxyOutlivesEngine(t *testing.T) {
+	skipUnless(t, haveCurl(), "curl is not installed: the probe runs it inside the sandbox")
+	port := originServer(t)
+	stateDir := newStateDir(t)
+	id := "egress-outlives"
+	t.Setenv("HELPER_DOMAINS", "allowed.test")
+	helper, out, _ := startHelper(t, "start", stateDir, id, false)
+	if line := readLine(t, out); line != "outcome created" {
+		t.Fatalf("helper: %q", line)
+	}
+	if err := helper.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := local.New(local.Options{ID: id, StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		pid := local.InitPIDOf(stateDir, id)
+		if err := sb.Destroy(context.Background()); err != nil {
+			t.Error(err)
+		}
+		reapZombie(pid)
+	}()
+	local.SetEgressTestHooks(sb, testHosts, true)
+	if _, err := sb.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pid := local.EgressProxyPID(sb)
+	if pid == 0 {
+		t.Fatal("no egress proxy serves the sandbox after its creator exited")
+	}
+	if code, out := curl(t, sb, "http://allowed.test:"+port+"/a"); code != 0 || out != "origin /a host=allowed.test:"+port {
+		t.Errorf("through the proxy of the exited engine: exit %d %q", code, out)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	processGone(pid)
+	if code, out := curl(t, sb, "http://allowed.test:"+port+"/b"); code != 0 || out != "origin /b host=allowed.test:"+port {
+		t.Errorf("after the proxy died: exit %d %q", code, out)
+	}
+	if p := local.EgressProxyPID(sb); p == 0 || p == pid {
+		t.Errorf("proxy after it died: %d (before: %d)", p, pid)
+	}
+}
+
 // TestCloseDetachesWithoutStopping: Close releases the handle (its pooled
 // sessions and background processes) while the sandbox keeps running for
 // the next handle.

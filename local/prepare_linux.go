@@ -15,8 +15,9 @@ import (
 // the listening socket first, then one detached mount per bind when the
 // sandbox has a host id range of its own (otherwise the init opens the
 // bind sources by path), then those of its limits (limitFiles) and its
-// cgroups cg. pid is the started init's.
-func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet) (*initConfig, []*os.File, error) {
+// cgroups cg. pid is the started init's; pending is its disk image being
+// mounted (mountInBackground).
+func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pending *pendingDisk) (*initConfig, []*os.File, error) {
 	cfg := newInitConfig(m.ID, m.Config)
 	own, err := newOwnership(m.HostIDs, pid, len(m.Config.Volumes) > 0)
 	if err != nil {
@@ -27,11 +28,13 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet) (*ini
 	if err := removeAll(filepath.Join(dir, toolboxDir)); err != nil {
 		return nil, nil, stateDirError(stateDir, err)
 	}
-	disk, err := openDisk(dir, m)
+	disk, err := pending.take()
 	if err != nil {
 		return nil, nil, err
 	}
-	defer disk.Close() // the binds' clones keep it mounted
+	if disk != nil {
+		defer disk.Close() // the binds' clones keep it mounted
+	}
 	data := dir
 	if disk != nil {
 		data = "/proc/self/fd/" + strconv.Itoa(int(disk.Fd()))

@@ -178,6 +178,9 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 	} else {
 		// This object's status, unless the init ended behind its back.
 		s.noticeDeath()
+		if m.alive() && m.Config.DomainAllowList != "" {
+			s.healEgress(ctx)
+		}
 	}
 	info := infoFrom(s.dir, &m)
 	info.Status = s.Status()

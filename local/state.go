@@ -67,6 +67,20 @@ func lockSandbox(ctx context.Context, stateDir, id string, create bool) (*locked
 	}
 }
 
+// lockStateFile opens the lock file name of stateDir (making it) and
+// locks it, waiting for ctx at most; closing the file unlocks it.
+func lockStateFile(ctx context.Context, stateDir, name string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(stateDir, name), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, stateDirError(stateDir, err)
+	}
+	if err := flockCtx(ctx, f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func flockCtx(ctx context.Context, f *os.File) error {
 	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
@@ -225,16 +239,16 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 
 // killInit asks the init recorded in m to shut down (SIGTERM), kills it
 // after a grace period, then makes sure no process of the sandbox is left,
-// removes its cgroups and its network's host side, and waits until its
-// disk image is released. It clears m.Init, m.Cgroups, m.Network and
-// m.EgressProxy (ending that helper too) and
+// removes its cgroups and its network's host side (its egress proxy too),
+// and waits until its disk image is released. It clears m.Init,
+// m.Cgroups, m.Network and m.EgressFDs and
 // records the last use in m.LastUsedAt (the next boot empties the folder
 // holding the activity stamp); the caller writes m.
 func killInit(ctx context.Context, dir string, m *meta) error {
 	if m.alive() {
 		terminate(ctx, *m.Init)
 	}
-	stopEgressProxy(ctx, m)
+	stopEgressProxy(ctx, filepath.Dir(filepath.Dir(dir)), m)
 	teardownNetwork(ctx, m)
 	if err := m.Cgroups.destroy(ctx); err != nil {
 		return err
@@ -246,7 +260,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 			return err
 		}
 	}
-	m.Init, m.Cgroups, m.ProxyEnv = nil, nil, false
+	m.Init, m.Cgroups, m.ProxyEnv, m.EgressFDs = nil, nil, false, nil
 	m.LastUsedAt = lastUsed(dir, m)
 	_ = os.Remove(filepath.Join(dir, socketFile))
 	return nil
