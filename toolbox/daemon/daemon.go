@@ -26,7 +26,7 @@ const DefaultMaxBodyBytes = 10 << 20
 
 // offeredExtensions lists the agentbox protocol extensions this server
 // offers, as sent in the X-Agentbox-Extensions header of every response.
-const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless + "," + toolbox.ExtBinary + "," + toolbox.ExtTether
+const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless + "," + toolbox.ExtBinary + "," + toolbox.ExtTether + "," + toolbox.ExtPtyCommand
 
 // Options configures a Server. The zero value is usable: commands run in the
 // process's working directory with its environment.
@@ -95,6 +95,7 @@ type Server struct {
 	sessions map[string]*session
 	execs    map[*oneShot]struct{}
 	logMem   atomic.Int64 // log bytes held in memory
+	ptys     ptyTable     // PTY sessions (ptysession.go)
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -188,6 +189,7 @@ func (s *Server) routes() {
 		s.infoRoutes(),
 		s.processRoutes(),
 		s.fileRoutes(),
+		s.ptyRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},
@@ -266,6 +268,7 @@ func (s *Server) Close() error {
 	for _, e := range execs {
 		teardown.Go(e.kill)
 	}
+	teardown.Go(s.closePtys)
 	_ = teardown.Wait(context.Background())
 	_ = s.bg.Wait(context.Background())
 	s.starter.close()
