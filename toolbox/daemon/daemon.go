@@ -229,9 +229,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Close deletes every session, killing every process of every session and
-// of running one-shot executions, ends log followers, waits for the
-// server's goroutines and removes its log files.
+// Close deletes every session, killing every process of every session, of
+// every PTY session and of running one-shot executions, ends log followers
+// and PTY connections (exit code 137), waits for the server's goroutines
+// and removes its log files.
 //
 // Requests in flight get the answers a deleted session gives: a sync
 // session exec 404 NOT_FOUND, a log follower a normal close ("killed" with

@@ -316,3 +316,20 @@ func TestPtyLeftovers(t *testing.T) {
 		t.Errorf("pid %d survived the delete: %s %q", pid, st, env)
 	}
 }
+
+// TestPtyDropCapabilities: a PTY session's shell starts through the
+// server's starter, so DropCapabilities confines it as it does commands.
+func TestPtyDropCapabilities(t *testing.T) {
+	if os.Geteuid() != 0 {
+		skipUnlessRequired(t, "needs root: an unprivileged process has no capabilities to drop")
+	}
+	e := newEnv(t, true, func(o *Options) { o.DropCapabilities = true })
+	ctx := testCtx(t)
+	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "caps", LazyStart: true,
+		Command: "grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ';'"})
+	p := e.connectPty(ctx, t, "caps")
+	expectExit(t, p.waitClose(ctx), 0)
+	if want := "CapEff: 0000000000000000;CapBnd: 0000000000000000;NoNewPrivs: 1;"; !strings.Contains(p.out.String(), want) {
+		t.Fatalf("PTY shell status %q, want %q", p.out.String(), want)
+	}
+}
