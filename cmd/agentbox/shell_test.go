@@ -78,13 +78,13 @@ func (m *tmux) paneMatches(re string, wait time.Duration) (string, bool) {
 // AGENTBOX_REQUIRE_ALL=1 (CI) it fails the test instead.
 func requireOrSkip(t *testing.T, ok bool, why string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+	switch {
+	case ok:
+	case os.Getenv("AGENTBOX_REQUIRE_ALL") == "1":
 		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
+	default:
+		t.Skip(why)
 	}
-	t.Skip(why)
 }
 
 // TestShellTmux drives `agentbox shell` in a real terminal (tmux) against a

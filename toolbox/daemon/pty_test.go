@@ -106,18 +106,19 @@ func (e *testEnv) ptyInfo(id string) toolbox.PtySessionInfo {
 	return info
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+// newPtyEnv starts a server (its traffic checked against the spec, with
+// mod's options) and returns it with a context bounding the test.
+func newPtyEnv(t *testing.T, mod ...func(*Options)) (*testEnv, context.Context) {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	t.Cleanup(cancel)
-	return ctx
+	return newEnv(t, true, mod...), ctx
 }
 
 // TestPtyShell drives an interactive shell through every route, each
 // exchange checked against the spec: create, list, get, connect, input and
 // output, resize seen by the program, exit code, delete.
 func TestPtyShell(t *testing.T) {
-	e := newEnv(t, true)
-	ctx := testCtx(t)
+	e, ctx := newPtyEnv(t)
 	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "p1", Cols: 90, Rows: 20, Envs: map[string]string{"GREETING": "hi"}})
 	var list toolbox.PtyListResponse
 	if err := json.Unmarshal(e.expect(http.StatusOK, "GET", "/process/pty", nil), &list); err != nil {
@@ -160,8 +161,7 @@ func TestPtyShell(t *testing.T) {
 // sees everything; one that is not lazy keeps its output until a client
 // connects.
 func TestPtyLazyStart(t *testing.T) {
-	e := newEnv(t, true)
-	ctx := testCtx(t)
+	e, ctx := newPtyEnv(t)
 	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "lazy", LazyStart: true, Command: "echo started-$((1+1)); read x; exit $x"}, toolbox.HeaderUseExtensions, toolbox.ExtPtyCommand)
 	if info := e.ptyInfo("lazy"); info.Active || !info.LazyStart {
 		t.Fatalf("lazy session before connect: %+v", info)
@@ -217,8 +217,7 @@ func waitFile(t *testing.T, path string) {
 
 // TestPtyCtrlC: ^C interrupts the foreground job, not the shell.
 func TestPtyCtrlC(t *testing.T) {
-	e := newEnv(t, true)
-	ctx := testCtx(t)
+	e, ctx := newPtyEnv(t)
 	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "c"})
 	p := e.connectPty(ctx, t, "c")
 	// The job says it runs once it is in the foreground: a ^C before that
@@ -238,8 +237,7 @@ func TestPtyCtrlC(t *testing.T) {
 func TestPtyDeleteKills(t *testing.T) {
 	for _, how := range []string{"delete", "close"} {
 		t.Run(how, func(t *testing.T) {
-			e := newEnv(t, true)
-			ctx := testCtx(t)
+			e, ctx := newPtyEnv(t)
 			pids := filepath.Join(e.work, "pids")
 			e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "k"})
 			ps, err := e.srv.pty("k")
@@ -302,8 +300,7 @@ func TestPtyBadInput(t *testing.T) {
 // process it left behind holds the terminal; deleting the session kills
 // that process.
 func TestPtyLeftovers(t *testing.T) {
-	e := newEnv(t, true)
-	ctx := testCtx(t)
+	e, ctx := newPtyEnv(t)
 	pids := filepath.Join(e.work, "pids")
 	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "l", LazyStart: true, Command: "nohup sleep 100 >/dev/tty 2>&1 & echo $! > " + pids + "; exit 5"})
 	p := e.connectPty(ctx, t, "l")
@@ -323,8 +320,7 @@ func TestPtyDropCapabilities(t *testing.T) {
 	if os.Geteuid() != 0 {
 		skipUnlessRequired(t, "needs root: an unprivileged process has no capabilities to drop")
 	}
-	e := newEnv(t, true, func(o *Options) { o.DropCapabilities = true })
-	ctx := testCtx(t)
+	e, ctx := newPtyEnv(t, func(o *Options) { o.DropCapabilities = true })
 	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "caps", LazyStart: true,
 		Command: "grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ';'"})
 	p := e.connectPty(ctx, t, "caps")

@@ -186,37 +186,46 @@ func (s *Server) pty(id string) (*ptySession, error) {
 	return nil, notFound("PTY session %q not found", id)
 }
 
-// listPtys describes every PTY session, sorted by id.
-func (s *Server) listPtys() []toolbox.PtySessionInfo {
-	t := &s.ptys
+// all returns the table's sessions.
+func (t *ptyTable) all() []*ptySession {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	list := make([]*ptySession, 0, len(t.sessions))
 	for _, ps := range t.sessions {
 		list = append(list, ps)
 	}
-	t.mu.Unlock()
-	out := make([]toolbox.PtySessionInfo, 0, len(list))
-	for _, ps := range list {
-		out = append(out, ps.describe())
+	return list
+}
+
+// listPtys describes every PTY session, sorted by id.
+func (s *Server) listPtys() []toolbox.PtySessionInfo {
+	list := s.ptys.all()
+	// An id never changes: no lock needed to read it.
+	slices.SortFunc(list, func(a, b *ptySession) int { return strings.Compare(a.info.ID, b.info.ID) })
+	out := make([]toolbox.PtySessionInfo, len(list))
+	for i, ps := range list {
+		out[i] = ps.describe()
 	}
-	slices.SortFunc(out, func(a, b toolbox.PtySessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
 // deletePty removes a PTY session, killing every process it started.
 func (s *Server) deletePty(id string) error {
-	t := &s.ptys
-	t.mu.Lock()
-	ps, ok := t.sessions[id]
-	if ok {
-		delete(t.sessions, id)
-	}
-	t.mu.Unlock()
-	if !ok {
+	ps := s.ptys.take(id)
+	if ps == nil {
 		return notFound("PTY session %q not found", id)
 	}
 	ps.kill()
 	return nil
+}
+
+// take removes session id from the table and returns it (nil if none).
+func (t *ptyTable) take(id string) *ptySession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.sessions[id]
+	delete(t.sessions, id)
+	return ps
 }
 
 // closePtys kills every PTY session for Server.Close; later creations get
@@ -225,14 +234,11 @@ func (s *Server) closePtys() {
 	t := &s.ptys
 	t.mu.Lock()
 	t.closed = true
-	list := make([]*ptySession, 0, len(t.sessions))
-	for _, ps := range t.sessions {
-		list = append(list, ps)
-	}
+	sessions := t.sessions
 	t.sessions = nil
 	t.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, ps := range list {
+	for _, ps := range sessions {
 		wg.Go(ps.kill)
 	}
 	wg.Wait()
@@ -256,12 +262,9 @@ func (ps *ptySession) describe() toolbox.PtySessionInfo {
 
 // hasEnded reports whether the session's process ended.
 func (ps *ptySession) hasEnded() bool {
-	select {
-	case <-ps.ended:
-		return true
-	default:
-		return false
-	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.info.ExitCode != nil
 }
 
 // start starts the session's process unless it was started before.
