@@ -64,19 +64,27 @@ type PtyResizeRequest struct {
 // MaxPtySize is the largest number of columns or rows of a terminal.
 const MaxPtySize = 1000
 
+// PtyExitControlSubprotocol is the WebSocket subprotocol with which a
+// client of a PTY session asks for the "exited" control message.
+const PtyExitControlSubprotocol = "X-Daytona-Pty-Exit-Control"
+
 // ExtPtyCommand is the agentbox extension that lets POST /process/pty run
 // a command line (PtyCreateRequest.Command) instead of an interactive
 // shell. Servers offer it in HeaderExtensions; the field is the request.
 const ExtPtyCommand = "pty-command"
 
-// PtyControl is the text message a server sends on a PTY WebSocket before
-// any output: Status "connected", or "error" with Error saying why the
-// terminal cannot be reached (the server closes the connection after it).
-// Every other server message is binary terminal output.
+// PtyControl is a text message a server sends on a PTY WebSocket: before
+// any output, Status "connected", or "error" with Error saying why the
+// terminal cannot be reached (the server closes the connection after it);
+// to a client that offered the subprotocol PtyExitControlSubprotocol,
+// "exited" with the exit code just before the exit close. Every other
+// server message is binary terminal output.
 type PtyControl struct {
-	Type   string `json:"type"` // always "control"
-	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	Type       string `json:"type"` // always "control"
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+	ExitCode   *int   `json:"exitCode,omitempty"`
+	ExitReason string `json:"exitReason,omitempty"`
 }
 
 // PtyExit is carried, as JSON, by the reason of the close frame that ends
@@ -94,6 +102,7 @@ const (
 	PtyControlType       = "control"
 	PtyStatusConnected   = "connected"
 	PtyStatusError       = "error"
+	PtyStatusExited      = "exited"
 	ptyExitReasonNonZero = "non-zero exit"
 )
 

@@ -18,6 +18,7 @@ func (s *Server) ptyRoutes() []route {
 		{"DELETE /process/pty/{sessionId}", s.handleDeletePty},
 		{"POST /process/pty/{sessionId}/resize", s.handleResizePty},
 		{"GET /process/pty/{sessionId}/connect", s.handlePtyConnect},
+		{"GET /process/pty/create-connect", s.handlePtyCreateConnect},
 	}
 }
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -328,4 +329,64 @@ func TestPtyDropCapabilities(t *testing.T) {
 	if want := "CapEff: 0000000000000000;CapBnd: 0000000000000000;NoNewPrivs: 1;"; !strings.Contains(p.out.String(), want) {
 		t.Fatalf("PTY shell status %q, want %q", p.out.String(), want)
 	}
+}
+
+// TestPtyCreateConnect: GET /process/pty/create-connect, as newer Daytona
+// SDKs use it (not in the spec files: no validation): the environment in
+// a subprotocol, the first offered subprotocol agreed to, the "exited"
+// control message before the exit close for a client that asked for it.
+func TestPtyCreateConnect(t *testing.T) {
+	e, ctx := newPtyEnv(t)
+	envs := "X-Daytona-Pty-Envs~" + base64.RawURLEncoding.EncodeToString([]byte(`{"FOO":"bar"}`))
+	protos := []string{envs, toolbox.PtyExitControlSubprotocol}
+	conn, _, err := websocket.Dial(ctx, "ws://sandbox/process/pty/create-connect?id=cc&cols=70&rows=20", &websocket.DialOptions{HTTPClient: e.raw.client, Subprotocols: protos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	if conn.Subprotocol() != envs {
+		t.Errorf("agreed subprotocol %q, want the first offered", conn.Subprotocol())
+	}
+	if err := conn.Write(ctx, websocket.MessageBinary, []byte("echo $FOO-$((1+1)); stty size; exit 4\n")); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var controls []toolbox.PtyControl
+	for {
+		typ, data, err := conn.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatal(err)
+			}
+			expectExit(t, ce, 4)
+			break
+		}
+		if typ == websocket.MessageBinary {
+			out.Write(data)
+			continue
+		}
+		var m toolbox.PtyControl
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("text message %q", data)
+		}
+		controls = append(controls, m)
+	}
+	if !strings.Contains(out.String(), "bar-2") || !strings.Contains(out.String(), "20 70") {
+		t.Errorf("output %q, want bar-2 and 20 70", out.String())
+	}
+	if len(controls) != 2 || controls[0].Status != "connected" || controls[1].Status != "exited" ||
+		controls[1].ExitCode == nil || *controls[1].ExitCode != 4 || controls[1].ExitReason != "non-zero exit" {
+		t.Errorf("control messages %+v, want connected then exited with 4", controls)
+	}
+
+	// Bad input, before the upgrade.
+	e.raw.expectError(http.StatusBadRequest, codeBadRequest, "GET", "/process/pty/create-connect?cols=10", nil)
+	e.raw.expectError(http.StatusBadRequest, codeBadRequest, "GET", "/process/pty/create-connect?id=x&rows=many", nil)
+	e.raw.expectError(http.StatusBadRequest, codeBadRequest, "GET", "/process/pty/create-connect?id=x", nil, "Sec-WebSocket-Protocol", "X-Daytona-Pty-Envs~%%%")
+	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "taken", LazyStart: true})
+	e.raw.expectError(http.StatusConflict, codeConflict, "GET", "/process/pty/create-connect?id=taken", nil)
+	// A request that is no WebSocket creates nothing that stays.
+	e.raw.expect(http.StatusUpgradeRequired, "GET", "/process/pty/create-connect?id=plain", nil)
+	e.expect(http.StatusNotFound, "GET", "/process/pty/plain", nil)
 }

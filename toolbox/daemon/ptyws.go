@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,15 +170,87 @@ func (s *Server) handlePtyConnect(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	protos := slices.DeleteFunc(offeredSubprotocols(r), func(p string) bool {
-		return !strings.HasPrefix(strings.ToLower(p), strings.ToLower(subprotocolPrefix))
-	})
+	s.servePty(w, r, ps)
+	return nil
+}
+
+// handlePtyCreateConnect serves GET /process/pty/create-connect?id=&cwd=
+// &cols=&rows=, which newer Daytona SDKs use: create a session and connect
+// to it in one request, its environment in an X-Daytona-Pty-Envs~
+// subprotocol. The shell starts with the connection.
+func (s *Server) handlePtyCreateConnect(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	req := toolbox.PtyCreateRequest{ID: q.Get("id"), Cwd: q.Get("cwd"), LazyStart: true}
+	for name, v := range map[string]*int{"cols": &req.Cols, "rows": &req.Rows} {
+		if t := q.Get(name); t != "" {
+			n, err := strconv.Atoi(t)
+			if err != nil {
+				return badRequest("invalid %s %q: give a number between 1 and %d", name, t, toolbox.MaxPtySize)
+			}
+			*v = n
+		}
+	}
+	envs, err := ptyEnvsSubprotocol(r)
+	if err != nil {
+		return err
+	}
+	req.Envs = envs
+	if err := s.createPty(req); err != nil {
+		return err
+	}
+	ps, err := s.pty(req.ID)
+	if err != nil {
+		return err
+	}
+	if !s.servePty(w, r, ps) {
+		_ = s.deletePty(req.ID) // no connection: nobody will use it
+	}
+	return nil
+}
+
+// Subprotocols of Daytona's PTY WebSocket.
+const (
+	// ptyEnvsPrefix starts the subprotocol that carries the environment
+	// of create-connect: base64url (no padding) of a JSON object.
+	ptyEnvsPrefix = "X-Daytona-Pty-Envs~"
+	// ptyEnvsLimit bounds that subprotocol.
+	ptyEnvsLimit = 64 << 10
+)
+
+// ptyEnvsSubprotocol decodes the environment a client passed in an
+// X-Daytona-Pty-Envs~ subprotocol (nil when none).
+func ptyEnvsSubprotocol(r *http.Request) (map[string]string, error) {
+	for _, p := range offeredSubprotocols(r) {
+		enc, ok := strings.CutPrefix(p, ptyEnvsPrefix)
+		if !ok {
+			continue
+		}
+		var envs map[string]string
+		b, err := base64.RawURLEncoding.DecodeString(enc)
+		if err == nil && len(enc) <= ptyEnvsLimit {
+			err = json.Unmarshal(b, &envs)
+		}
+		if err != nil || len(enc) > ptyEnvsLimit {
+			return nil, badRequest("invalid %s subprotocol: it must be base64url without padding of a JSON object of strings, at most %d bytes", ptyEnvsPrefix, ptyEnvsLimit)
+		}
+		return envs, nil
+	}
+	return nil, nil
+}
+
+// servePty accepts the WebSocket of PTY session ps and serves it until
+// either side ends it. It reports false when the handshake failed (Accept
+// has answered).
+func (s *Server) servePty(w http.ResponseWriter, r *http.Request, ps *ptySession) bool {
+	offered := offeredSubprotocols(r)
+	// Like Daytona's daemon, agree to the first subprotocol offered: a
+	// client that offers some fails a handshake that picks none.
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:       protos,
+		Subprotocols:       offered[:min(len(offered), 1)],
 		InsecureSkipVerify: true, // the toolbox authenticates with tokens, not origins
 	})
 	if err != nil {
-		return nil // Accept has answered
+		return false
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(ptyInputLimit)
@@ -191,16 +265,17 @@ func (s *Server) handlePtyConnect(w http.ResponseWriter, r *http.Request) error 
 		} else {
 			closeJSON(conn, websocket.StatusInternalError, toolbox.PtyExit{ExitCode: -1, Error: err.Error()})
 		}
-		return nil
+		return true
 	}
 	defer ps.detach(c)
 	if writeControl(ctx, conn, toolbox.PtyControl{Type: toolbox.PtyControlType, Status: toolbox.PtyStatusConnected}) != nil {
-		return nil
+		return true
 	}
+	exitControl := slices.Contains(offered, toolbox.PtyExitControlSubprotocol)
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
-		ps.writeOutput(ctx, conn, c)
+		ps.writeOutput(ctx, conn, c, exitControl)
 	}()
 	for {
 		_, data, err := conn.Read(ctx)
@@ -211,11 +286,12 @@ func (s *Server) handlePtyConnect(w http.ResponseWriter, r *http.Request) error 
 	}
 	cancel()
 	<-written
-	return nil
+	return true
 }
 
-// writeOutput sends the output to conn, then the exit close.
-func (ps *ptySession) writeOutput(ctx context.Context, conn *websocket.Conn, c *ptyClient) {
+// writeOutput sends the output to conn, then the exit close, preceded by
+// the "exited" control message when exitControl.
+func (ps *ptySession) writeOutput(ctx context.Context, conn *websocket.Conn, c *ptyClient, exitControl bool) {
 	for {
 		select {
 		case b, ok := <-c.out:
@@ -223,6 +299,10 @@ func (ps *ptySession) writeOutput(ctx context.Context, conn *websocket.Conn, c *
 				ps.mu.Lock()
 				code := *ps.info.ExitCode
 				ps.mu.Unlock()
+				if exitControl {
+					e := toolbox.NewPtyExit(code)
+					_ = writeControl(ctx, conn, toolbox.PtyControl{Type: toolbox.PtyControlType, Status: toolbox.PtyStatusExited, ExitCode: &e.ExitCode, ExitReason: e.ExitReason})
+				}
 				closePtyExit(conn, code)
 				return
 			}
