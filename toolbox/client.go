@@ -224,6 +224,9 @@ type Extensions struct {
 	// Tether: commands that die with their client
 	// (SessionExecOptions.Tether).
 	Tether bool
+	// PtyCommand: PTY sessions that run a command line
+	// (PtyCreateRequest.Command).
+	PtyCommand bool
 }
 
 func parseExtensions(v string) Extensions {
@@ -242,6 +245,8 @@ func parseExtensions(v string) Extensions {
 			e.Binary = true
 		case ExtTether:
 			e.Tether = true
+		case ExtPtyCommand:
+			e.PtyCommand = true
 		}
 	}
 	return e

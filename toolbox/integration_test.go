@@ -100,7 +100,7 @@ func TestDaemonBasics(t *testing.T) {
 	c, work := daemonEnv(t, false, toolbox.ClientOptions{})
 	ctx := ctxT(t)
 	ext, err := c.Extensions(ctx)
-	if err != nil || ext != (toolbox.Extensions{Frames: true, Stdin: true, Base64: true, Stateless: true, Binary: true, Tether: true}) {
+	if err != nil || ext != (toolbox.Extensions{Frames: true, Stdin: true, Base64: true, Stateless: true, Binary: true, Tether: true, PtyCommand: true}) {
 		t.Fatalf("Extensions = %+v, %v", ext, err)
 	}
 	if d, err := c.WorkDir(ctx); err != nil || d != work {

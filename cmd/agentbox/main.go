@@ -8,6 +8,7 @@
 //	agentbox ps [--id SANDBOX]
 //	agentbox logs [--id SANDBOX] [-f] ID
 //	agentbox kill [--id SANDBOX] ID...
+//	agentbox shell [--id SANDBOX] [-- CMD [ARG...]]
 //	agentbox sandbox ls | info ID | stop ID... | rm ID...
 //	agentbox sandbox network ID [--default | --block-all | --allow-cidr LIST | --allow-domain LIST]
 //	agentbox ports publish ID PORT[:SANDBOXPORT] | ls ID | rm ID PORT

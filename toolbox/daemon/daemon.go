@@ -26,7 +26,7 @@ const DefaultMaxBodyBytes = 10 << 20
 
 // offeredExtensions lists the agentbox protocol extensions this server
 // offers, as sent in the X-Agentbox-Extensions header of every response.
-const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless + "," + toolbox.ExtBinary + "," + toolbox.ExtTether
+const offeredExtensions = toolbox.ExtFrames + "," + toolbox.ExtStdin + "," + toolbox.ExtBase64 + "," + toolbox.ExtStateless + "," + toolbox.ExtBinary + "," + toolbox.ExtTether + "," + toolbox.ExtPtyCommand
 
 // Options configures a Server. The zero value is usable: commands run in the
 // process's working directory with its environment.
@@ -103,6 +103,7 @@ type Server struct {
 	logMem   atomic.Int64 // log bytes held in memory
 	interp   interpreters // interpreter contexts (interpreter.go)
 	entry    *session     // the entrypoint's session, or nil (entrypoint.go)
+	ptys     ptyTable     // PTY sessions (ptysession.go)
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -205,6 +206,7 @@ func (s *Server) routes() {
 		s.codeRunRoutes(),
 		s.interpreterRoutes(),
 		s.entrypointRoutes(),
+		s.ptyRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},
@@ -244,9 +246,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// Close deletes every session, killing every process of every session and
-// of running one-shot executions, ends log followers, waits for the
-// server's goroutines and removes its log files.
+// Close deletes every session, killing every process of every session, of
+// every PTY session and of running one-shot executions, ends log followers
+// and PTY connections (exit code 137), waits for the server's goroutines
+// and removes its log files.
 //
 // Requests in flight get the answers a deleted session gives: a sync
 // session exec 404 NOT_FOUND, a log follower a normal close ("killed" with
@@ -285,6 +288,7 @@ func (s *Server) Close() error {
 	}
 	teardown.Go(s.closeInterpreters)
 	teardown.Go(s.closeEntrypoint)
+	teardown.Go(s.closePtys)
 	_ = teardown.Wait(context.Background())
 	_ = s.bg.Wait(context.Background())
 	s.starter.close()

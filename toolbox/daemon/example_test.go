@@ -30,6 +30,6 @@ func Example() {
 	fmt.Println(rec.Code, rec.Header().Get("X-Agentbox-Extensions"))
 	fmt.Println(rec.Body.String())
 	// Output:
-	// 200 frames,stdin,base64,stateless,binary,tether
+	// 200 frames,stdin,base64,stateless,binary,tether,pty-command
 	// {"exitCode":3,"result":"hello\noops\n"}
 }
