@@ -22,7 +22,9 @@ STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # Daytona SDK test clones; nodejs and npm, which run the Daytona
 # TypeScript SDK (installed only when node or npm is missing: a machine may
 # have a newer Node.js of its own).
-APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git)
+# python3 and python3-matplotlib for code-run (charts) and the
+# interpreter; tmux, which drives agentbox shell in its test.
+APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git python3 python3-matplotlib tmux)
 command -v node >/dev/null || APT_PACKAGES+=(nodejs)
 command -v npm >/dev/null || APT_PACKAGES+=(npm)
 # The npm project of internal/sdktest: the Daytona TypeScript SDK releases

@@ -107,11 +107,15 @@ def show(): print("the real show ran")
 // TestCodeRunMatplotlib runs a real matplotlib line chart where the host
 // has matplotlib (optional: Debian package python3-matplotlib).
 func TestCodeRunMatplotlib(t *testing.T) {
-	needTool(t, "python3", "python3")
-	if exec.Command("python3", "-c", "import matplotlib").Run() != nil {
-		t.Skip("matplotlib is not installed (optional; Debian package python3-matplotlib)")
+	// Debian's python3 and its matplotlib, as a sandbox sees them: the
+	// PATH a developer's shell has may lead to another python3 first.
+	const debianPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	py := exec.Command("python3", "-c", "import matplotlib")
+	py.Env = []string{"PATH=" + debianPath}
+	if err := py.Run(); err != nil {
+		skipUnlessRequired(t, "python3 with matplotlib is not installed (Debian package python3-matplotlib): "+err.Error())
 	}
-	e := newEnv(t, true)
+	e := newEnv(t, true, func(o *Options) { o.Env = []string{"PATH=" + debianPath, "HOME=" + o.WorkDir, "LANG=C"} })
 	r := e.codeRun(toolbox.CodeRunRequest{Language: "python",
 		Code: "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], label='up')\nplt.title('T')\nplt.show()"})
 	if r.ExitCode != 0 || len(r.Artifacts.Charts) != 1 {
