@@ -94,7 +94,8 @@ type Server struct {
 	closed   bool
 	sessions map[string]*session
 	execs    map[*oneShot]struct{}
-	logMem   atomic.Int64 // log bytes held in memory
+	logMem   atomic.Int64   // log bytes held in memory
+	gitCreds gitCredentials // POST /git/credentials, in memory only
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -188,6 +189,7 @@ func (s *Server) routes() {
 		s.infoRoutes(),
 		s.processRoutes(),
 		s.fileRoutes(),
+		s.gitRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},
