@@ -111,16 +111,27 @@ func relFiles(w *git.Worktree, files []string) ([]string, error) {
 	return out, nil
 }
 
-// statusNames maps go-git's status codes to the spec's Status values.
-var statusNames = map[git.StatusCode]string{
-	git.Unmodified:         toolbox.GitStatusUnmodified,
-	git.Untracked:          toolbox.GitStatusUntracked,
-	git.Modified:           toolbox.GitStatusModified,
-	git.Added:              toolbox.GitStatusAdded,
-	git.Deleted:            toolbox.GitStatusDeleted,
-	git.Renamed:            toolbox.GitStatusRenamed,
-	git.Copied:             toolbox.GitStatusCopied,
-	git.UpdatedButUnmerged: toolbox.GitStatusUpdatedButUnmerged,
+// statusName maps a go-git status code to the spec's Status value.
+// (Functions, not package-level maps: nothing runs at package init, which
+// every sandbox init would pay for.)
+func statusName(c git.StatusCode) string {
+	switch c {
+	case git.Untracked:
+		return toolbox.GitStatusUntracked
+	case git.Modified:
+		return toolbox.GitStatusModified
+	case git.Added:
+		return toolbox.GitStatusAdded
+	case git.Deleted:
+		return toolbox.GitStatusDeleted
+	case git.Renamed:
+		return toolbox.GitStatusRenamed
+	case git.Copied:
+		return toolbox.GitStatusCopied
+	case git.UpdatedButUnmerged:
+		return toolbox.GitStatusUpdatedButUnmerged
+	}
+	return toolbox.GitStatusUnmodified
 }
 
 func (s *Server) handleGitStatus(w http.ResponseWriter, r *http.Request) error {
@@ -139,7 +150,7 @@ func (s *Server) handleGitStatus(w http.ResponseWriter, r *http.Request) error {
 	out := toolbox.GitStatus{FileStatus: []toolbox.GitFileStatus{}}
 	for name, fst := range st {
 		out.FileStatus = append(out.FileStatus, toolbox.GitFileStatus{
-			Name: name, Staging: statusNames[fst.Staging], Worktree: statusNames[fst.Worktree], Extra: fst.Extra,
+			Name: name, Staging: statusName(fst.Staging), Worktree: statusName(fst.Worktree), Extra: fst.Extra,
 		})
 	}
 	sort.Slice(out.FileStatus, func(i, j int) bool { return out.FileStatus[i].Name < out.FileStatus[j].Name })
@@ -505,15 +516,21 @@ func (s *Server) handleGitInit(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// resetModes maps the spec's reset modes to go-git's; keep is handled
-// apart (see handleGitReset).
-var resetModes = map[string]git.ResetMode{
-	"":      git.MixedReset,
-	"mixed": git.MixedReset,
-	"soft":  git.SoftReset,
-	"hard":  git.HardReset,
-	"merge": git.MergeReset,
-	"keep":  git.MergeReset,
+// resetMode maps the spec's reset modes to go-git's. keep is go-git's
+// merge reset, which refuses to run over any local change (git's keep
+// refuses only over changes to files the reset touches).
+func resetMode(mode string) (git.ResetMode, bool) {
+	switch mode {
+	case "", "mixed":
+		return git.MixedReset, true
+	case "soft":
+		return git.SoftReset, true
+	case "hard":
+		return git.HardReset, true
+	case "merge", "keep":
+		return git.MergeReset, true
+	}
+	return 0, false
 }
 
 func (s *Server) handleGitReset(w http.ResponseWriter, r *http.Request) error {
@@ -521,7 +538,7 @@ func (s *Server) handleGitReset(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	mode, ok := resetModes[req.Mode]
+	mode, ok := resetMode(req.Mode)
 	if !ok {
 		return badRequest("reset mode %q is not one of soft, mixed, hard, merge or keep", req.Mode)
 	}

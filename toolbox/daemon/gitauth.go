@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,12 +96,27 @@ func (s *Server) handleGitCredentials(w http.ResponseWriter, r *http.Request) er
 	return nil
 }
 
-// userinfo matches the user information of URLs in text.
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@`)
-
-// redactURLs replaces the user information of URLs in s.
+// redactURLs replaces the user information of URLs in s
+// (scheme://user:password@host becomes scheme://REDACTED@host).
 func redactURLs(s string) string {
-	return userinfo.ReplaceAllString(s, "${1}REDACTED@")
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i+3])
+		s = s[i+3:]
+		end := strings.IndexFunc(s, func(r rune) bool { return r == '/' || r == ' ' || r == '\t' || r == '\n' || r == '"' || r == '\'' })
+		if end < 0 {
+			end = len(s)
+		}
+		if at := strings.LastIndexByte(s[:end], '@'); at >= 0 {
+			b.WriteString("REDACTED")
+			s = s[at:]
+		}
+	}
 }
 
 // redact removes secrets and URL user information from s.
