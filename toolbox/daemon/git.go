@@ -89,6 +89,37 @@ func (g *gitRepo) worktree() (*git.Worktree, error) {
 	return w, err
 }
 
+// openWorktree opens the repository at p and its working tree.
+func (s *Server) openWorktree(p string) (*gitRepo, *git.Worktree, error) {
+	repo, err := s.openRepo(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	wt, err := repo.worktree()
+	if err != nil {
+		return nil, nil, err
+	}
+	return repo, wt, nil
+}
+
+// openFiles opens the repository at p and its working tree, and makes
+// the request's files relative to it (see relFiles); none gives 400
+// asking for the files to what.
+func (s *Server) openFiles(p string, files []string, what string) (*gitRepo, *git.Worktree, []string, error) {
+	if len(files) == 0 {
+		return nil, nil, nil, badRequest("files is empty; name the files to %s", what)
+	}
+	repo, wt, err := s.openWorktree(p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rel, err := relFiles(wt, files)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return repo, wt, rel, nil
+}
+
 // relFiles turns request file paths into paths relative to the working
 // tree: relative ones are taken from it, absolute ones must lie inside it.
 func relFiles(w *git.Worktree, files []string) ([]string, error) {
@@ -248,18 +279,7 @@ func (s *Server) handleGitAdd(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if len(req.Files) == 0 {
-		return badRequest("files is empty; name the files to add, or \".\" for all")
-	}
-	repo, err := s.openRepo(req.Path)
-	if err != nil {
-		return err
-	}
-	wt, err := repo.worktree()
-	if err != nil {
-		return err
-	}
-	files, err := relFiles(wt, req.Files)
+	repo, wt, files, err := s.openFiles(req.Path, req.Files, "add, or \".\" for all")
 	if err != nil {
 		return err
 	}
@@ -288,11 +308,7 @@ func (s *Server) handleGitCommit(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(req.Message) == "" {
 		return badRequest("message is empty; a commit needs a message")
 	}
-	repo, err := s.openRepo(req.Path)
-	if err != nil {
-		return err
-	}
-	wt, err := repo.worktree()
+	repo, wt, err := s.openWorktree(req.Path)
 	if err != nil {
 		return err
 	}
@@ -410,11 +426,7 @@ func (s *Server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error
 	if req.Branch == "" {
 		return badRequest("branch is empty; name a branch or a commit")
 	}
-	repo, err := s.openRepo(req.Path)
-	if err != nil {
-		return err
-	}
-	wt, err := repo.worktree()
+	repo, wt, err := s.openWorktree(req.Path)
 	if err != nil {
 		return err
 	}
@@ -542,11 +554,7 @@ func (s *Server) handleGitReset(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return badRequest("reset mode %q is not one of soft, mixed, hard, merge or keep", req.Mode)
 	}
-	repo, err := s.openRepo(req.Path)
-	if err != nil {
-		return err
-	}
-	wt, err := repo.worktree()
+	repo, wt, err := s.openWorktree(req.Path)
 	if err != nil {
 		return err
 	}
@@ -623,18 +631,7 @@ func (s *Server) handleGitRestore(w http.ResponseWriter, r *http.Request) error 
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	if len(req.Files) == 0 {
-		return badRequest("files is empty; name the files to restore")
-	}
-	repo, err := s.openRepo(req.Path)
-	if err != nil {
-		return err
-	}
-	wt, err := repo.worktree()
-	if err != nil {
-		return err
-	}
-	files, err := relFiles(wt, req.Files)
+	repo, wt, files, err := s.openFiles(req.Path, req.Files, "restore")
 	if err != nil {
 		return err
 	}

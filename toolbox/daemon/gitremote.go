@@ -264,11 +264,7 @@ func (s *Server) handleGitPull(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	repo, err := s.openRepo(req.Path)
-	if err != nil {
-		return err
-	}
-	wt, err := repo.worktree()
+	repo, wt, err := s.openWorktree(req.Path)
 	if err != nil {
 		return err
 	}
