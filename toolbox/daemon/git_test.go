@@ -176,6 +176,19 @@ func TestGitCloneCredentials(t *testing.T) {
 	}
 	noSecretOnDisk(t, e.work, password)
 
+	// Push takes credentials the same way.
+	write(t, filepath.Join(e.work, "fields", "new.txt"), "new\n")
+	e.expect(http.StatusOK, "POST", "/git/add", toolbox.GitAddRequest{Path: "fields", Files: []string{"."}})
+	e.expect(http.StatusOK, "POST", "/git/commit", toolbox.GitCommitRequest{Path: "fields", Message: "new", Author: "Ann", Email: "ann@example.com"})
+	_, body := e.do("POST", "/git/push", toolbox.GitPushRequest{Path: "fields", Username: user, Password: wrong})
+	if strings.Contains(string(body), wrong) || !strings.Contains(string(body), codeGitAuthFailed) {
+		t.Fatalf("answer to a push with a wrong password: %s", body)
+	}
+	e.expect(http.StatusOK, "POST", "/git/push", toolbox.GitPushRequest{Path: "fields", Username: user, Password: password})
+	if got := runGit(t, tr.bare, "rev-parse", "main"); got == tr.second {
+		t.Fatalf("the push did not reach the served repository")
+	}
+
 	// Stored credentials serve the host's clones.
 	e.expect(http.StatusOK, "POST", "/git/credentials", toolbox.GitAuthenticateRequest{Username: user, Password: password, Host: u.Host, Protocol: "http"})
 	e.expect(http.StatusOK, "POST", "/git/clone", toolbox.GitCloneRequest{URL: repoURL, Path: "stored"})
