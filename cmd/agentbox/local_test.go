@@ -371,3 +371,32 @@ func pipeCount(b *testing.B, cmd *exec.Cmd) int64 {
 	}
 	return n
 }
+
+// TestGitCloneLocal: agentbox git clone in a local sandbox, from a
+// repository inside it (the host's loopback is out of its reach), made
+// with the git the sandbox sees in the host's /usr. The clone itself is
+// the init's (go-git), which needs no git binary.
+func TestGitCloneLocal(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+			t.Fatalf("git is required to prepare the test repository (Debian package git): %v", err)
+		}
+		t.Skipf("git not found (Debian package git); it prepares the test repository: %v", err)
+	}
+	e := newEnv(t)
+	e.must("exec", "--", "sh", "-c", `mkdir src && cd src && git init -q -b main && echo hi > f.txt && git add f.txt &&
+		git -c user.name=Ann -c user.email=ann@example.com commit -qm one`)
+	if r := e.must("git", "clone", "src", "dst"); r.stdout != "cloned src into dst\n" {
+		t.Fatalf("git clone: %+v", r)
+	}
+	if r := e.must("exec", "--", "cat", "dst/f.txt"); r.stdout != "hi\n" {
+		t.Fatalf("the cloned file: %+v", r)
+	}
+	r := e.run("", "git", "clone", "/nonexistent/repo", "gone")
+	if r.code != cli.ExitError || !strings.Contains(r.stderr, "GIT_REPO_NOT_FOUND") {
+		t.Fatalf("clone of a missing repository: %+v", r)
+	}
+	if r := e.run("", "exec", "--", "test", "-e", "gone"); r.code != 1 {
+		t.Fatalf("a failed clone left its folder: %+v", r)
+	}
+}

@@ -100,10 +100,11 @@ type Server struct {
 	closed   bool
 	sessions map[string]*session
 	execs    map[*oneShot]struct{}
-	logMem   atomic.Int64 // log bytes held in memory
-	interp   interpreters // interpreter contexts (interpreter.go)
-	entry    *session     // the entrypoint's session, or nil (entrypoint.go)
-	ptys     ptyTable     // PTY sessions (ptysession.go)
+	logMem   atomic.Int64   // log bytes held in memory
+	interp   interpreters   // interpreter contexts (interpreter.go)
+	entry    *session       // the entrypoint's session, or nil (entrypoint.go)
+	ptys     ptyTable       // PTY sessions (ptysession.go)
+	gitCreds gitCredentials // POST /git/credentials, in memory only
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -207,6 +208,7 @@ func (s *Server) routes() {
 		s.interpreterRoutes(),
 		s.entrypointRoutes(),
 		s.ptyRoutes(),
+		s.gitRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},

@@ -37,7 +37,8 @@ type terminal interface {
 }
 
 // A toolboxBox is a sandbox whose toolbox API the CLI can reach, for what
-// sandbox.Sandbox does not cover (terminals).
+// sandbox.Sandbox does not cover (terminals, git), as the local engine's
+// sandboxes are.
 type toolboxBox interface {
 	Client() *toolbox.Client
 }

@@ -1,0 +1,225 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+	formatcfg "github.com/go-git/go-git/v5/plumbing/format/config"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// systemGitConfig is the system scope's file, where Debian's git has it.
+const systemGitConfig = "/etc/gitconfig"
+
+// gitConfigKey is a parsed config key: section[.subsection].name.
+type gitConfigKey struct{ section, subsection, name string }
+
+func parseGitConfigKey(key string) (gitConfigKey, error) {
+	first, last := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
+	if first <= 0 || last == len(key)-1 || strings.ContainsAny(key, "\n\x00") {
+		return gitConfigKey{}, badRequest("config key %q is not of the form section.name or section.subsection.name", key)
+	}
+	k := gitConfigKey{section: key[:first], name: key[last+1:]}
+	if last > first {
+		k.subsection = key[first+1 : last]
+	}
+	return k, nil
+}
+
+// configFile returns the file of a config scope: global (default, the
+// home's .gitconfig), system (/etc/gitconfig) or local (the repository
+// at path).
+func (s *Server) configFile(scope, path string) (string, error) {
+	switch scope {
+	case "", "global":
+		return filepath.Join(s.gitHome(), ".gitconfig"), nil
+	case "system":
+		return systemGitConfig, nil
+	case "local":
+		if path == "" {
+			return "", badRequest("path is required with scope local: name the repository")
+		}
+		repo, err := s.openRepo(path)
+		if err != nil {
+			return "", err
+		}
+		fs, ok := repo.Storer.(*filesystem.Storage)
+		if !ok {
+			return "", badRequest("%s has no config file", repo.dir)
+		}
+		return filepath.Join(fs.Filesystem().Root(), "config"), nil
+	}
+	return "", badRequest("scope %q is not one of global, local or system", scope)
+}
+
+// gitHome is the home whose .gitconfig is the global scope: HOME of the
+// commands' environment, else the server's home dir.
+func (s *Server) gitHome() string {
+	for _, kv := range s.baseEnv {
+		if h, ok := strings.CutPrefix(kv, "HOME="); ok && h != "" {
+			return h
+		}
+	}
+	return s.homeDir
+}
+
+// readGitConfig reads a config file; a missing one is empty.
+func readGitConfig(file string) (*formatcfg.Config, error) {
+	cfg := formatcfg.New()
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return nil, fsError(file, err)
+	}
+	if err := formatcfg.NewDecoder(bytes.NewReader(b)).Decode(cfg); err != nil {
+		return nil, errorf(http.StatusInternalServerError, codeInternal, "reading %s: %s", file, err)
+	}
+	return cfg, nil
+}
+
+// get returns the value of k in cfg and whether it is set.
+func (k gitConfigKey) get(cfg *formatcfg.Config) (string, bool) {
+	if !cfg.HasSection(k.section) {
+		return "", false
+	}
+	opts := cfg.Section(k.section).Options
+	if k.subsection != "" {
+		sec := cfg.Section(k.section)
+		if !sec.HasSubsection(k.subsection) {
+			return "", false
+		}
+		opts = sec.Subsection(k.subsection).Options
+	}
+	if !opts.Has(k.name) {
+		return "", false
+	}
+	return opts.Get(k.name), true
+}
+
+// setGitConfig sets keys to values in file, creating it when missing.
+func setGitConfig(file string, kv ...string) error {
+	cfg, err := readGitConfig(file)
+	if err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, err := parseGitConfigKey(kv[i])
+		if err != nil {
+			return err
+		}
+		if k.subsection != "" {
+			cfg.Section(k.section).Subsection(k.subsection).SetOption(k.name, kv[i+1])
+		} else {
+			cfg.Section(k.section).SetOption(k.name, kv[i+1])
+		}
+	}
+	var buf bytes.Buffer
+	if err := formatcfg.NewEncoder(&buf).Encode(cfg); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return fsError(file, err)
+	}
+	tmp := file + ".lock"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return fsError(file, err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		_ = os.Remove(tmp)
+		return fsError(file, err)
+	}
+	return nil
+}
+
+// gitConfigValue returns the value of key in effect for the repository
+// dir (local, then global, then system), "" when unset.
+func (s *Server) gitConfigValue(dir, key string) string {
+	k, err := parseGitConfigKey(key)
+	if err != nil {
+		return ""
+	}
+	files := []string{filepath.Join(s.gitHome(), ".gitconfig"), systemGitConfig}
+	if r, err := git.PlainOpen(dir); err == nil {
+		if fs, ok := r.Storer.(*filesystem.Storage); ok {
+			files = append([]string{filepath.Join(fs.Filesystem().Root(), "config")}, files...)
+		}
+	}
+	for _, f := range files {
+		if cfg, err := readGitConfig(f); err == nil {
+			if v, ok := k.get(cfg); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+func (s *Server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	k, err := parseGitConfigKey(q.Get("key"))
+	if err != nil {
+		return err
+	}
+	file, err := s.configFile(q.Get("scope"), q.Get("path"))
+	if err != nil {
+		return err
+	}
+	cfg, err := readGitConfig(file)
+	if err != nil {
+		return err
+	}
+	var out toolbox.GitConfigResponse
+	if v, ok := k.get(cfg); ok {
+		out.Value = &v
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleGitSetConfig(w http.ResponseWriter, r *http.Request) error {
+	var req toolbox.GitSetConfigRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if _, err := parseGitConfigKey(req.Key); err != nil {
+		return err
+	}
+	if strings.ContainsAny(req.Value, "\n\x00") {
+		return badRequest("config value of %q contains a newline or NUL byte", req.Key)
+	}
+	return s.setConfig(w, req.Scope, req.Path, req.Key, req.Value)
+}
+
+func (s *Server) handleGitConfigUser(w http.ResponseWriter, r *http.Request) error {
+	var req toolbox.GitConfigureUserRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" || req.Email == "" || strings.ContainsAny(req.Name+req.Email, "\n\x00") {
+		return badRequest("name and email are required, on one line each")
+	}
+	return s.setConfig(w, req.Scope, req.Path, "user.name", req.Name, "user.email", req.Email)
+}
+
+// setConfig sets keys to values (kv: key, value, …) in a scope's file and
+// answers 200.
+func (s *Server) setConfig(w http.ResponseWriter, scope, path string, kv ...string) error {
+	file, err := s.configFile(scope, path)
+	if err != nil {
+		return err
+	}
+	if err := setGitConfig(file, kv...); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}

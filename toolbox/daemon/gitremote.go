@@ -1,0 +1,370 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// A gitAuth is what a remote operation authenticates with, and the
+// secrets its errors must not show.
+type gitAuth struct {
+	auth    transport.AuthMethod // nil: none
+	secrets []string
+}
+
+// remoteURL parses a remote's URL as go-git does. Credentials in it are
+// taken out: the URL returned has none (so none reaches .git/config) and
+// they come back as a gitAuth. A local path (not a URL) is made absolute
+// against the work dir.
+func (s *Server) remoteURL(raw string) (string, gitAuth, error) {
+	var a gitAuth
+	if raw == "" || strings.IndexByte(raw, 0) >= 0 {
+		return "", a, badRequest("url is empty or contains a NUL byte")
+	}
+	ep, err := transport.NewEndpoint(raw)
+	if err != nil {
+		return "", a, badRequest("%q is not a git URL or path: %s", redactURLs(raw), redactURLs(err.Error()))
+	}
+	if ep.Protocol == "file" {
+		if !strings.HasPrefix(raw, "file://") && !filepath.IsAbs(ep.Path) {
+			return filepath.Join(s.workDir, ep.Path), a, nil
+		}
+		return raw, a, nil
+	}
+	if ep.Password != "" {
+		a.auth = &githttp.BasicAuth{Username: ep.User, Password: ep.Password}
+		a.secrets = []string{ep.Password}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return "", gitAuth{}, badRequest("%q is not a valid URL", redactURLs(raw))
+		}
+		u.User = nil
+		raw = u.String()
+	}
+	return raw, a, nil
+}
+
+// authFor chooses the credentials of a remote operation on rawURL: those
+// of the request (username, password), else those the URL carried (in a),
+// else those stored with POST /git/credentials for its host.
+func (s *Server) authFor(rawURL, username, password string, a gitAuth) gitAuth {
+	if password != "" || username != "" {
+		return gitAuth{auth: &githttp.BasicAuth{Username: username, Password: password}, secrets: append(a.secrets, password)}
+	}
+	if a.auth != nil {
+		return a
+	}
+	if ep, err := transport.NewEndpoint(rawURL); err == nil {
+		if c, ok := s.gitCreds.lookup(ep); ok {
+			return gitAuth{auth: &githttp.BasicAuth{Username: c.username, Password: c.password}, secrets: []string{c.password}}
+		}
+	}
+	return a
+}
+
+// gitContext returns a context that ends with the request or when the
+// server closes.
+func (s *Server) gitContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+func (s *Server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
+	var req toolbox.GitCloneRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	secrets := []string{req.Password}
+	if req.Depth < 0 {
+		return badRequest("depth must not be negative, got %d", req.Depth)
+	}
+	src, a, err := s.remoteURL(req.URL)
+	if err != nil {
+		return err
+	}
+	a = s.authFor(src, req.Username, req.Password, a)
+	a.secrets = append(a.secrets, secrets...)
+	dir, err := s.resolve(req.Path)
+	if err != nil {
+		return err
+	}
+	made, err := cloneTarget(dir)
+	if err != nil {
+		return err
+	}
+	opts := &git.CloneOptions{URL: src, Auth: a.auth, Depth: req.Depth, InsecureSkipTLS: req.InsecureSkipTLS, Tags: git.TagFollowing}
+	if isLocal(src) {
+		s.useLocalTransport()
+		opts.Depth = 0 // as git does for local clones: the objects are here anyway
+	}
+	if req.Branch != "" {
+		opts.ReferenceName = plumbing.NewBranchReferenceName(req.Branch)
+		if opts.ReferenceName.Validate() != nil {
+			return badRequest("%q is not a valid branch name", req.Branch)
+		}
+	}
+	ctx, cancel := s.gitContext(r)
+	defer cancel()
+	err = s.clone(ctx, dir, opts, req.CommitID)
+	if err != nil {
+		// Leave nothing behind: what the clone made goes, a folder that
+		// was there empty stays empty.
+		if made != "" {
+			_ = os.RemoveAll(made)
+		} else {
+			emptyDir(dir)
+		}
+		return gitError(err, a.secrets)
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// clone clones into dir and checks out commit when it is not empty.
+func (s *Server) clone(ctx context.Context, dir string, opts *git.CloneOptions, commit string) error {
+	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) && opts.ReferenceName != "" {
+		return errorf(http.StatusNotFound, codeGitBranchNotFound, "branch %q not found in the remote repository", opts.ReferenceName.Short())
+	}
+	if err != nil || commit == "" {
+		return err
+	}
+	h, err := repo.ResolveRevision(plumbing.Revision(commit))
+	if err != nil {
+		return errorf(http.StatusNotFound, codeNotFound, "commit %q not found in the cloned history (a shallow clone may not reach it)", commit)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return err
+	}
+	return wt.Checkout(&git.CheckoutOptions{Hash: *h, Force: true})
+}
+
+// cloneTarget checks that dir can receive a clone: it must not exist or be
+// an empty folder. It returns the topmost folder the clone will create
+// ("" when dir exists), which a failed clone removes.
+func cloneTarget(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case err == nil && len(entries) > 0:
+		return "", errorf(http.StatusConflict, codeConflict, "destination %q already exists and is not an empty folder; choose another path", dir)
+	case err == nil:
+		return "", nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fsError(dir, err)
+	}
+	made := dir
+	for p := filepath.Dir(dir); p != made; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		made = p
+	}
+	return made, nil
+}
+
+// emptyDir removes what dir holds.
+func emptyDir(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
+
+// isLocal reports whether a remote URL is a local path or file:// URL.
+func isLocal(u string) bool {
+	ep, err := transport.NewEndpoint(u)
+	return err == nil && ep.Protocol == "file"
+}
+
+// remote returns the URL of the named remote of repo ("origin" when
+// empty) with the credentials to reach it.
+func (s *Server) remote(repo *gitRepo, name, username, password string) (string, string, gitAuth, error) {
+	if name == "" {
+		name = git.DefaultRemoteName
+	}
+	rm, err := repo.Remote(name)
+	if err != nil {
+		return "", "", gitAuth{}, errorf(http.StatusNotFound, codeNotFound, "remote %q not found in %s; add it with /git/remotes", name, repo.dir)
+	}
+	u := rm.Config().URLs[0]
+	if isLocal(u) {
+		s.useLocalTransport()
+	}
+	return name, u, s.authFor(u, username, password, gitAuth{}), nil
+}
+
+// currentBranch returns the branch HEAD is on, or 400 when it is detached.
+func (g *gitRepo) currentBranch() (string, error) {
+	head, err := g.Storer.Reference(plumbing.HEAD)
+	if err != nil {
+		return "", gitError(err, nil)
+	}
+	if head.Type() != plumbing.SymbolicReference {
+		return "", badRequest("HEAD of %s is detached; name the branch or check one out", g.dir)
+	}
+	return head.Target().Short(), nil
+}
+
+func (s *Server) handleGitPush(w http.ResponseWriter, r *http.Request) error {
+	var req toolbox.GitPushRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	repo, err := s.openRepo(req.Path)
+	if err != nil {
+		return err
+	}
+	branch := req.Branch
+	if branch == "" {
+		if branch, err = repo.currentBranch(); err != nil {
+			return err
+		}
+	}
+	name, _, a, err := s.remote(repo, req.Remote, req.Username, req.Password)
+	if err != nil {
+		return err
+	}
+	ref := plumbing.NewBranchReferenceName(branch)
+	if _, err := repo.Storer.Reference(ref); err != nil {
+		return errorf(http.StatusNotFound, codeGitBranchNotFound, "branch %q not found in %s", branch, repo.dir)
+	}
+	ctx, cancel := s.gitContext(r)
+	defer cancel()
+	spec := config.RefSpec(ref.String() + ":" + ref.String())
+	err = repo.PushContext(ctx, &git.PushOptions{RemoteName: name, RefSpecs: []config.RefSpec{spec}, Auth: a.auth})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return gitError(err, a.secrets)
+	}
+	if req.SetUpstream {
+		if err := repo.setUpstream(branch, name, branch); err != nil {
+			return gitError(err, a.secrets)
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) handleGitPull(w http.ResponseWriter, r *http.Request) error {
+	var req toolbox.GitPullRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	repo, wt, err := s.openWorktree(req.Path)
+	if err != nil {
+		return err
+	}
+	current, err := repo.currentBranch()
+	if err != nil {
+		return err
+	}
+	remoteName, branch := req.Remote, req.Branch
+	if cfg, err := repo.Config(); err == nil && cfg.Branches[current] != nil {
+		up := cfg.Branches[current]
+		if remoteName == "" {
+			remoteName = up.Remote
+		}
+		if branch == "" && up.Merge != "" {
+			branch = up.Merge.Short()
+		}
+	}
+	if branch == "" {
+		branch = current
+	}
+	name, _, a, err := s.remote(repo, remoteName, req.Username, req.Password)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.gitContext(r)
+	defer cancel()
+	err = wt.PullContext(ctx, &git.PullOptions{RemoteName: name, ReferenceName: plumbing.NewBranchReferenceName(branch), Auth: a.auth})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return gitError(err, a.secrets)
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) handleGitRemotes(w http.ResponseWriter, r *http.Request) error {
+	repo, err := s.openRepoQuery(r)
+	if err != nil {
+		return err
+	}
+	remotes, err := repo.Remotes()
+	if err != nil {
+		return gitError(err, nil)
+	}
+	out := toolbox.ListRemotesResponse{Remotes: []toolbox.GitRemote{}}
+	for _, rm := range remotes {
+		c := rm.Config()
+		out.Remotes = append(out.Remotes, toolbox.GitRemote{Name: c.Name, URL: redactURLs(c.URLs[0])})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) error {
+	var req toolbox.GitAddRemoteRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	rc := &config.RemoteConfig{Name: req.Name}
+	u, a, err := s.remoteURL(req.URL)
+	if err != nil {
+		return err
+	}
+	rc.URLs = []string{u}
+	if err := rc.Validate(); err != nil {
+		return badRequest("remote %q: %s", req.Name, err)
+	}
+	repo, err := s.openRepo(req.Path)
+	if err != nil {
+		return err
+	}
+	if a.auth != nil {
+		// The URL carried credentials: they are kept in memory for its
+		// host (as POST /git/credentials does), never in .git/config.
+		if ep, err := transport.NewEndpoint(req.URL); err == nil {
+			s.gitCreds.store(ep.Protocol, hostPort(ep), ep.User, ep.Password)
+		}
+	}
+	if _, err := repo.Remote(req.Name); err == nil {
+		if !req.Overwrite {
+			return errorf(http.StatusConflict, codeConflict, "remote %q already exists in %s; set overwrite to replace it", req.Name, repo.dir)
+		}
+		if err := repo.DeleteRemote(req.Name); err != nil {
+			return gitError(err, a.secrets)
+		}
+	}
+	rm, err := repo.CreateRemote(rc)
+	if err != nil {
+		return gitError(err, a.secrets)
+	}
+	if req.Fetch {
+		if isLocal(u) {
+			s.useLocalTransport()
+		}
+		a = s.authFor(u, "", "", a)
+		ctx, cancel := s.gitContext(r)
+		defer cancel()
+		if err := rm.FetchContext(ctx, &git.FetchOptions{Auth: a.auth}); err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+			return gitError(err, a.secrets)
+		}
+	}
+	w.WriteHeader(http.StatusCreated)
+	return nil
+}
