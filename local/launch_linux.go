@@ -186,7 +186,7 @@ func initCommand(m *meta, child *os.File) *exec.Cmd {
 			// partly used spans of each size class of its own (about
 			// 1 MiB of an idle init's 3 with two); its work is mostly
 			// system calls, which release the P while they block.
-			"GOGC=50", "GOMAXPROCS=1", "GODEBUG=madvdontneed=1",
+			"GOGC=100", "GOMAXPROCS=1", "GODEBUG=madvdontneed=1",
 			// Race-enabled builds (tests) would sleep 1s at every init exit.
 			"GORACE=atexit_sleep_ms=0",
 		},
