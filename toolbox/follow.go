@@ -28,9 +28,13 @@ const wsReadLimit = 64 << 20
 // calling goroutine, in order, never concurrently.
 //
 // It follows over a WebSocket (with the frames extension when the server
-// offers it, else demultiplexing Daytona's marked log). When the socket
-// closes normally without telling the exit code (Daytona's way), one GET
-// …/command/{id} fetches it. It falls back to polling GET …/logs every
+// offers it, else demultiplexing Daytona's marked log). Without frames the
+// socket does not tell the exit code, and Daytona's closes only about a
+// second after the command ended: meanwhile the command is looked at
+// (GET …/command/{id}, every few milliseconds at first, backing off), and
+// once it has ended the follow leaves the socket and reads the rest of the
+// log by offset (GET …/logs). When the socket closes normally first, one
+// GET …/command/{id} fetches the exit code. It falls back to polling GET …/logs every
 // PollInterval when the socket cannot be opened, closes abnormally, or
 // closes while the command still runs. Every source replays the log from
 // its start; FollowLogs writes each byte once.
@@ -55,6 +59,24 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 		}
 		if r.done {
 			return r.FollowResult, nil
+		}
+		if r.exited != nil && r.clean {
+			// The socket closed normally after the command ended: it
+			// brought the whole log.
+			return f.exited(*r.exited)
+		}
+		if r.exited != nil {
+			// The command ended while the socket lingered: the log is
+			// complete, and what the socket did not bring is read by
+			// offset.
+			a, err := f.fetchLogs(ctx)
+			if err != nil {
+				return f.pollErr(ctx, err)
+			}
+			if err := f.feedLogs(a, true); err != nil {
+				return FollowResult{}, err
+			}
+			return f.exited(*r.exited)
 		}
 		if r.clean {
 			// A server closes normally when the command ended and its
@@ -107,6 +129,13 @@ type wsOutcome struct {
 	FollowResult      // what the frames close told, when done
 	done         bool // the close told the end: the exit code or killed
 	clean        bool // not done, but the socket closed normally (1000)
+	exited       *int // not done, but the command was seen to end (exitWatch)
+}
+
+// closedNormally reports whether err is the server's normal close (1000).
+func closedNormally(err error) bool {
+	var ce websocket.CloseError
+	return errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure
 }
 
 type streamWriter struct {
@@ -219,9 +248,16 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		f.raw = -1
 	}
 	var off int64 // offset in the marked log, without frames
+	rctx := ctx
+	var watch *exitWatch
+	if !frames {
+		watch = f.watchExit(ctx)
+		defer watch.stop()
+		rctx = watch.ctx
+	}
 	buf := make([]byte, wsReadChunk)
 	for {
-		err, ferr := f.readMessage(ctx, conn, frames, buf, &off)
+		err, ferr := f.readMessage(rctx, conn, frames, buf, &off)
 		if ferr != nil {
 			return wsOutcome{}, ferr
 		}
@@ -230,6 +266,11 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		}
 		if ctx.Err() != nil {
 			return wsOutcome{}, ctx.Err()
+		}
+		if watch != nil {
+			if code := watch.stop(); code != nil {
+				return wsOutcome{exited: code, clean: closedNormally(err)}, nil
+			}
 		}
 		var ce websocket.CloseError
 		if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure && frames {
@@ -244,7 +285,7 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		}
 		// A plain close, an abnormal close or a broken link: the exit
 		// code is still unknown.
-		return wsOutcome{clean: errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure}, nil
+		return wsOutcome{clean: closedNormally(err)}, nil
 	}
 }
 
@@ -341,11 +382,7 @@ func (f *follower) poll(ctx context.Context) (FollowResult, error) {
 			return f.pollErr(ctx, err)
 		}
 		f.seen = true
-		var hdr http.Header
-		if e, _ := f.c.cachedExtensions(); e.Base64 {
-			hdr = useExtensions(ExtBase64)
-		}
-		a, err := f.c.logs(ctx, f.sid, f.cid, hdr)
+		a, err := f.fetchLogs(ctx)
 		if err != nil {
 			return f.pollErr(ctx, err)
 		}
@@ -366,6 +403,16 @@ func (f *follower) poll(ctx context.Context) (FollowResult, error) {
 		case <-timer.C:
 		}
 	}
+}
+
+// fetchLogs fetches a snapshot of the log, exact (base64) when the server
+// offers it.
+func (f *follower) fetchLogs(ctx context.Context) (*logsAnswer, error) {
+	var hdr http.Header
+	if e, _ := f.c.cachedExtensions(); e.Base64 {
+		hdr = useExtensions(ExtBase64)
+	}
+	return f.c.logs(ctx, f.sid, f.cid, hdr)
 }
 
 // feedLogs consumes one polled snapshot of the log. With the base64

@@ -1,0 +1,132 @@
+package toolbox
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// How the client copes with the quirks of Daytona's own daemon (which
+// agentbox's server reproduces in its Daytona-behaviour mode, for tests;
+// see docs/protocol.md).
+
+// Messages of Daytona's daemon the client recognises.
+const (
+	// daytonaNoInputPipe: input sent before an async command's input
+	// pipe exists (right after the exec) gets a 500 with this message.
+	daytonaNoInputPipe = "failed to open input pipe"
+	// daytonaNoSession: an exec in an unknown session gets a 500 with
+	// this message, where agentbox's server answers 404.
+	daytonaNoSession = "session not found"
+)
+
+// inputPipeWait bounds how long input is retried while the command's
+// input pipe does not exist yet; the retries back off from
+// inputPipeFirstRetry to inputPipeMaxRetry.
+const (
+	inputPipeWait       = 5 * time.Second
+	inputPipeFirstRetry = 2 * time.Millisecond
+	inputPipeMaxRetry   = 100 * time.Millisecond
+)
+
+// isServerError reports whether err is a 500 answer whose message holds msg.
+func isServerError(err error, msg string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.StatusCode == http.StatusInternalServerError && strings.Contains(ae.Message, msg)
+}
+
+// daytonaSessionMissing reports whether e is Daytona's answer to an exec in
+// an unknown session: a 500 that means 404.
+func daytonaSessionMissing(e *APIError) bool {
+	return e.StatusCode == http.StatusInternalServerError && strings.Contains(e.Message, daytonaNoSession)
+}
+
+// retryInputPipe runs send, again after a growing pause while it fails
+// because the command's input pipe does not exist yet (Daytona's daemon
+// creates it only once the command runs), for at most inputPipeWait.
+func retryInputPipe(ctx context.Context, send func() error) error {
+	deadline := time.Now().Add(inputPipeWait)
+	pause := inputPipeFirstRetry
+	for {
+		err := send()
+		if err == nil || !isServerError(err, daytonaNoInputPipe) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, inputPipeMaxRetry)
+	}
+}
+
+// The pauses between the looks a follow without the frames extension takes
+// at its command while the socket is open: from exitPollFirst growing by
+// half to exitPollMax, and to exitPollLongMax once the command has run for
+// exitPollLongAfter.
+const (
+	exitPollFirst     = 5 * time.Millisecond
+	exitPollMax       = 50 * time.Millisecond
+	exitPollLongAfter = 5 * time.Second
+	exitPollLongMax   = 250 * time.Millisecond
+)
+
+// exitWatch looks at a command (GET …/command/{id}) while its log is
+// followed over a socket that does not tell the exit code: Daytona's socket
+// closes about a second after the command ended, which a follow that
+// learns the exit code meanwhile need not wait for. ctx, the follow's
+// reading context, is cancelled once the exit code is known.
+type exitWatch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	code   *int // read after stop
+}
+
+// watchExit starts watching f's command. Call stop when the follow ends.
+func (f *follower) watchExit(ctx context.Context) *exitWatch {
+	w := &exitWatch{done: make(chan struct{})}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(w.done)
+		start := time.Now()
+		pause := exitPollFirst
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.ctx.Done():
+				return
+			case <-t.C:
+			}
+			cmd, err := f.c.GetCommand(w.ctx, f.sid, f.cid)
+			if err != nil {
+				return // the socket tells the rest
+			}
+			if cmd.ExitCode != nil {
+				w.code = cmd.ExitCode
+				w.cancel()
+				return
+			}
+			limit := exitPollMax
+			if time.Since(start) > exitPollLongAfter {
+				limit = exitPollLongMax
+			}
+			pause = min(pause*3/2, limit)
+			t.Reset(pause)
+		}
+	}()
+	return w
+}
+
+// stop ends the watch and returns the exit code it learned, or nil.
+func (w *exitWatch) stop() *int {
+	w.cancel()
+	<-w.done
+	return w.code
+}
