@@ -36,11 +36,8 @@ const (
 	daytona
 )
 
-// modes lists every serverMode; plainModes those without extensions.
-var (
-	modes      = []serverMode{extended, plain, daytona}
-	plainModes = []serverMode{plain, daytona}
-)
+// modes lists every serverMode.
+var modes = []serverMode{extended, plain, daytona}
 
 func (m serverMode) String() string { return [...]string{"extensions", "plain", "daytona"}[m] }
 
