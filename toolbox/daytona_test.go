@@ -2,6 +2,7 @@ package toolbox_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -44,7 +45,11 @@ func TestFollowExactWithoutTail(t *testing.T) {
 	yes := strings.Repeat("0123456789abcdef\n", size/17+1)[:size]
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			c, ctx := sessionEnv(t, mode, "s")
+			c, _ := sessionEnv(t, mode, "s")
+			// Megabytes through the race detector on a loaded machine take
+			// a while.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
 			for _, tc := range []struct {
 				name, command      string
 				stdout, stderr     string // as agentbox's server gives them

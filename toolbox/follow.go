@@ -34,9 +34,9 @@ const wsReadLimit = 64 << 20
 // (GET …/command/{id}, every few milliseconds at first, backing off), and
 // once it has ended the follow leaves the socket and reads the rest of the
 // log by offset (GET …/logs). When the socket closes normally first, one
-// GET …/command/{id} fetches the exit code. It falls back to polling GET …/logs every
-// PollInterval when the socket cannot be opened, closes abnormally, or
-// closes while the command still runs. Every source replays the log from
+// GET …/command/{id} fetches the exit code. It falls back to polling
+// GET …/logs every PollInterval when the socket cannot be opened, closes
+// abnormally, or closes while the command still runs. Every source replays the log from
 // its start; FollowLogs writes each byte once.
 //
 // The result says what the follow learned: the exit code (frames close

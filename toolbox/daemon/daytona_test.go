@@ -92,17 +92,13 @@ func TestDaytonaModeOutput(t *testing.T) {
 }
 
 // waitInput sends data to an async command, retrying while its input
-// pipe does not exist yet; it checks that the first try was refused, as
-// Daytona's daemon refuses input sent right after the exec.
+// pipe does not exist yet.
 func waitInput(t *testing.T, e *testEnv, sid, cid, data string) {
 	t.Helper()
 	path := "/process/session/" + sid + "/command/" + cid + "/input"
-	for i := 0; ; i++ {
+	for {
 		resp, body := e.do("POST", path, toolbox.SessionSendInputRequest{Data: data})
 		if resp.StatusCode == http.StatusNoContent {
-			if i == 0 {
-				t.Errorf("input right after the exec was accepted; Daytona refuses it until the pipe exists")
-			}
 			return
 		}
 		var er toolbox.ErrorResponse
@@ -111,6 +107,37 @@ func waitInput(t *testing.T, e *testEnv, sid, cid, data string) {
 			t.Fatalf("input: %d %s, want 204 or 500 %q", resp.StatusCode, body, daytonaNoInputPipe)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Input is refused until daytonaPipeDelay after the command started (and
+// while it waits for its turn), only in the Daytona mode and only for
+// async commands.
+func TestDaytonaModeInputPipe(t *testing.T) {
+	normal, daytona := &Server{}, &Server{daytona: true}
+	now := time.Now()
+	for _, tc := range []struct {
+		srv     *Server
+		c       *command
+		refused bool
+	}{
+		{daytona, &command{async: true}, true},                                         // queued
+		{daytona, &command{async: true, startedAt: now}, true},                         // just started
+		{daytona, &command{async: true, startedAt: now.Add(-daytonaPipeDelay)}, false}, // the pipe exists
+		{daytona, &command{async: false}, false},                                       // sync: input is refused otherwise
+		{normal, &command{async: true, startedAt: now}, false},                         // agentbox's server queues the input
+		{normal, &command{async: true}, false},
+	} {
+		err := tc.srv.inputRefused(tc.c)
+		if (err != nil) != tc.refused {
+			t.Errorf("daytona=%v async=%v started %v ago: refused = %v, want %v", tc.srv.daytona, tc.c.async, time.Since(tc.c.startedAt), err, tc.refused)
+		}
+		if err == nil {
+			continue
+		}
+		if he := asHTTPError(err); he.status != http.StatusInternalServerError || he.msg != daytonaNoInputPipe {
+			t.Errorf("refusal %d %q, want 500 %q", he.status, he.msg, daytonaNoInputPipe)
+		}
 	}
 }
 
