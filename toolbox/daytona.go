@@ -76,11 +76,27 @@ const (
 	exitPollLongMax   = 250 * time.Millisecond
 )
 
+// socketQuiet is how long a follow socket must have brought nothing, once
+// the command has ended, before the follow leaves it and reads the log's
+// rest: while the socket still delivers the backlog (or closes, as
+// agentbox's server does once everything was sent) reading it is cheaper
+// than fetching the whole log. Daytona's daemon sends new output every
+// 20 ms.
+const socketQuiet = 30 * time.Millisecond
+
+// restSDKVersion is the SDK version announced on the request that reads a
+// log's rest: below 0.167.0 Daytona's daemon answers GET …/logs with the
+// raw marked log as text/plain, the same bytes as its follow socket, where
+// newer versions get JSON, whose strings turn bytes that are not UTF-8
+// into U+FFFD (and which repeats the output split into stdout and stderr).
+const restSDKVersion = "0.166.0"
+
 // exitWatch looks at a command (GET …/command/{id}) while its log is
 // followed over a socket that does not tell the exit code: Daytona's socket
 // closes about a second after the command ended, which a follow that
 // learns the exit code meanwhile need not wait for. ctx, the follow's
-// reading context, is cancelled once the exit code is known.
+// reading context, is cancelled once the exit code is known and the socket
+// has been quiet for socketQuiet.
 type exitWatch struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -104,14 +120,21 @@ func (f *follower) watchExit(ctx context.Context) *exitWatch {
 				return
 			case <-t.C:
 			}
-			cmd, err := f.c.GetCommand(w.ctx, f.sid, f.cid)
-			if err != nil {
-				return // the socket tells the rest
-			}
-			if cmd.ExitCode != nil {
+			if w.code == nil {
+				cmd, err := f.c.GetCommand(w.ctx, f.sid, f.cid)
+				if err != nil {
+					return // the socket tells the rest
+				}
 				w.code = cmd.ExitCode
-				w.cancel()
-				return
+			}
+			if w.code != nil {
+				quiet := time.Since(time.Unix(0, f.active.Load()))
+				if quiet >= socketQuiet {
+					w.cancel()
+					return
+				}
+				t.Reset(socketQuiet - quiet)
+				continue
 			}
 			limit := exitPollMax
 			if time.Since(start) > exitPollLongAfter {
@@ -122,6 +145,13 @@ func (f *follower) watchExit(ctx context.Context) *exitWatch {
 		}
 	}()
 	return w
+}
+
+// fetchRest fetches a command's whole log to read the part the socket did
+// not bring (feedLogs skips by offset what was consumed): as raw text
+// (restSDKVersion), or as JSON from a server that gives nothing else.
+func (f *follower) fetchRest(ctx context.Context) (*logsAnswer, error) {
+	return f.c.logs(ctx, f.sid, f.cid, http.Header{HeaderSDKVersion: {restSDKVersion}})
 }
 
 // stop ends the watch and returns the exit code it learned, or nil.

@@ -58,6 +58,7 @@ func TestFollowExactWithoutTail(t *testing.T) {
 			}{
 				{name: "true", command: "true", checkTail: true},
 				{name: "no final newline", command: `printf 'a\nb'; printf 'c' >&2`, stdout: "a\nb", stderr: "c", dstdout: "a\nb\n", dstderr: "c\n", checkTail: true},
+				{name: "not UTF-8", command: `printf 'a\377b'; printf '\376' >&2`, stdout: "a\xffb", stderr: "\xfe", dstdout: "a\xffb\n", dstderr: "\xfe\n"},
 				{name: "NUL", command: `printf 'x\0y\n\0'; printf '\0e' >&2`, stdout: "x\x00y\n\x00", stderr: "\x00e", dstdout: "xy\n", dstderr: "e\n"},
 				{name: "multi-MB", command: fmt.Sprintf(`yes 0123456789abcdef | head -c %d; printf 'x\0y' >&2; printf 'tail\0'`, size),
 					stdout: yes + "tail\x00", stderr: "x\x00y", dstdout: yes + "tail\n", dstderr: "xy\n"},

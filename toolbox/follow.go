@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -32,9 +33,11 @@ const wsReadLimit = 64 << 20
 // socket does not tell the exit code, and Daytona's closes only about a
 // second after the command ended: meanwhile the command is looked at
 // (GET …/command/{id}, every few milliseconds at first, backing off), and
-// once it has ended the follow leaves the socket and reads the rest of the
-// log by offset (GET …/logs). When the socket closes normally first, one
-// GET …/command/{id} fetches the exit code. It falls back to polling
+// once it has ended and the socket has brought nothing for a moment, the
+// follow leaves the socket and reads the rest of the log by offset (one
+// GET …/logs of the raw marked log). When the socket closes normally first,
+// it brought everything; the exit code is the one seen, or one
+// GET …/command/{id} fetches it. It falls back to polling
 // GET …/logs every PollInterval when the socket cannot be opened, closes
 // abnormally, or closes while the command still runs. Every source replays the log from
 // its start; FollowLogs writes each byte once.
@@ -69,7 +72,7 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 			// The command ended while the socket lingered: the log is
 			// complete, and what the socket did not bring is read by
 			// offset.
-			a, err := f.fetchLogs(ctx)
+			a, err := f.fetchRest(ctx)
 			if err != nil {
 				return f.pollErr(ctx, err)
 			}
@@ -122,6 +125,7 @@ type follower struct {
 	dmx      *Demuxer
 	seen     bool // the command was seen to exist during this follow
 	werr     error
+	active   atomic.Int64 // when the socket last brought data (Unix ns), for exitWatch
 }
 
 // wsOutcome is how a follow over a WebSocket ended.
@@ -251,6 +255,7 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 	rctx := ctx
 	var watch *exitWatch
 	if !frames {
+		f.active.Store(time.Now().UnixNano())
 		watch = f.watchExit(ctx)
 		defer watch.stop()
 		rctx = watch.ctx
@@ -334,6 +339,9 @@ func (f *follower) readMessage(ctx context.Context, conn *websocket.Conn, frames
 	for {
 		n, rerr := r.Read(buf)
 		data := buf[:n]
+		if n > 0 {
+			f.active.Store(time.Now().UnixNano())
+		}
 		if frames && len(data) > 0 {
 			if s == -1 {
 				switch data[0] {
