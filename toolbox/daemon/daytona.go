@@ -32,11 +32,15 @@ const daytonaPipeDelay = 50 * time.Millisecond
 
 // Messages of Daytona's daemon, word for word.
 const (
-	daytonaNoInputPipe  = "failed to open input pipe"
-	daytonaNoSession    = "session not found"
-	daytonaDeadSession  = "failed to execute command: bad request: failed to write command: write |1: broken pipe"
-	daytonaReturnSuffix = ".ret"
+	daytonaNoInputPipe = "failed to open input pipe"
+	daytonaNoSession   = "session not found"
+	daytonaDeadSession = "failed to execute command: bad request: failed to write command: write |1: broken pipe"
 )
+
+// daytonaReturnSuffix names the file (in the session's folder, after the
+// command id) that marks that a command returned (shellText).
+const daytonaReturnSuffix = ".ret"
+
 
 // daytonaRequest adapts a request to the mode: a Daytona daemon knows no
 // agentbox extension, so it neither advertises them nor honours a client
