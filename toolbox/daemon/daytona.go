@@ -41,7 +41,6 @@ const (
 // command id) that marks that a command returned (shellText).
 const daytonaReturnSuffix = ".ret"
 
-
 // daytonaRequest adapts a request to the mode: a Daytona daemon knows no
 // agentbox extension, so it neither advertises them nor honours a client
 // that asks for them.
