@@ -187,7 +187,9 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Only to our own host: a redirect elsewhere never gets the token.
 		r.Header.Set("Authorization", "Bearer "+t.token)
 	}
-	r.Header.Set(HeaderSDKVersion, t.version)
+	if r.Header.Get(HeaderSDKVersion) == "" {
+		r.Header.Set(HeaderSDKVersion, t.version) // a request may announce another (follower.fetchRest)
+	}
 	r.Header.Set(HeaderSource, t.source)
 	if r.Header.Get("User-Agent") == "" {
 		r.Header.Set("User-Agent", t.source+"/"+t.version)

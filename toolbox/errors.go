@@ -23,8 +23,9 @@ const maxErrorMessage = 512
 // keys some servers use); otherwise Message holds the body text, or the
 // status text when the body is empty.
 //
-// errors.Is(err, sandbox.ErrNotFound) holds for 404 and
-// errors.Is(err, sandbox.ErrExited) for 410.
+// errors.Is(err, sandbox.ErrNotFound) holds for 404, and for the 500
+// "session not found" with which Daytona's daemon answers an exec in an
+// unknown session; errors.Is(err, sandbox.ErrExited) holds for 410.
 type APIError struct {
 	// StatusCode is the HTTP status.
 	StatusCode int
@@ -64,12 +65,13 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Is maps statuses to the sandbox sentinels: 404 matches
-// sandbox.ErrNotFound and 410 matches sandbox.ErrExited.
+// Is maps statuses to the sandbox sentinels: 404 (and Daytona's 500
+// "session not found") matches sandbox.ErrNotFound and 410 matches
+// sandbox.ErrExited.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case sandbox.ErrNotFound:
-		return e.StatusCode == http.StatusNotFound
+		return e.StatusCode == http.StatusNotFound || daytonaSessionMissing(e)
 	case sandbox.ErrExited:
 		return e.StatusCode == http.StatusGone
 	}

@@ -42,6 +42,7 @@ type fakeServer struct {
 	reqs     []*http.Request
 	wsConns  int
 	polls    int
+	running  int           // polls of a command that had not ended
 	changed  chan struct{} // closed and replaced on every change
 }
 
@@ -376,6 +377,9 @@ func (s *fakeServer) logs(w http.ResponseWriter, r *http.Request) {
 	s.notify()
 	log := append([]byte(nil), c.log...)
 	complete := c.exit != nil
+	if !complete {
+		s.running++
+	}
 	s.mu.Unlock()
 	// A real server knows each chunk's stream; the fake must not take a
 	// trailing partial marker for data.

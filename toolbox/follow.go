@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,11 +29,17 @@ const wsReadLimit = 64 << 20
 // calling goroutine, in order, never concurrently.
 //
 // It follows over a WebSocket (with the frames extension when the server
-// offers it, else demultiplexing Daytona's marked log). When the socket
-// closes normally without telling the exit code (Daytona's way), one GET
-// …/command/{id} fetches it. It falls back to polling GET …/logs every
-// PollInterval when the socket cannot be opened, closes abnormally, or
-// closes while the command still runs. Every source replays the log from
+// offers it, else demultiplexing Daytona's marked log). Without frames the
+// socket does not tell the exit code, and Daytona's closes only about a
+// second after the command ended: meanwhile the command is looked at
+// (GET …/command/{id}, every few milliseconds at first, backing off), and
+// once it has ended and the socket has brought nothing for a moment, the
+// follow leaves the socket and reads the rest of the log by offset (one
+// GET …/logs of the raw marked log). When the socket closes normally first,
+// it brought everything; the exit code is the one seen, or one
+// GET …/command/{id} fetches it. It falls back to polling
+// GET …/logs every PollInterval when the socket cannot be opened, closes
+// abnormally, or closes while the command still runs. Every source replays the log from
 // its start; FollowLogs writes each byte once.
 //
 // The result says what the follow learned: the exit code (frames close
@@ -55,6 +62,24 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 		}
 		if r.done {
 			return r.FollowResult, nil
+		}
+		if r.exited != nil && r.clean {
+			// The socket closed normally after the command ended: it
+			// brought the whole log.
+			return f.exited(*r.exited)
+		}
+		if r.exited != nil {
+			// The command ended while the socket lingered: the log is
+			// complete, and what the socket did not bring is read by
+			// offset.
+			a, err := f.fetchRest(ctx)
+			if err != nil {
+				return f.pollErr(ctx, err)
+			}
+			if err := f.feedLogs(a, true); err != nil {
+				return FollowResult{}, err
+			}
+			return f.exited(*r.exited)
 		}
 		if r.clean {
 			// A server closes normally when the command ended and its
@@ -100,6 +125,7 @@ type follower struct {
 	dmx      *Demuxer
 	seen     bool // the command was seen to exist during this follow
 	werr     error
+	active   atomic.Int64 // when the socket last brought data (Unix ns), for exitWatch
 }
 
 // wsOutcome is how a follow over a WebSocket ended.
@@ -107,6 +133,13 @@ type wsOutcome struct {
 	FollowResult      // what the frames close told, when done
 	done         bool // the close told the end: the exit code or killed
 	clean        bool // not done, but the socket closed normally (1000)
+	exited       *int // not done, but the command was seen to end (exitWatch)
+}
+
+// closedNormally reports whether err is the server's normal close (1000).
+func closedNormally(err error) bool {
+	var ce websocket.CloseError
+	return errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure
 }
 
 type streamWriter struct {
@@ -219,9 +252,17 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		f.raw = -1
 	}
 	var off int64 // offset in the marked log, without frames
+	rctx := ctx
+	var watch *exitWatch
+	if !frames {
+		f.active.Store(time.Now().UnixNano())
+		watch = f.watchExit(ctx)
+		defer watch.stop()
+		rctx = watch.ctx
+	}
 	buf := make([]byte, wsReadChunk)
 	for {
-		err, ferr := f.readMessage(ctx, conn, frames, buf, &off)
+		err, ferr := f.readMessage(rctx, conn, frames, buf, &off)
 		if ferr != nil {
 			return wsOutcome{}, ferr
 		}
@@ -230,6 +271,11 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		}
 		if ctx.Err() != nil {
 			return wsOutcome{}, ctx.Err()
+		}
+		if watch != nil {
+			if code := watch.stop(); code != nil {
+				return wsOutcome{exited: code, clean: closedNormally(err)}, nil
+			}
 		}
 		var ce websocket.CloseError
 		if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure && frames {
@@ -244,7 +290,7 @@ func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {
 		}
 		// A plain close, an abnormal close or a broken link: the exit
 		// code is still unknown.
-		return wsOutcome{clean: errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure}, nil
+		return wsOutcome{clean: closedNormally(err)}, nil
 	}
 }
 
@@ -293,6 +339,9 @@ func (f *follower) readMessage(ctx context.Context, conn *websocket.Conn, frames
 	for {
 		n, rerr := r.Read(buf)
 		data := buf[:n]
+		if n > 0 {
+			f.active.Store(time.Now().UnixNano())
+		}
 		if frames && len(data) > 0 {
 			if s == -1 {
 				switch data[0] {
@@ -341,11 +390,7 @@ func (f *follower) poll(ctx context.Context) (FollowResult, error) {
 			return f.pollErr(ctx, err)
 		}
 		f.seen = true
-		var hdr http.Header
-		if e, _ := f.c.cachedExtensions(); e.Base64 {
-			hdr = useExtensions(ExtBase64)
-		}
-		a, err := f.c.logs(ctx, f.sid, f.cid, hdr)
+		a, err := f.fetchLogs(ctx)
 		if err != nil {
 			return f.pollErr(ctx, err)
 		}
@@ -366,6 +411,16 @@ func (f *follower) poll(ctx context.Context) (FollowResult, error) {
 		case <-timer.C:
 		}
 	}
+}
+
+// fetchLogs fetches a snapshot of the log, exact (base64) when the server
+// offers it.
+func (f *follower) fetchLogs(ctx context.Context) (*logsAnswer, error) {
+	var hdr http.Header
+	if e, _ := f.c.cachedExtensions(); e.Base64 {
+		hdr = useExtensions(ExtBase64)
+	}
+	return f.c.logs(ctx, f.sid, f.cid, hdr)
 }
 
 // feedLogs consumes one polled snapshot of the log. With the base64

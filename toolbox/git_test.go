@@ -19,7 +19,7 @@ import (
 // pushed to a bare one and cloned from it. No git binary is involved.
 func TestClientGit(t *testing.T) {
 	t.Setenv("HOME", t.TempDir()) // the daemon's global git config
-	c, work := daemonEnv(t, false, toolbox.ClientOptions{})
+	c, work := daemonEnv(t, extended, toolbox.ClientOptions{})
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()
@@ -35,7 +35,7 @@ func TestClientGit(t *testing.T) {
 	}
 	// An unset key's value is null, which the spec's description promises
 	// but its schema does not allow: asked without validation.
-	raw, _ := daemonEnvV(t, false, false, toolbox.ClientOptions{})
+	raw, _ := daemonEnvV(t, extended, false, toolbox.ClientOptions{})
 	if _, ok, err := raw.GitConfig(ctx, "core.nothing", "", ""); err != nil || ok {
 		t.Fatalf("GitConfig of an unset key: %v %v", ok, err)
 	}
@@ -99,7 +99,7 @@ func TestClientGitCloneBadCredentials(t *testing.T) {
 		http.Error(w, "bad credentials", http.StatusUnauthorized)
 	}))
 	defer git.Close()
-	c, work := daemonEnv(t, false, toolbox.ClientOptions{})
+	c, work := daemonEnv(t, extended, toolbox.ClientOptions{})
 	for _, req := range []toolbox.GitCloneRequest{
 		{URL: git.URL + "/r.git", Path: "x", Username: "ann", Password: password},
 		{URL: strings.Replace(git.URL, "://", "://ann:"+password+"@", 1) + "/r.git", Path: "x"},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,24 +22,54 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox/daemon"
 )
 
-// daemonEnv serves a real toolbox/daemon on a unix socket, validated
-// against the spec files, and returns a client for it. With plain, the
-// extension headers are stripped both ways, so the daemon behaves as
-// Daytona's.
-func daemonEnv(t *testing.T, plain bool, opts toolbox.ClientOptions) (*toolbox.Client, string) {
-	t.Helper()
-	return daemonEnvV(t, plain, true, opts)
+// serverMode is how the test daemon presents itself to the client.
+type serverMode int
+
+const (
+	// extended: agentbox's server, with its extensions.
+	extended serverMode = iota
+	// plain: the extension headers are stripped both ways, so the client
+	// sees a server without extensions.
+	plain
+	// daytona: the daemon's Daytona-behaviour mode (daemon.Options.Daytona):
+	// no extensions, and Daytona's quirks.
+	daytona
+)
+
+// modes lists every serverMode.
+var modes = []serverMode{extended, plain, daytona}
+
+func (m serverMode) String() string { return [...]string{"extensions", "plain", "daytona"}[m] }
+
+// isPlain reports whether the client sees no extensions.
+func (m serverMode) isPlain() bool { return m != extended }
+
+// exit is a statement ending a session command with code n that does not
+// end a Daytona session's shell (a raw exit kills it in the daytona mode;
+// agentbox's server runs every command in a shell of its own).
+func (m serverMode) exit(n int) string {
+	if m == daytona {
+		return "(exit " + strconv.Itoa(n) + ")"
+	}
+	return "exit " + strconv.Itoa(n)
 }
 
-func daemonEnvV(t *testing.T, plain, validate bool, opts toolbox.ClientOptions) (*toolbox.Client, string) {
+// daemonEnv serves a real toolbox/daemon on a unix socket, validated
+// against the spec files, and returns a client for it.
+func daemonEnv(t *testing.T, mode serverMode, opts toolbox.ClientOptions) (*toolbox.Client, string) {
+	t.Helper()
+	return daemonEnvV(t, mode, true, opts)
+}
+
+func daemonEnvV(t *testing.T, mode serverMode, validate bool, opts toolbox.ClientOptions) (*toolbox.Client, string) {
 	t.Helper()
 	work := t.TempDir()
-	srv, err := daemon.New(daemon.Options{WorkDir: work})
+	srv, err := daemon.New(daemon.Options{WorkDir: work, Daytona: mode == daytona})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var h http.Handler = srv
-	if plain {
+	if mode == plain {
 		h = stripExtensions(h)
 	}
 	if validate {
@@ -97,7 +128,7 @@ func (w *stripWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter)
 func (w *stripWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func TestDaemonBasics(t *testing.T) {
-	c, work := daemonEnv(t, false, toolbox.ClientOptions{})
+	c, work := daemonEnv(t, extended, toolbox.ClientOptions{})
 	ctx := ctxT(t)
 	ext, err := c.Extensions(ctx)
 	if err != nil || ext != (toolbox.Extensions{Frames: true, Stdin: true, Base64: true, Stateless: true, Binary: true, Tether: true, PtyCommand: true}) {
@@ -114,9 +145,9 @@ func TestDaemonBasics(t *testing.T) {
 
 // sessionEnv is daemonEnv with session sid created, and a context for the
 // test.
-func sessionEnv(t *testing.T, plain bool, sid string) (*toolbox.Client, context.Context) {
+func sessionEnv(t *testing.T, mode serverMode, sid string) (*toolbox.Client, context.Context) {
 	t.Helper()
-	c, _ := daemonEnv(t, plain, toolbox.ClientOptions{})
+	c, _ := daemonEnv(t, mode, toolbox.ClientOptions{})
 	ctx := ctxT(t)
 	if err := c.CreateSession(ctx, sid); err != nil {
 		t.Fatal(err)
@@ -125,21 +156,21 @@ func sessionEnv(t *testing.T, plain bool, sid string) (*toolbox.Client, context.
 }
 
 func TestDaemonSessionExecute(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(map[bool]string{false: "extensions", true: "plain"}[plain], func(t *testing.T) {
-			c, ctx := sessionEnv(t, plain, "s")
-			r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: `printf 'out\n'; printf 'err é\n' >&2; printf 'bin\377\n'; exit 3`})
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c, ctx := sessionEnv(t, mode, "s")
+			r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: `printf 'out\n'; printf 'err é\n' >&2; printf 'bin\377\n'; ` + mode.exit(3)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantOut := "out\nbin\xff\n"
-			if plain {
+			if mode.isPlain() {
 				wantOut = "out\nbin\ufffd\n" // JSON strings cannot carry the byte
 			}
 			if string(r.Stdout) != wantOut || string(r.Stderr) != "err é\n" || r.ExitCode == nil || *r.ExitCode != 3 {
 				t.Fatalf("exec = stdout %q stderr %q exit %v", r.Stdout, r.Stderr, r.ExitCode)
 			}
-			// The session survived `exit 3` and keeps its state.
+			// The session survived the command's end and keeps its state.
 			if _, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: "export K=v; cd /"}); err != nil {
 				t.Fatal(err)
 			}
@@ -153,17 +184,18 @@ func TestDaemonSessionExecute(t *testing.T) {
 
 func TestDaemonFollow(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		plain bool
-		noWS  bool
-	}{{"frames", false, false}, {"markers", true, false}, {"polling base64", false, true}, {"polling plain", true, true}} {
+		name string
+		mode serverMode
+		noWS bool
+	}{{"frames", extended, false}, {"markers", plain, false}, {"polling base64", extended, true}, {"polling plain", plain, true},
+		{"daytona markers", daytona, false}, {"daytona polling", daytona, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _ := daemonEnv(t, tc.plain, toolbox.ClientOptions{DisableWebSocket: tc.noWS, PollInterval: 10 * time.Millisecond})
+			c, _ := daemonEnv(t, tc.mode, toolbox.ClientOptions{DisableWebSocket: tc.noWS, PollInterval: 10 * time.Millisecond})
 			ctx := ctxT(t)
 			if err := c.CreateSession(ctx, "s"); err != nil {
 				t.Fatal(err)
 			}
-			script := `for i in 1 2 3 4 5; do echo "out $i ✓"; echo "err $i" >&2; sleep 0.01; done; printf 'tail'; exit 5`
+			script := `for i in 1 2 3 4 5; do echo "out $i ✓"; echo "err $i" >&2; sleep 0.01; done; printf 'tail'; ` + tc.mode.exit(5)
 			r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: script, RunAsync: true})
 			if err != nil {
 				t.Fatal(err)
@@ -184,7 +216,11 @@ func TestDaemonFollow(t *testing.T) {
 			if code == nil || *code != 5 {
 				t.Fatalf("exit code %v, want 5", code)
 			}
-			if want := "out 1 ✓\nout 2 ✓\nout 3 ✓\nout 4 ✓\nout 5 ✓\ntail"; out.String() != want {
+			want := "out 1 ✓\nout 2 ✓\nout 3 ✓\nout 4 ✓\nout 5 ✓\ntail"
+			if tc.mode == daytona {
+				want += "\n" // Daytona ends the last line
+			}
+			if out.String() != want {
 				t.Errorf("stdout %q, want %q", out.String(), want)
 			}
 			if want := "err 1\nerr 2\nerr 3\nerr 4\nerr 5\n"; errb.String() != want {
@@ -204,18 +240,18 @@ func TestDaemonFollow(t *testing.T) {
 // frames close), after which it drops a stateless command's log.
 func TestDaemonFollowDelivered(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		plain bool
-		noWS  bool
-	}{{"frames", false, false}, {"markers", true, false}, {"polling", false, true}} {
+		name string
+		mode serverMode
+		noWS bool
+	}{{"frames", extended, false}, {"markers", plain, false}, {"polling", extended, true}, {"daytona", daytona, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _ := daemonEnv(t, tc.plain, toolbox.ClientOptions{DisableWebSocket: tc.noWS, PollInterval: 10 * time.Millisecond})
+			c, _ := daemonEnv(t, tc.mode, toolbox.ClientOptions{DisableWebSocket: tc.noWS, PollInterval: 10 * time.Millisecond})
 			ctx := ctxT(t)
 			if err := c.CreateSession(ctx, "s"); err != nil {
 				t.Fatal(err)
 			}
-			r, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "echo hi; exit 2", RunAsync: true},
-				toolbox.SessionExecOptions{Stateless: !tc.plain})
+			r, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "echo hi; " + tc.mode.exit(2), RunAsync: true},
+				toolbox.SessionExecOptions{Stateless: !tc.mode.isPlain()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +260,7 @@ func TestDaemonFollowDelivered(t *testing.T) {
 			if err != nil || fr.Killed || out.String() != "hi\n" {
 				t.Fatalf("FollowLogs = %+v, %v; stdout %q", fr, err, out.String())
 			}
-			want := !tc.plain && !tc.noWS
+			want := !tc.mode.isPlain() && !tc.noWS
 			if fr.Delivered != want || (want && (fr.ExitCode == nil || *fr.ExitCode != 2)) {
 				t.Fatalf("FollowLogs = %+v, want Delivered %v and exit 2", fr, want)
 			}
@@ -253,7 +289,7 @@ func TestDaemonFollowDelivered(t *testing.T) {
 }
 
 func TestDaemonStdinAndKill(t *testing.T) {
-	c, _ := daemonEnv(t, false, toolbox.ClientOptions{})
+	c, _ := daemonEnv(t, extended, toolbox.ClientOptions{})
 	ctx := ctxT(t)
 	if err := c.CreateSession(ctx, "s"); err != nil {
 		t.Fatal(err)
@@ -279,7 +315,7 @@ func TestDaemonStdinAndKill(t *testing.T) {
 	}
 
 	for _, noWS := range []bool{false, true} {
-		c2, _ := daemonEnv(t, false, toolbox.ClientOptions{DisableWebSocket: noWS, PollInterval: 10 * time.Millisecond})
+		c2, _ := daemonEnv(t, extended, toolbox.ClientOptions{DisableWebSocket: noWS, PollInterval: 10 * time.Millisecond})
 		if err := c2.CreateSession(ctx, "k"); err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +338,7 @@ func TestDaemonStdinAndKill(t *testing.T) {
 }
 
 func TestDaemonFiles(t *testing.T) {
-	c, work := daemonEnv(t, false, toolbox.ClientOptions{})
+	c, work := daemonEnv(t, extended, toolbox.ClientOptions{})
 	ctx := ctxT(t)
 	data := bytes.Repeat([]byte{0, 1, 2, 0xff}, 100000)
 	if err := c.Upload(ctx, toolbox.UploadFile{Path: "dir/a.bin", Content: bytes.NewReader(data)}, toolbox.UploadFile{Path: filepath.Join(work, "b.txt"), Content: strings.NewReader("b")}); err != nil {
@@ -348,7 +384,7 @@ func TestDaemonFiles(t *testing.T) {
 // TestDaemonDownloadMissing is not validated: the spec declares only
 // application/octet-stream for GET /files/download, error answers included.
 func TestDaemonDownloadMissing(t *testing.T) {
-	c, _ := daemonEnvV(t, false, false, toolbox.ClientOptions{})
+	c, _ := daemonEnvV(t, extended, false, toolbox.ClientOptions{})
 	_, err := c.Download(ctxT(t), "missing")
 	var ae *toolbox.APIError
 	if !errors.Is(err, sandbox.ErrNotFound) || !errors.As(err, &ae) || ae.Message == "" {
@@ -428,15 +464,20 @@ func BenchmarkCommand(b *testing.B) {
 // the rest, whether the server sends only those (the binary extension) or
 // everything as JSON (a plain Daytona daemon: the client cuts).
 func TestDaemonSessionExecuteTail(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(map[bool]string{false: "extensions", true: "plain"}[plain], func(t *testing.T) {
-			c, ctx := sessionEnv(t, plain, "s")
-			r, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "printf 0123456789; printf ab >&2; exit 4"},
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c, ctx := sessionEnv(t, mode, "s")
+			r, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "printf 0123456789; printf ab >&2; " + mode.exit(4)},
 				toolbox.SessionExecOptions{Tail: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Stdout != "789" || r.StdoutDropped != 7 || r.Stderr != "ab" || r.StderrDropped != 0 || r.ExitCode == nil || *r.ExitCode != 4 || r.CmdID == "" {
+			wantOut, wantDropped, wantErr := "789", int64(7), "ab"
+			if mode == daytona {
+				// Daytona ends the last lines.
+				wantOut, wantDropped, wantErr = "89\n", 8, "ab\n"
+			}
+			if r.Stdout != wantOut || r.StdoutDropped != wantDropped || r.Stderr != wantErr || r.StderrDropped != 0 || r.ExitCode == nil || *r.ExitCode != 4 || r.CmdID == "" {
 				t.Fatalf("result %+v", r)
 			}
 			if _, err := c.SessionExecuteWith(ctx, "s", toolbox.SessionExecuteRequest{Command: "true"}, toolbox.SessionExecOptions{Tail: -1}); !errors.Is(err, sandbox.ErrInvalidArgument) {

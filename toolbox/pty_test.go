@@ -22,10 +22,10 @@ type ptyOutput struct {
 
 // ptyEnv is daemonEnv for PTY tests: the login shells get a home of
 // their own (no user's profile, no history written to it).
-func ptyEnv(t *testing.T, plain, validate bool) *toolbox.Client {
+func ptyEnv(t *testing.T, mode serverMode, validate bool) *toolbox.Client {
 	t.Helper()
 	t.Setenv("HOME", t.TempDir())
-	c, _ := daemonEnvV(t, plain, validate, toolbox.ClientOptions{})
+	c, _ := daemonEnvV(t, mode, validate, toolbox.ClientOptions{})
 	return c
 }
 
@@ -75,10 +75,9 @@ func (o *ptyOutput) end(t *testing.T) error {
 }
 
 func TestPtyClient(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		name := map[bool]string{false: "agentbox", true: "daytona"}[plain]
-		t.Run(name, func(t *testing.T) {
-			c := ptyEnv(t, plain, true)
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := ptyEnv(t, mode, true)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			p, err := c.OpenPty(ctx, toolbox.PtyCreateRequest{ID: "t", Cols: 50, Rows: 10})
@@ -117,7 +116,7 @@ func TestPtyClient(t *testing.T) {
 
 			// A command line needs the extension.
 			q, err := c.OpenPty(ctx, toolbox.PtyCreateRequest{ID: "cmd", Command: "exit 7"})
-			if plain {
+			if mode.isPlain() {
 				if !errors.Is(err, errors.ErrUnsupported) {
 					t.Fatalf("OpenPty with a command against Daytona: %v", err)
 				}
@@ -135,7 +134,7 @@ func TestPtyClient(t *testing.T) {
 // an unknown session fails with the server's 404 (which the spec does not
 // declare for connect: no validation here).
 func TestPtyClientKill(t *testing.T) {
-	c := ptyEnv(t, false, false)
+	c := ptyEnv(t, extended, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := c.ConnectPty(ctx, "nope")
@@ -162,7 +161,7 @@ func TestPtyClientKill(t *testing.T) {
 // TestPtyClientCommand: with the extension, the session runs the command
 // and ends with its exit code.
 func TestPtyClientCommand(t *testing.T) {
-	c := ptyEnv(t, false, true)
+	c := ptyEnv(t, extended, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := c.OpenPty(ctx, toolbox.PtyCreateRequest{ID: "c", Command: "test -t 0 && echo tty-$((3*3)); exit 7"})

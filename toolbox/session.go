@@ -307,7 +307,9 @@ func (c *Client) input(ctx context.Context, sessionID, cmdID string, data []byte
 		}
 		payload = string(data)
 	}
-	return c.doJSON(ctx, http.MethodPost, commandPath(sessionID, cmdID)+"/input", nil, SessionSendInputRequest{Data: payload}, hdr, nil)
+	return retryInputPipe(ctx, func() error {
+		return c.doJSON(ctx, http.MethodPost, commandPath(sessionID, cmdID)+"/input", nil, SessionSendInputRequest{Data: payload}, hdr, nil)
+	})
 }
 
 // CommandLogs returns a snapshot of a command's output so far, split into

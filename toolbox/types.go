@@ -49,13 +49,15 @@ type SessionExecuteRequest struct {
 // SessionExecuteResponse is the answer of a session exec. For an async exec
 // only CmdID is set. Output holds the raw log (with stream markers when the
 // client announced a recent SDK version); Stdout and Stderr are split by
-// the server.
+// the server. A nil field is sent as an explicit null, as Daytona's daemon
+// sends it (every field but cmdId of an async answer; stdout and stderr of
+// a sync answer to an SDK older than 0.167.0).
 type SessionExecuteResponse struct {
 	CmdID    string  `json:"cmdId"`
-	Output   *string `json:"output,omitempty"`
-	Stdout   *string `json:"stdout,omitempty"`
-	Stderr   *string `json:"stderr,omitempty"`
-	ExitCode *int    `json:"exitCode,omitempty"`
+	Output   *string `json:"output"`
+	Stdout   *string `json:"stdout"`
+	Stderr   *string `json:"stderr"`
+	ExitCode *int    `json:"exitCode"`
 }
 
 // SessionSendInputRequest is the body of POST …/command/{id}/input.

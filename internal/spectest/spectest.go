@@ -238,6 +238,7 @@ func newValidator(dir string, files []specFile) (*Validator, error) {
 		// Match any host: clients reach the server under arbitrary names
 		// (a unix socket, a proxy); a base path is handled by WithBasePath.
 		doc.Servers = openapi3.Servers{{URL: "/"}}
+		allowDaytonaNulls(doc)
 		if err := doc.Validate(context.Background(), openapi3.DisableExamplesValidation()); err != nil && !f.lenient {
 			return nil, fmt.Errorf("spectest: %s is not a valid OpenAPI document: %w", f.name, err)
 		}
@@ -248,6 +249,35 @@ func newValidator(dir string, files []specFile) (*Validator, error) {
 		v.specs = append(v.specs, &spec{name: f.name, doc: doc, router: r})
 	}
 	return v, nil
+}
+
+// daytonaNulls lists the schema properties that Daytona's daemon sends as
+// an explicit null although its documents do not say they may be null
+// (their generator leaves x-nullable out): every field but cmdId of an
+// async session exec's answer, and stdout and stderr of a sync answer to
+// an SDK older than 0.167.0. SDKs read these answers, so servers that
+// match Daytona send the nulls too, and the documents are read as allowing
+// them.
+var daytonaNulls = map[string][]string{
+	"SessionExecuteResponse": {"output", "stdout", "stderr", "exitCode"},
+}
+
+// allowDaytonaNulls marks the properties of daytonaNulls nullable in doc.
+func allowDaytonaNulls(doc *openapi3.T) {
+	if doc.Components == nil {
+		return
+	}
+	for name, props := range daytonaNulls {
+		ref := doc.Components.Schemas[name]
+		if ref == nil || ref.Value == nil {
+			continue
+		}
+		for _, p := range props {
+			if pr := ref.Value.Properties[p]; pr != nil && pr.Value != nil {
+				pr.Value.Nullable = true
+			}
+		}
+	}
 }
 
 func loadSwagger2(path string) (*openapi3.T, error) {

@@ -55,10 +55,13 @@ type cmdLog struct {
 	dropped    bool // freed: reads as empty, later output is discarded
 	notify     chan struct{}
 	err        error // first write error
+	daytona    daytonaOutput
 }
 
-func newCmdLog(path string, inMemory *atomic.Int64) *cmdLog {
-	return &cmdLog{path: path, mem0: inMemory, notify: make(chan struct{})}
+// newCmdLog returns an empty log spilling to path. With daytona it keeps
+// Daytona's line discipline (daytonaOutput).
+func newCmdLog(path string, inMemory *atomic.Int64, daytona bool) *cmdLog {
+	return &cmdLog{path: path, mem0: inMemory, notify: make(chan struct{}), daytona: daytonaOutput{on: daytona}}
 }
 
 // wakeLocked wakes every waiting reader. l.mu must be held.
@@ -72,14 +75,22 @@ func (l *cmdLog) write(stream byte, p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	var hdr [recHeader]byte
-	hdr[0] = stream
-	binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.writeLocked(stream, p)
+}
+
+// writeLocked appends one record. l.mu must be held.
+func (l *cmdLog) writeLocked(stream byte, p []byte) {
 	if l.closed || l.dropped || l.err != nil {
 		return
 	}
+	if p = l.daytona.filter(stream, p); len(p) == 0 {
+		return
+	}
+	var hdr [recHeader]byte
+	hdr[0] = stream
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
 	if l.f == nil && (int64(len(l.mem))+int64(len(p))+recHeader > spillBytes || l.mem0.Load() > memBudget) {
 		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err == nil {
@@ -153,6 +164,9 @@ func (l *cmdLog) finish() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.done {
+		for _, stream := range l.daytona.closeLines() {
+			l.writeLocked(stream, []byte{'\n'})
+		}
 		l.done = true
 		l.wakeLocked()
 	}

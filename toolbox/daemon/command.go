@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -30,6 +31,7 @@ type command struct {
 	stdinMu     sync.Mutex
 	stdin       *os.File
 	started     bool
+	startedAt   time.Time // when started became true
 	stdinClosed bool
 	pending     []byte
 
@@ -62,7 +64,7 @@ func (ss *session) startID(id string, req toolbox.SessionExecuteRequest, statele
 		tether:       tetherOf(tethered),
 		done:         make(chan struct{}),
 	}
-	c.log = newCmdLog(filepath.Join(ss.dir, c.id+".log"), &ss.srv.logMem)
+	c.log = newCmdLog(filepath.Join(ss.dir, c.id+".log"), &ss.srv.logMem, ss.srv.daytona)
 	ss.mu.Lock()
 	if ss.deleted {
 		ss.mu.Unlock()

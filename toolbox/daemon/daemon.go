@@ -73,6 +73,21 @@ type Options struct {
 	// image's entrypoint here. It runs like a session command, in the work
 	// dir with Env. Empty: no entrypoint (those routes answer 404).
 	Entrypoint []string
+	// Daytona turns on the Daytona-behaviour mode, for tests: the server
+	// behaves as Daytona's own daemon does where a client can tell, so
+	// that a client (and every engine built on one) can be tested against
+	// Daytona's quirks without Daytona. It advertises and honours no
+	// agentbox extension; a log follow socket closes about a second
+	// (daytonaCloseTail) after the command ended instead of at once; a
+	// stream's last line without a newline gets one and NUL bytes are
+	// dropped from output; input gets a newline appended (as without the
+	// stdin extension) and, until daytonaPipeDelay after an async command
+	// started, 500 "failed to open input pipe"; an exec in an unknown
+	// session gets 500, not 404; a command that ends its shell with a raw
+	// `exit N` (or `set -e`) kills the session: it never reports an exit
+	// code, and later execs get 500. docs/protocol.md lists these quirks.
+	// Off by default.
+	Daytona bool
 }
 
 // Server serves the Daytona toolbox API. Create it with New and release it
@@ -105,6 +120,7 @@ type Server struct {
 	entry    *session       // the entrypoint's session, or nil (entrypoint.go)
 	ptys     ptyTable       // PTY sessions (ptysession.go)
 	gitCreds gitCredentials // POST /git/credentials, in memory only
+	daytona  bool           // the Daytona-behaviour mode (daytona.go)
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -117,6 +133,7 @@ func New(opts Options) (*Server, error) {
 		version:  opts.Version,
 		maxBody:  opts.MaxBodyBytes,
 		log:      opts.Logger,
+		daytona:  opts.Daytona,
 		sessions: make(map[string]*session),
 		execs:    make(map[*oneShot]struct{}),
 	}
@@ -209,6 +226,7 @@ func (s *Server) routes() {
 		s.entrypointRoutes(),
 		s.ptyRoutes(),
 		s.gitRoutes(),
+		s.unsupportedRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},
@@ -233,7 +251,7 @@ func (s *Server) infoRoutes() []route {
 // ServeHTTP serves one toolbox API request. Every response carries the
 // X-Agentbox-Extensions header; a panic in a handler becomes a 500 answer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(toolbox.HeaderExtensions, offeredExtensions)
+	s.daytonaRequest(w, r)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

@@ -70,6 +70,16 @@
 //     close, and output of the command's background jobs is discarded. A
 //     drop waits for followers still reading the log.
 //
+// Options.Daytona turns on a Daytona-behaviour mode, for tests: no
+// extensions, and the quirks of Daytona's own daemon that a client can
+// observe (a follow socket that lingers a second after the command ended,
+// NUL bytes dropped and last lines ended, input refused until the
+// command's pipe exists, a 500 for an exec in an unknown session, a
+// session killed by a raw `exit`). See daytona.go and docs/protocol.md.
+//
+// Computer use (/computeruse/...) and LSP (/lsp/...) are not implemented:
+// their requests are answered 501 in Daytona's error shape.
+//
 // Input sent to a command that no longer reads it (the write fails with
 // EPIPE) is answered 410 GONE, like input to a command that has ended;
 // 408 is left for input that a live command does not read within 10 s.

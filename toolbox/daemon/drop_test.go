@@ -319,7 +319,7 @@ func TestStatelessLogDropped(t *testing.T) {
 // A drop waits for the readers attached to the log.
 func TestLogDropWaitsForReaders(t *testing.T) {
 	var mem atomic.Int64
-	l := newCmdLog(filepath.Join(t.TempDir(), "x.log"), &mem)
+	l := newCmdLog(filepath.Join(t.TempDir(), "x.log"), &mem, false)
 	l.write(streamStdout, []byte("hello"))
 	l.finish()
 	l.attach()

@@ -86,6 +86,8 @@ func category(status int) string {
 		return "forbidden"
 	case http.StatusRequestEntityTooLarge:
 		return "request entity too large"
+	case http.StatusNotImplemented:
+		return "not implemented"
 	default:
 		return "internal server error"
 	}

@@ -226,7 +226,7 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, ss *session,
 				return
 			}
 		}
-		if done || !follow {
+		if !follow || (done && s.closeTailOver(ctx, changed, ss.killedCh)) {
 			fc.closeSent(c, frames && done)
 			return
 		}

@@ -73,7 +73,7 @@ func errSessionDeleted(ss *session) error {
 }
 
 func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request) error {
-	ss, err := s.session(r.PathValue("sessionId"))
+	ss, err := s.execSession(r.PathValue("sessionId"))
 	if err != nil {
 		return err
 	}
@@ -203,6 +203,9 @@ func (s *Server) handleInput(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !raw && !bytes.HasSuffix(data, []byte("\n")) {
 		data = append(data, '\n')
+	}
+	if err := s.inputRefused(c); err != nil {
+		return err
 	}
 	if err := c.sendInput(data, closeAfter, raw); err != nil {
 		return err

@@ -17,7 +17,7 @@ func newTestPump(t *testing.T, sentinel string) (*pump, *os.File) {
 		t.Fatal(err)
 	}
 	var mem atomic.Int64
-	log := newCmdLog(filepath.Join(t.TempDir(), "log"), &mem)
+	log := newCmdLog(filepath.Join(t.TempDir(), "log"), &mem, false)
 	p := newPump(r, streamStdout, log, []byte(sentinel))
 	done := make(chan struct{})
 	go func() { defer close(done); p.run() }()

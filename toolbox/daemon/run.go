@@ -86,6 +86,13 @@ func (ss *session) run(c *command) {
 		next <- n
 	})
 	code, state := ss.exec(c, rs)
+	if ss.diedOnExit(c, code) {
+		if n := <-next; n != nil {
+			n.dismiss()
+		}
+		ss.hangDead(c)
+		return
+	}
 	if state != nil {
 		ss.mu.Lock()
 		ss.state = *state
@@ -108,9 +115,10 @@ func (ss *session) run(c *command) {
 // and the shell state it left behind (nil when it reported none).
 func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 	srv := ss.srv
+	text := ss.shellText(c)
 	if rs.script != "" {
 		defer os.Remove(rs.script)
-		if err := os.WriteFile(rs.script, []byte(c.text), 0o600); err != nil {
+		if err := os.WriteFile(rs.script, []byte(text), 0o600); err != nil {
 			rs.dismiss()
 			c.log.write(streamStderr, fmt.Appendf(nil, "agentbox: cannot start the command: %v\n", err))
 			return exitNotStarted, nil
@@ -144,7 +152,7 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 		srv.bg.Go(func() { stateCh <- readState(rs.state, srv.bash, stateSentinel) })
 	}
 
-	rs.send(c.text, !c.stateless)
+	rs.send(text, !c.stateless)
 	werr := rs.cmd.Wait()
 	code := exitCode(rs.cmd, werr)
 

@@ -37,6 +37,7 @@ type session struct {
 	cmds     map[string]*command
 	order    []*command
 	deleted  bool
+	dead     bool          // Daytona mode: a command killed the shell (daytona.go)
 	ready    *readyShell   // shell ready for the next command, or nil
 	killedCh chan struct{} // closed when the session is deleted
 }

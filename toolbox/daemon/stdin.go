@@ -36,7 +36,7 @@ func (c *command) closeStdinLocked() {
 func (c *command) attachStdin(w *os.File) {
 	c.stdinMu.Lock()
 	defer c.stdinMu.Unlock()
-	c.started = true
+	c.started, c.startedAt = true, time.Now()
 	if len(c.pending) > 0 {
 		_ = w.SetWriteDeadline(time.Now().Add(inputWriteTimeout))
 		_, _ = w.Write(c.pending)

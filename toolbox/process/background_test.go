@@ -34,9 +34,10 @@ func wait(t *testing.T, p sandbox.Process) *sandbox.CommandResult {
 }
 
 func TestSpawnWait(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{plain: plain})
+	for _, sm := range serverModes {
+		t.Run(sm.name, func(t *testing.T) {
+			plain := sm.plain
+			h := newHarness(t, sm.with(harnessOptions{}))
 			h.warm(t)
 			var out, errb syncBuffer
 			p := spawn(t, h, "echo out; echo err >&2; exit 5", &sandbox.ExecOptions{Stdout: &out, Stderr: &errb})
@@ -58,12 +59,13 @@ func TestSpawnWait(t *testing.T) {
 			}
 			// List the sessions, create agentbox-bg-1, exec, follow (and
 			// get the exit code from a plain server).
-			want := int64(4)
-			if plain {
-				want = 2 + plainStreamRequests
-			}
-			if n, log := h.requests(); n != want {
-				t.Errorf("spawn made %d requests, want %d: %v", n, want, log)
+			if n, log := h.requests(); plain {
+				if len(log) < 2 || log[0] != "GET /process/session" || log[1] != "POST /process/session" {
+					t.Errorf("spawn's requests: %v", log)
+				}
+				checkPlainStream(t, log, 2)
+			} else if n != 4 {
+				t.Errorf("spawn made %d requests, want 4: %v", n, log)
 			}
 			// The process keeps its session, which holds its record; the
 			// pool keeps its own.
@@ -213,23 +215,31 @@ func TestSpawnStdin(t *testing.T) {
 	}
 }
 
+// Input sent right after Spawn reaches the process, also against Daytona,
+// whose daemon refuses input until the command's input pipe exists.
 func TestSpawnStdinPlain(t *testing.T) {
-	h := newHarness(t, harnessOptions{plain: true})
-	ctx := context.Background()
-	p := spawn(t, h, "read a; echo \"got:$a\"", nil)
-	// Daytona appends the newline.
-	if err := p.SendStdin(ctx, []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	if r := wait(t, p); r.Stdout != "got:x\n" {
-		t.Errorf("stdout = %q", r.Stdout)
-	}
-	q := spawn(t, h, "sleep 30", nil)
-	if err := q.CloseStdin(ctx); !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Errorf("CloseStdin on a plain server: %v", err)
-	}
-	if _, err := h.m.Spawn(ctx, "cat", &sandbox.ExecOptions{Stdin: strings.NewReader("x")}); !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Errorf("Spawn with Stdin on a plain server: %v", err)
+	for _, sm := range plainModes {
+		t.Run(sm.name, func(t *testing.T) {
+			h := newHarness(t, sm.with(harnessOptions{}))
+			ctx := context.Background()
+			for i := range 10 {
+				p := spawn(t, h, "read a; echo \"got:$a\"", nil)
+				// Daytona appends the newline.
+				if err := p.SendStdin(ctx, []byte(fmt.Sprint("x", i))); err != nil {
+					t.Fatalf("try %d: input right after Spawn: %v", i, err)
+				}
+				if r := wait(t, p); r.Stdout != fmt.Sprint("got:x", i, "\n") {
+					t.Errorf("try %d: stdout = %q", i, r.Stdout)
+				}
+			}
+			q := spawn(t, h, "sleep 30", nil)
+			if err := q.CloseStdin(ctx); !errors.Is(err, sandbox.ErrUnsupported) {
+				t.Errorf("CloseStdin on a plain server: %v", err)
+			}
+			if _, err := h.m.Spawn(ctx, "cat", &sandbox.ExecOptions{Stdin: strings.NewReader("x")}); !errors.Is(err, sandbox.ErrUnsupported) {
+				t.Errorf("Spawn with Stdin on a plain server: %v", err)
+			}
+		})
 	}
 }
 

@@ -59,6 +59,51 @@ func benchTrue(b *testing.B, opts *sandbox.ExecOptions) {
 	b.ReportMetric(float64(reqs)/float64(b.N), "req/op")
 }
 
+// BenchmarkExecuteTrueStreamingDaytona runs a streaming `true` (a Stdout
+// writer: async exec and follow) against the daemon's Daytona-behaviour
+// mode, whose follow socket closes a second after the command ended,
+// against the normal mode, and against the normal mode with its extensions
+// hidden (plain: the same requests and commands as for Daytona, but a
+// socket that closes at once), alternating. The ratios say what following
+// a Daytona server costs: x-normal-mode against agentbox's server, and
+// x-plain-mode how much of the close tail the client still pays (none when
+// it learns the exit code while the socket lingers). ns/op is the Daytona
+// mode's.
+func BenchmarkExecuteTrueStreamingDaytona(b *testing.B) {
+	daytona := newHarness(b, serverModes[2].with(harnessOptions{}))
+	normal := newHarness(b, harnessOptions{})
+	plain := newHarness(b, serverModes[1].with(harnessOptions{}))
+	daytona.warm(b)
+	normal.warm(b)
+	plain.warm(b)
+	opts := &sandbox.ExecOptions{Stdout: io.Discard}
+	ctx := context.Background()
+	run := func(h *harness) time.Duration {
+		start := time.Now()
+		r, err := h.m.Execute(ctx, "true", nil, opts)
+		if err != nil || r.ExitCode != 0 {
+			b.Fatalf("Execute(true) = %+v, %v", r, err)
+		}
+		return time.Since(start)
+	}
+	var ours, base, plainBase []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		ours = append(ours, run(daytona))
+		b.StopTimer()
+		base = append(base, run(normal))
+		plainBase = append(plainBase, run(plain))
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reqs, _ := daytona.requests()
+	report(b, ours, base, "x-normal-mode")
+	report(b, ours, plainBase, "x-plain-mode")
+	b.ReportMetric(float64(sum(base).Nanoseconds())/float64(b.N), "normal-ns/op")
+	b.ReportMetric(float64(sum(plainBase).Nanoseconds())/float64(b.N), "plain-ns/op")
+	b.ReportMetric(float64(reqs)/float64(b.N), "req/op")
+}
+
 // BenchmarkExecuteTrueSerial runs blocks of 16 Execute("true") back to
 // back, alternating with blocks of 16 os/exec of `sh -c true`. Unlike
 // BenchmarkExecuteTrue, work the daemon does in the background after a

@@ -46,10 +46,34 @@ func TestBuildScript(t *testing.T) {
 	}
 }
 
-// plainStreamRequests is what a streaming command costs against a server
-// without the agentbox extensions: async exec, WebSocket follow, and the
-// GET command that learns the exit code after the socket's normal close.
-const plainStreamRequests = 3
+// checkPlainStream checks the requests of a streaming command against a
+// server without the agentbox extensions, after the first skip requests:
+// the async exec and the WebSocket follow, then looks at the command
+// (GET …/command/{id}: while the socket is open, or once after its close),
+// and, when the command was seen to end before the socket closed, one read
+// of the log's rest (GET …/logs). How many looks it takes depends on how
+// long the command runs.
+func checkPlainStream(t *testing.T, log []string, skip int) {
+	t.Helper()
+	bad := func() { t.Errorf("requests of a streaming command on a plain server: %v", log) }
+	if len(log) < skip+3 || !strings.HasSuffix(log[skip], "/exec") || !strings.HasSuffix(log[skip+1], "/logs") {
+		bad()
+		return
+	}
+	rest := log[skip+2:]
+	if strings.HasSuffix(rest[len(rest)-1], "/logs") {
+		rest = rest[:len(rest)-1]
+	}
+	if len(rest) == 0 {
+		bad()
+	}
+	for _, r := range rest {
+		if !strings.HasPrefix(r, "GET ") || !strings.Contains(r, "/command/") || strings.HasSuffix(r, "/logs") {
+			bad()
+			return
+		}
+	}
+}
 
 func TestExecuteOneRequest(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
@@ -81,9 +105,10 @@ func TestExecuteOneRequest(t *testing.T) {
 }
 
 func TestExecuteStreamingRequests(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{plain: plain})
+	for _, sm := range serverModes {
+		t.Run(sm.name, func(t *testing.T) {
+			plain := sm.plain
+			h := newHarness(t, sm.with(harnessOptions{}))
 			h.warm(t)
 			var out, errb syncBuffer
 			r := h.exec(t, "echo out; echo err >&2; exit 7", nil, &sandbox.ExecOptions{Stdout: &out, Stderr: &errb})
@@ -93,12 +118,10 @@ func TestExecuteStreamingRequests(t *testing.T) {
 			if out.String() != "out\n" || errb.String() != "err\n" {
 				t.Fatalf("streamed stdout %q stderr %q", out.String(), errb.String())
 			}
-			want := int64(2) // async exec + follow with the exit code
-			if plain {
-				want = plainStreamRequests
-			}
-			if n, log := h.requests(); n != want {
-				t.Fatalf("streaming command made %d requests, want %d: %v", n, want, log)
+			if n, log := h.requests(); plain {
+				checkPlainStream(t, log, 0)
+			} else if n != 2 { // async exec + follow with the exit code
+				t.Fatalf("streaming command made %d requests, want 2: %v", n, log)
 			}
 			// Its session went back to the pool.
 			h.exec(t, "true", nil, nil)
@@ -178,9 +201,10 @@ func TestExecuteShellForms(t *testing.T) {
 // Against agentbox's daemon commands run stateless; against a plain
 // Daytona daemon in a subshell. Either way nothing leaks.
 func TestExecuteNothingLeaksIntoThePool(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{plain: plain, manager: Options{MaxIdleSessions: 1}})
+	for _, sm := range serverModes {
+		t.Run(sm.name, func(t *testing.T) {
+			plain := sm.plain
+			h := newHarness(t, sm.with(harnessOptions{manager: Options{MaxIdleSessions: 1}}))
 			sub := filepath.Join(h.dir, "sub")
 			if err := os.Mkdir(sub, 0o755); err != nil {
 				t.Fatal(err)
@@ -481,7 +505,13 @@ func TestExecuteStdinNeverEOF(t *testing.T) {
 }
 
 func TestExecuteStdinUnsupported(t *testing.T) {
-	h := newHarness(t, harnessOptions{plain: true})
+	for _, sm := range plainModes {
+		t.Run(sm.name, func(t *testing.T) { testExecuteStdinUnsupported(t, sm) })
+	}
+}
+
+func testExecuteStdinUnsupported(t *testing.T, sm serverMode) {
+	h := newHarness(t, sm.with(harnessOptions{}))
 	_, err := h.m.Execute(context.Background(), "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader("x")})
 	if !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
@@ -495,9 +525,10 @@ func TestExecuteStdinUnsupported(t *testing.T) {
 }
 
 func TestExecuteLargeAndBinaryOutput(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{plain: plain})
+	for _, sm := range serverModes {
+		t.Run(sm.name, func(t *testing.T) {
+			plain := sm.plain
+			h := newHarness(t, sm.with(harnessOptions{}))
 			const n = 8 << 20
 			cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; echo; echo done >&2", n)
 			for _, streaming := range []bool{false, true} {
@@ -657,34 +688,48 @@ func TestExecuteConcurrent(t *testing.T) {
 	}
 }
 
+// The first command after the pooled sessions vanished (the sandbox
+// restarted) recreates its session transparently, once: Daytona's daemon
+// answers the exec in the unknown session with 500, agentbox's with 404.
 func TestExecuteVanishedSession(t *testing.T) {
-	for _, streaming := range []bool{false, true} {
-		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{})
-			h.warm(t)
-			// The sandbox restarted: its sessions are gone.
-			for _, id := range h.m.idleSessions() {
-				if err := h.client.DeleteSession(context.Background(), id); err != nil {
-					t.Fatal(err)
-				}
-			}
-			h.requests()
-			opts := &sandbox.ExecOptions{}
-			if streaming {
-				opts.Stdout = io.Discard
-			}
-			r := h.exec(t, "echo", []string{"again"}, opts)
-			if r.Stdout != "again\n" {
-				t.Fatalf("%+v", r)
-			}
-			want := int64(3) // failed exec, new session, exec
-			if streaming {
-				want = 4 // + follow
-			}
-			if n, log := h.requests(); n != want {
-				t.Errorf("%d requests, want %d: %v", n, want, log)
-			}
-		})
+	for _, sm := range serverModes {
+		for _, streaming := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/streaming=%v", sm.name, streaming), func(t *testing.T) {
+				testExecuteVanishedSession(t, sm, streaming)
+			})
+		}
+	}
+}
+
+func testExecuteVanishedSession(t *testing.T, sm serverMode, streaming bool) {
+	h := newHarness(t, sm.with(harnessOptions{}))
+	h.warm(t)
+	// The sandbox restarted: its sessions are gone.
+	for _, id := range h.m.idleSessions() {
+		if err := h.client.DeleteSession(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.requests()
+	opts := &sandbox.ExecOptions{}
+	if streaming {
+		opts.Stdout = io.Discard
+	}
+	r := h.exec(t, "echo", []string{"again"}, opts)
+	if r.Stdout != "again\n" {
+		t.Fatalf("%+v", r)
+	}
+	n, log := h.requests()
+	if len(log) < 2 || !strings.HasSuffix(log[0], "/exec") || log[1] != "POST /process/session" {
+		t.Errorf("requests %v: want the failed exec, then a new session", log)
+	}
+	switch {
+	case streaming && sm.plain:
+		checkPlainStream(t, log, 2)
+	case streaming && n != 4: // failed exec, new session, exec, follow
+		t.Errorf("%d requests, want 4: %v", n, log)
+	case !streaming && n != 3: // failed exec, new session, exec
+		t.Errorf("%d requests, want 3: %v", n, log)
 	}
 }
 

@@ -114,9 +114,29 @@ type harness struct {
 
 type harnessOptions struct {
 	plain   bool // hide the agentbox extensions
+	daytona bool // the daemon's Daytona-behaviour mode (set plain too)
 	noSpec  bool // skip the spec checks (they copy every body): for tests that count allocations
 	manager Options
 	env     []string // the daemon's base environment
+}
+
+// serverMode is how a harness's daemon presents itself: agentbox's server
+// with its extensions, the same with the extensions hidden (plain), or the
+// daemon's Daytona-behaviour mode, which has none and Daytona's quirks.
+type serverMode struct {
+	name           string
+	plain, daytona bool
+}
+
+var (
+	serverModes = []serverMode{{"extensions", false, false}, {"plain", true, false}, {"daytona", true, true}}
+	plainModes  = serverModes[1:]
+)
+
+// with returns ho in mode m.
+func (m serverMode) with(ho harnessOptions) harnessOptions {
+	ho.plain, ho.daytona = m.plain, m.daytona
+	return ho
 }
 
 // newHarness serves a real toolbox daemon over a unix socket and returns a
@@ -134,7 +154,7 @@ func newHarness(t testing.TB, ho harnessOptions) *harness {
 	if env == nil {
 		env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "LANG=C.UTF-8"}
 	}
-	srv, err := daemon.New(daemon.Options{WorkDir: dir, Env: env})
+	srv, err := daemon.New(daemon.Options{WorkDir: dir, Env: env, Daytona: ho.daytona})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,10 +368,10 @@ func (r *errorsTB) reported() []string {
 // TestHarnessValidatesTraffic proves that the harness checks traffic
 // against the spec on the server and the client side, in both modes.
 func TestHarnessValidatesTraffic(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+	for _, sm := range serverModes {
+		t.Run(sm.name, func(t *testing.T) {
 			rec := &errorsTB{TB: t}
-			h := newHarness(rec, harnessOptions{plain: plain})
+			h := newHarness(rec, sm.with(harnessOptions{}))
 			h.exec(t, "true", nil, nil)
 			if got := rec.reported(); len(got) != 0 {
 				t.Fatalf("valid traffic reported: %q", got)

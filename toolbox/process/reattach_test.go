@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,9 +30,9 @@ func pids(t *testing.T, m *Manager) []string {
 // A process spawned through one Manager is listed, read, fed, waited for
 // and killed through another one of the same sandbox.
 func TestReattach(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{plain: plain})
+	for _, sm := range serverModes {
+		t.Run(sm.name, func(t *testing.T) {
+			h := newHarness(t, sm.with(harnessOptions{}))
 			other := h.another(t).m
 			ctx := context.Background()
 			line := `echo "out 1"; echo 'err 1' >&2; read x; echo "got:$x"; exit 3`

@@ -2,7 +2,6 @@ package process
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -32,9 +31,10 @@ func TestShellErrorsReadAsBashC(t *testing.T) {
 		"echo \"line $LINENO of $0\" >&2",
 		"printf 'a\\nb\\n' | while read -r l; do\n  nosuch4 \"$l\"\ndone",
 	}
-	for _, plain := range []bool{false, true} {
-		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{plain: plain})
+	for _, sm := range serverModes {
+		t.Run(sm.name, func(t *testing.T) {
+			plain := sm.plain
+			h := newHarness(t, sm.with(harnessOptions{}))
 			ctx := context.Background()
 			for _, c := range commands {
 				if plain && strings.Contains(c, "\n") {
