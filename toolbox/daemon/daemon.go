@@ -67,6 +67,13 @@ type Options struct {
 	// it to unshare a cgroup namespace rooted at the cgroups it was moved
 	// into. New fails if it fails.
 	StartThreadSetup func() error
+	// Cgroups lists the folders of the cgroups whose limits and use GET
+	// /system/metrics reports: a cgroup v2 folder, or cgroup v1 folders of
+	// the cpu, cpuacct and memory controllers. Default: the server's own
+	// cgroups, found through /proc/self/cgroup and the mount table; a
+	// sandbox's init, which has no cgroup file system mounted, passes its
+	// sandbox's (e.g. /proc/self/fd/N of a folder it holds open).
+	Cgroups []string
 }
 
 // Server serves the Daytona toolbox API. Create it with New and release it
@@ -76,13 +83,16 @@ type Server struct {
 	homeDir  string
 	shell    string
 	bash     bool
-	baseEnv  []string
+	envMu    sync.Mutex // guards baseEnv, which is replaced, never changed in place
+	baseEnv  []string   // read it with environ
 	version  string
 	maxBody  int64
 	log      *slog.Logger
 	tmpDir   string
 	mux      *http.ServeMux
 	users    idCache
+	cgroups  []string        // Options.Cgroups
+	cpu      cpuSampler      // GET /system/metrics's previous sample
 	starter  *starter        // nil: commands start directly
 	argv0    string          // the shell's argv[0]: its base name, as a user's `bash -c` has it
 	program  string          // the ready shells' program (see readyShellProgram)
@@ -107,6 +117,7 @@ func New(opts Options) (*Server, error) {
 		version:  opts.Version,
 		maxBody:  opts.MaxBodyBytes,
 		log:      opts.Logger,
+		cgroups:  opts.Cgroups,
 		sessions: make(map[string]*session),
 		execs:    make(map[*oneShot]struct{}),
 	}
@@ -188,6 +199,7 @@ func (s *Server) routes() {
 		s.infoRoutes(),
 		s.processRoutes(),
 		s.fileRoutes(),
+		s.systemRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},

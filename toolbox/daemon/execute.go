@@ -93,7 +93,7 @@ func (s *Server) executeSettings(req toolbox.ExecuteRequest) (cwd string, env []
 			return "", nil, err
 		}
 	}
-	env = withoutKeys(s.baseEnv, markerKey)
+	env = withoutKeys(s.environ(), markerKey)
 	// Check in sorted order, so that the error names the same variable
 	// every time.
 	for _, k := range slices.Sorted(maps.Keys(req.Envs)) {
