@@ -160,7 +160,8 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// walkTree calls fn for every entry below root (root itself excluded) in
+// walkTree calls fn for every entry below root (or for root, when it is
+// not a folder) in
 // lexical order, without following symbolic links and without descending
 // into pseudo file systems (/proc, /sys …) met on the way; unreadable
 // folders are skipped. It stops when ctx is done or fn fails.
@@ -175,10 +176,10 @@ func walkTree(ctx context.Context, root string, fn func(p string, d fs.DirEntry)
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		if p == root {
+		if p == root && d.IsDir() {
 			return nil
 		}
-		if d.IsDir() && isPseudoFS(p) {
+		if p != root && d.IsDir() && isPseudoFS(p) {
 			return filepath.SkipDir
 		}
 		return fn(p, d)
