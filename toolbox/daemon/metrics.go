@@ -181,20 +181,25 @@ func (u *cgroupUsage) memory() (total, used, cache int64) {
 	return total, max(u.memCurrent-u.memInactive, 0), u.memFile
 }
 
+// maxCgroupDepth bounds how far upwards looks.
+const maxCgroupDepth = 64
+
 // upwards reads file in dir and in its parents while they have it, and
-// returns the smallest positive limit parse finds (0: none).
+// returns the smallest positive limit parse finds (0: none). Parents are
+// reached through "..", not by cutting the path, so that a folder named
+// by a descriptor (/proc/self/fd/N) has its real parents.
 func upwards[T int64 | float64](dir, file string, parse func(string) T) T {
 	var out T
-	for d := dir; ; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, file))
+	d := dir
+	for range maxCgroupDepth {
+		b, err := os.ReadFile(d + "/" + file)
 		if err != nil {
-			return out
+			break
 		}
 		out = minLimit(out, parse(strings.TrimSpace(string(b))))
-		if d == "/" || d == "." {
-			return out
-		}
+		d += "/.."
 	}
+	return out
 }
 
 // minLimit returns the smaller of two limits, where 0 means none.

@@ -161,6 +161,26 @@ func TestMetricsCgroupV1(t *testing.T) {
 	checkCommon(t, m)
 }
 
+// The limits are the smallest of the cgroup's and its parents', also for
+// a cgroup named through a descriptor (as a sandbox's init names its own).
+func TestMetricsLimitFromParent(t *testing.T) {
+	parent := fakeCgroup(t, map[string]string{
+		"memory.max": "268435456\n", "cpu.max": "100000 100000\n",
+		"child/memory.max": "max\n", "child/memory.current": "1048576\n", "child/cpu.max": "max 100000\n",
+	})
+	d, err := os.Open(filepath.Join(parent, "child"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, dir := range []string{filepath.Join(parent, "child"), "/proc/self/fd/" + strconv.Itoa(int(d.Fd()))} {
+		e := newEnv(t, true, func(o *Options) { o.Cgroups = []string{dir} })
+		if m := e.metrics(); m.MemTotal != 256<<20 || m.CPUCount != 1 || m.MemUsed != 1<<20 {
+			t.Errorf("cgroup %s: %+v", dir, m)
+		}
+	}
+}
+
 // cpuUsedPct is the CPU time used over the window since the previous
 // sample, as a share of the CPU limit.
 func TestMetricsCPUUsedPct(t *testing.T) {
@@ -169,7 +189,6 @@ func TestMetricsCPUUsedPct(t *testing.T) {
 	if m := e.metrics(); m.CPUUsedPct != 0 {
 		t.Fatalf("idle cgroup: %v%%", m.CPUUsedPct)
 	}
-	start := time.Now()
 	// 40 ms of CPU time more: at most 40% of one core over a window of at
 	// least minCPUWindow.
 	os.WriteFile(filepath.Join(dir, "cpu.stat"), []byte("usage_usec 1040000\n"), 0o644)
@@ -177,8 +196,8 @@ func TestMetricsCPUUsedPct(t *testing.T) {
 	for {
 		pct := e.metrics().CPUUsedPct
 		if pct > 0 {
-			if pct > 40 || time.Since(start) < minCPUWindow {
-				t.Errorf("cpuUsedPct %v after %v", pct, time.Since(start))
+			if pct > 40 {
+				t.Errorf("cpuUsedPct %v, want at most 40", pct)
 			}
 			return
 		}
