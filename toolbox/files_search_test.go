@@ -8,21 +8,21 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"testing/fstest"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
+// writeFiles creates files (path → content) in dir.
 func writeFiles(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
+	tree := fstest.MapFS{}
 	for p, content := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		tree[p] = &fstest.MapFile{Data: []byte(content), Mode: 0o644}
+	}
+	if err := os.CopyFS(dir, tree); err != nil {
+		t.Fatal(err)
 	}
 }
 

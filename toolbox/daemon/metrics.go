@@ -243,19 +243,16 @@ func readInt(path string) (int64, bool) {
 // value kB" lines (/proc/meminfo).
 func readKeyed(path string) map[string]int64 {
 	out := map[string]int64{}
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return out
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		if n, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
-			out[strings.TrimSuffix(fields[0], ":")] = n
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
+			v, _, _ = strings.Cut(strings.TrimSpace(v), " ")
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				out[strings.TrimSuffix(k, ":")] = n
+			}
 		}
 	}
 	return out

@@ -22,23 +22,11 @@ func (s *Server) handlePermissions(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	uid, err := lookupID("owner", q.Get("owner"), func(name string) (string, error) {
-		u, err := user.Lookup(name)
-		if err != nil {
-			return "", err
-		}
-		return u.Uid, nil
-	})
+	uid, err := lookupID("owner", q.Get("owner"), userID)
 	if err != nil {
 		return err
 	}
-	gid, err := lookupID("group", q.Get("group"), func(name string) (string, error) {
-		g, err := user.LookupGroup(name)
-		if err != nil {
-			return "", err
-		}
-		return g.Gid, nil
-	})
+	gid, err := lookupID("group", q.Get("group"), groupID)
 	if err != nil {
 		return err
 	}
@@ -100,4 +88,22 @@ func lookupID(what, v string, lookup func(string) (string, error)) (int, error) 
 		return 0, badRequest("%s %q has the id %q, which is not a number", what, v, id)
 	}
 	return n, nil
+}
+
+// userID returns the uid of the user name.
+func userID(name string) (string, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return "", err
+	}
+	return u.Uid, nil
+}
+
+// groupID returns the gid of the group name.
+func groupID(name string) (string, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return "", err
+	}
+	return g.Gid, nil
 }
