@@ -16,18 +16,17 @@ import (
 // kernel's totals) tell about CPU and memory.
 type cgroupUsage struct {
 	dirs        []string
-	cpuLimit    float64 // cores; 0: unlimited
-	memLimit    int64   // bytes; 0: unlimited
-	memCurrent  int64   // -1: unknown
-	memFile     int64   // page cache
-	memInactive int64   // inactive page cache (reclaimable)
-	cpuTime     time.Duration
-	cpuKnown    bool
+	cpuLimit    float64       // cores; 0: unlimited
+	memLimit    int64         // bytes; 0: unlimited
+	memCurrent  int64         // -1: unknown
+	memFile     int64         // page cache
+	memInactive int64         // inactive page cache (reclaimable)
+	cpuTime     time.Duration // CPU time used, as of the latest refreshCPU
 }
 
-// readCgroups reads the cgroup folders dirs: a cgroup v2 folder (it has
-// cgroup.controllers) or v1 folders of the cpu, cpuacct and memory
-// controllers, recognised by their files.
+// readCgroups reads the cgroup folders dirs: a cgroup v2 folder or v1
+// folders of the cpu, cpuacct and memory controllers, each recognised by
+// the files it has (memory.current is v2's, memory.usage_in_bytes v1's …).
 func readCgroups(dirs []string) cgroupUsage {
 	u := cgroupUsage{dirs: dirs, memCurrent: -1}
 	for _, d := range dirs {
@@ -60,21 +59,19 @@ func readCgroups(dirs []string) cgroupUsage {
 
 // refreshCPU reads the CPU time used anew and returns it.
 func (u *cgroupUsage) refreshCPU() time.Duration {
-	u.cpuKnown = false
+	known := false
 	for _, d := range u.dirs {
 		if usec, ok := readKeyed(filepath.Join(d, "cpu.stat"))["usage_usec"]; ok { // v2
-			u.cpuTime, u.cpuKnown = time.Duration(usec)*time.Microsecond, true
+			u.cpuTime, known = time.Duration(usec)*time.Microsecond, true
 		} else if ns, ok := readInt(filepath.Join(d, "cpuacct.usage")); ok { // v1
-			u.cpuTime, u.cpuKnown = time.Duration(ns), true
+			u.cpuTime, known = time.Duration(ns), true
 		}
 	}
-	if !u.cpuKnown {
+	if !known {
 		u.cpuTime = hostCPUTime()
 	}
 	return u.cpuTime
 }
-
-func (u *cgroupUsage) cpuUsage() time.Duration { return u.cpuTime }
 
 // memory returns the memory limit, the memory in use (the cgroup's usage
 // less its reclaimable page cache, as docker stats counts it) and the

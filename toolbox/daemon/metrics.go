@@ -66,7 +66,7 @@ func (s *Server) cgroupDirs() []string {
 // average returns the CPU use, in percent of cores, over the window that
 // ends now (see minCPUWindow); cg is the current sample.
 func (c *cpuSampler) average(ctx context.Context, cg cgroupUsage, cores float64) (float64, error) {
-	now, usage := time.Now(), cg.cpuUsage()
+	now, usage := time.Now(), cg.cpuTime
 	c.mu.Lock()
 	at, prev, pct := c.at, c.usage, c.pct
 	c.mu.Unlock()
