@@ -221,3 +221,17 @@ func TestGlobAlternativesBounded(t *testing.T) {
 		t.Fatal("3^6 alternatives accepted")
 	}
 }
+
+// A searched path that is a link to a folder is searched as that folder
+// (what is below it is still not followed).
+func TestFindAndSearchThroughLinkedRoot(t *testing.T) {
+	e := newEnv(t, true)
+	writeTree(t, e.work, map[string]string{"real/a.txt": "NEEDLE\n"})
+	os.Symlink("real", filepath.Join(e.work, "link"))
+	if got := e.find("link", "NEEDLE"); len(got) != 1 || got[0].File != filepath.Join(e.work, "link/a.txt") {
+		t.Errorf("find through a linked root: %+v", got)
+	}
+	if got := e.search("link", "*.txt"); !slices.Equal(got, []string{filepath.Join(e.work, "link/a.txt")}) {
+		t.Errorf("search through a linked root: %q", got)
+	}
+}

@@ -6,18 +6,24 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 )
 
 // walkTree calls fn for every entry below root (or for root, when it is
-// not a folder) in
-// lexical order, without following symbolic links and without descending
-// into pseudo file systems (/proc, /sys …) met on the way; unreadable
-// folders are skipped. It stops when ctx is done or fn fails.
+// not a folder) in lexical order, without following symbolic links below
+// root (root itself may be one) and without descending into pseudo file
+// systems (/proc, /sys …) met on the way; unreadable folders are skipped.
+// It stops when ctx is done or fn fails.
 func walkTree(ctx context.Context, root string, fn func(p string, d fs.DirEntry) error) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	start := root
+	if fi, err := os.Stat(root); err == nil && fi.IsDir() && !strings.HasSuffix(root, "/") {
+		start += "/" // a link to a folder is walked as the folder
+	}
+	return filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == root {
+			if p == start {
 				return fsError(root, err)
 			}
 			return nil // an unreadable folder: skip it
@@ -25,10 +31,10 @@ func walkTree(ctx context.Context, root string, fn func(p string, d fs.DirEntry)
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
 		}
-		if p == root && d.IsDir() {
+		if p == start && d.IsDir() {
 			return nil
 		}
-		if p != root && d.IsDir() && isPseudoFS(p) {
+		if p != start && d.IsDir() && isPseudoFS(p) {
 			return filepath.SkipDir
 		}
 		return fn(p, d)
