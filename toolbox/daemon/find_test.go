@@ -188,40 +188,6 @@ func TestSearchBadInput(t *testing.T) {
 	e.expectError(404, codeFileNotFound, "GET", "/files/search?path=nope&pattern=*", nil)
 }
 
-func TestGlobMatch(t *testing.T) {
-	for _, c := range []struct {
-		pattern, rel string
-		want         bool
-	}{
-		{"*.go", "a/b/c.go", true},
-		{"*.go", "a/b/c.txt", false},
-		{"**", "a/b", true},
-		{"a/**", "a", true},
-		{"a/**/b", "a/b", true},
-		{"a/**/b", "a/x/y/b", true},
-		{"a/**/b", "a/x/y/c", false},
-		{"a/*", "a/b/c", false},
-		{"{a,b}/c", "b/c", true},
-		{"{a,{b,c}}/d", "c/d", true},
-		{`\{a\}/x`, "{a}/x", true},
-	} {
-		g, err := compileGlob(c.pattern)
-		if err != nil {
-			t.Fatalf("%q: %v", c.pattern, err)
-		}
-		if got := g.match(c.rel); got != c.want {
-			t.Errorf("%q matching %q: %v, want %v", c.pattern, c.rel, got, c.want)
-		}
-	}
-}
-
-// Brace expressions cannot expand without bound.
-func TestGlobAlternativesBounded(t *testing.T) {
-	if _, err := compileGlob(strings.Repeat("{a,b,c}", 6)); err == nil {
-		t.Fatal("3^6 alternatives accepted")
-	}
-}
-
 // A searched path that is a link to a folder is searched as that folder
 // (what is below it is still not followed).
 func TestFindAndSearchThroughLinkedRoot(t *testing.T) {

@@ -66,26 +66,31 @@ func (g *glob) match(rel string) bool {
 }
 
 // matchSegments matches path segments against pattern segments, where
-// "**" stands for zero or more segments.
+// "**" stands for zero or more segments. It fills a table of which pattern
+// suffixes match which path suffixes, so many "**" cost no more than
+// len(pat)×len(parts) steps.
 func matchSegments(pat, parts []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for i := 0; i <= len(parts); i++ {
-				if matchSegments(pat[1:], parts[i:]) {
-					return true
-				}
+	n := len(parts)
+	// next[j]: pat[i+1:] matches parts[j:]; cur[j]: pat[i:] does.
+	next := make([]bool, n+1)
+	next[n] = true // the empty pattern matches the empty path
+	cur := make([]bool, n+1)
+	for i := len(pat) - 1; i >= 0; i-- {
+		if pat[i] == "**" {
+			cur[n] = next[n]
+			for j := n - 1; j >= 0; j-- {
+				cur[j] = next[j] || cur[j+1]
 			}
-			return false
+		} else {
+			cur[n] = false
+			for j := n - 1; j >= 0; j-- {
+				ok, _ := path.Match(pat[i], parts[j])
+				cur[j] = ok && next[j+1]
+			}
 		}
-		if len(parts) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], parts[0]); !ok {
-			return false
-		}
-		pat, parts = pat[1:], parts[1:]
+		cur, next = next, cur
 	}
-	return len(parts) == 0
+	return next[0]
 }
 
 // expandBraces expands {a,b} alternatives (nested ones too) into the
