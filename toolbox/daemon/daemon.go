@@ -70,9 +70,10 @@ type Options struct {
 	// Cgroups lists the folders of the cgroups whose limits and use GET
 	// /system/metrics reports: a cgroup v2 folder, or cgroup v1 folders of
 	// the cpu, cpuacct and memory controllers. Default: the server's own
-	// cgroups, found through /proc/self/cgroup and the mount table; a
-	// sandbox's init, which has no cgroup file system mounted, passes its
-	// sandbox's (e.g. /proc/self/fd/N of a folder it holds open).
+	// cgroups, found through /proc/self/cgroup and the mount table. A
+	// server with no cgroup file system mounted (a sandbox's init) names
+	// its cgroup here, e.g. as /proc/self/fd/N of a folder it holds open;
+	// without cgroups the machine's figures are reported.
 	Cgroups []string
 }
 
