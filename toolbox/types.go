@@ -97,7 +97,7 @@ type FilesDownloadRequest struct {
 type UploadedFile struct {
 	Name string `json:"name"`
 	Path string `json:"path"`
-	Type string `json:"type,omitempty"`
+	Type string `json:"type"`
 }
 
 // BulkUploadResponse is the answer of POST /files/bulk-upload.

@@ -88,6 +88,14 @@ type Options struct {
 	// code, and later execs get 500. docs/protocol.md lists these quirks.
 	// Off by default.
 	Daytona bool
+	// Cgroups lists the folders of the cgroups whose limits and use GET
+	// /system/metrics reports: a cgroup v2 folder, or cgroup v1 folders of
+	// the cpu, cpuacct and memory controllers. Default: the server's own
+	// cgroups, found through /proc/self/cgroup and the mount table. A
+	// server with no cgroup file system mounted (a sandbox's init) names
+	// its cgroup here, e.g. as /proc/self/fd/N of a folder it holds open;
+	// without cgroups the machine's figures are reported.
+	Cgroups []string
 }
 
 // Server serves the Daytona toolbox API. Create it with New and release it
@@ -97,13 +105,16 @@ type Server struct {
 	homeDir  string
 	shell    string
 	bash     bool
-	baseEnv  []string
+	envMu    sync.Mutex // guards baseEnv, which is replaced, never changed in place
+	baseEnv  []string   // read it with environ
 	version  string
 	maxBody  int64
 	log      *slog.Logger
 	tmpDir   string
 	mux      *http.ServeMux
 	users    idCache
+	cgroups  []string        // Options.Cgroups
+	cpu      cpuSampler      // GET /system/metrics's previous sample
 	starter  *starter        // nil: commands start directly
 	argv0    string          // the shell's argv[0]: its base name, as a user's `bash -c` has it
 	program  string          // the ready shells' program (see readyShellProgram)
@@ -134,6 +145,7 @@ func New(opts Options) (*Server, error) {
 		maxBody:  opts.MaxBodyBytes,
 		log:      opts.Logger,
 		daytona:  opts.Daytona,
+		cgroups:  opts.Cgroups,
 		sessions: make(map[string]*session),
 		execs:    make(map[*oneShot]struct{}),
 	}
@@ -227,6 +239,7 @@ func (s *Server) routes() {
 		s.ptyRoutes(),
 		s.gitRoutes(),
 		s.unsupportedRoutes(),
+		s.systemRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {
 			return notFound("no route for %s %s", r.Method, r.URL.Path)
 		}}},

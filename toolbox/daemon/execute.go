@@ -113,7 +113,7 @@ func (s *Server) executeSettings(req toolbox.ExecuteRequest) (cwd string, env []
 // commandEnv returns the base environment with envs set, or a 400 error
 // naming the first variable (in sorted order) that a shell cannot export.
 func (s *Server) commandEnv(envs map[string]string) ([]string, error) {
-	env := withoutKeys(s.baseEnv, markerKey)
+	env := withoutKeys(s.environ(), markerKey)
 	// Check in sorted order, so that the error names the same variable
 	// every time.
 	for _, k := range slices.Sorted(maps.Keys(envs)) {

@@ -26,6 +26,7 @@ import (
 func (s *Server) fileRoutes() []route {
 	return []route{
 		{"GET /files", s.handleListFiles},
+		{"GET /files/{$}", s.handleListFiles}, // Daytona's SDKs may add the slash
 		{"DELETE /files", s.handleDeleteFile},
 		{"GET /files/info", s.handleFileInfo},
 		{"GET /files/download", s.handleDownload},
@@ -35,6 +36,10 @@ func (s *Server) fileRoutes() []route {
 		{"POST /files/bulk-upload", s.handleBulkUpload},
 		{"POST /files/folder", s.handleCreateFolder},
 		{"POST /files/move", s.handleMove},
+		{"GET /files/find", s.handleFind},
+		{"GET /files/search", s.handleSearch},
+		{"POST /files/replace", s.handleReplace},
+		{"POST /files/permissions", s.handlePermissions},
 	}
 }
 
@@ -253,26 +258,38 @@ func (s *Server) handleBulkDownload(w http.ResponseWriter, r *http.Request) erro
 	w.WriteHeader(http.StatusOK)
 	for _, raw := range req.Paths {
 		if err := s.writeDownloadPart(mw, r, raw); err != nil {
-			return nil // the connection failed: nothing more to answer
+			// The client is gone, or a part could not be sent whole:
+			// closing the connection says the answer is incomplete.
+			return errClosed
 		}
 	}
 	_ = mw.Close()
 	return nil
 }
 
+// downloadPartHeader is the header of a bulk-download part named name
+// ("file" or "error") for the requested path raw, whose body is size
+// bytes long (-1: unknown). Content-Disposition names name first and
+// filename second, both quoted, and each part says its length: the
+// official TypeScript SDK's fallback multipart parser reads them so.
+func downloadPartHeader(name, raw, ctype string, size int64) textproto.MIMEHeader {
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", multipart.FileContentDisposition(name, raw))
+	h.Set("Content-Type", ctype)
+	if size >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	return h
+}
+
 // writeDownloadPart writes one file part, or an error part when the file
-// cannot be read. It returns an error only when writing to the client fails.
+// cannot be read. It returns an error only when the part could not be
+// written whole: the client is gone, or the file shrank while it was sent.
 func (s *Server) writeDownloadPart(mw *multipart.Writer, r *http.Request, raw string) error {
 	fail := func(err error) error {
-		var he *httpError
-		if !errors.As(err, &he) {
-			he = &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
-		}
+		he := asHTTPError(err)
 		body, _ := json.Marshal(errorBody(r, he.status, he.code, he.Error()))
-		h := textproto.MIMEHeader{}
-		h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "error", "filename": raw}))
-		h.Set("Content-Type", "application/json")
-		pw, err := mw.CreatePart(h)
+		pw, err := mw.CreatePart(downloadPartHeader("error", raw, "application/json", int64(len(body))))
 		if err != nil {
 			return err
 		}
@@ -288,19 +305,28 @@ func (s *Server) writeDownloadPart(mw *multipart.Writer, r *http.Request, raw st
 		return fail(fsError(p, err))
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return fail(fsError(p, err))
-	} else if fi.IsDir() {
+	}
+	if fi.IsDir() {
 		return fail(badRequest("%q is a directory", p))
 	}
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Disposition", mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": raw}))
-	h.Set("Content-Type", "application/octet-stream")
-	pw, err := mw.CreatePart(h)
+	if !fi.Mode().IsRegular() {
+		pw, err := mw.CreatePart(downloadPartHeader("file", raw, "application/octet-stream", -1))
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(pw, f)
+		return err
+	}
+	// The size announced is the size sent: a file that grows meanwhile
+	// is cut there, one that shrinks fails the answer.
+	pw, err := mw.CreatePart(downloadPartHeader("file", raw, "application/octet-stream", fi.Size()))
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(pw, f)
+	_, err = io.CopyN(pw, f, fi.Size())
 	return err
 }
 

@@ -62,7 +62,7 @@ func (s *Server) configFile(scope, path string) (string, error) {
 // gitHome is the home whose .gitconfig is the global scope: HOME of the
 // commands' environment, else the server's home dir.
 func (s *Server) gitHome() string {
-	for _, kv := range s.baseEnv {
+	for _, kv := range s.environ() {
 		if h, ok := strings.CutPrefix(kv, "HOME="); ok && h != "" {
 			return h
 		}

@@ -121,7 +121,7 @@ func (s *Server) handleDeleteContext(w http.ResponseWriter, r *http.Request) err
 // pythonFor finds python3 and writes the worker program (once), or gives
 // the 400 that says what the sandbox lacks.
 func (s *Server) pythonFor() (python, script string, err error) {
-	python, err = lookPathIn("python3", s.baseEnv)
+	python, err = lookPathIn("python3", s.environ())
 	if err != nil {
 		return "", "", badRequest("cannot start a python interpreter: %v; install python3 in the sandbox", err)
 	}

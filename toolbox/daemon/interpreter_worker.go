@@ -79,7 +79,7 @@ func (s *Server) startWorker(python, script, cwd string) (*worker, error) {
 	w.cmd = &exec.Cmd{
 		Path:        python,
 		Args:        []string{"python3", "-u", script},
-		Env:         append(withoutKeys(s.baseEnv, markerKey), markerKey+"="+w.token),
+		Env:         append(withoutKeys(s.environ(), markerKey), markerKey+"="+w.token),
 		Dir:         cwd,
 		Stdout:      outW,
 		Stderr:      errW,

@@ -290,7 +290,7 @@ func (ps *ptySession) start() error {
 	if ps.command != "" {
 		args = []string{srv.argv0, "-c", ps.command}
 	}
-	env := withoutKeys(srv.baseEnv, markerKey, "PWD")
+	env := withoutKeys(srv.environ(), markerKey, "PWD")
 	for k, v := range ps.info.Envs {
 		env = append(withoutKeys(env, k), k+"="+v)
 	}

@@ -105,7 +105,7 @@ func (s *Server) newSession(id string) (*session, error) {
 		token:    token,
 		dir:      dir,
 		turn:     make(chan struct{}, 1),
-		state:    shellState{cwd: s.workDir, env: normalizeEnv(s.baseEnv)},
+		state:    shellState{cwd: s.workDir, env: normalizeEnv(s.environ())},
 		cmds:     make(map[string]*command),
 		killedCh: make(chan struct{}),
 	}
