@@ -110,7 +110,7 @@ func TestCodeRunMatplotlib(t *testing.T) {
 	// Debian's python3 and its matplotlib, as a sandbox sees them: the
 	// PATH a developer's shell has may lead to another python3 first.
 	const debianPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	py := exec.Command("python3", "-c", "import matplotlib")
+	py := exec.Command("/usr/bin/env", "python3", "-c", "import matplotlib") // env looks python3 up in debianPath
 	py.Env = []string{"PATH=" + debianPath}
 	if err := py.Run(); err != nil {
 		skipUnlessRequired(t, "python3 with matplotlib is not installed (Debian package python3-matplotlib): "+err.Error())
