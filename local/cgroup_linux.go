@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // cgroupParent names the folder, in each hierarchy, that holds the
@@ -251,6 +252,35 @@ func (s *cgroupSet) openCommandCgroups() ([]*os.File, error) {
 		if err != nil {
 			closeFiles(out)
 			return nil, fmt.Errorf("open the commands' cgroup %s: %w", d, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// openMetricsCgroups opens (O_PATH) the sandbox's own folders of the
+// controllers whose figures the toolbox reports: v1 cpu, cpuacct and the
+// commands' memory folder (whose limit is the MemoryMB asked for; the
+// sandbox's own has the init's headroom on top), v2 the one folder.
+func (s *cgroupSet) openMetricsCgroups() ([]*os.File, error) {
+	if s == nil {
+		return nil, nil
+	}
+	var out []*os.File
+	seen := map[string]bool{}
+	for _, c := range []string{"unified", "cpu", "cpuacct", "memory"} {
+		d, ok := s.Paths[c]
+		if cmds, isV1 := s.Commands[c]; isV1 && c == "memory" {
+			d = cmds
+		}
+		if !ok || seen[d] {
+			continue
+		}
+		seen[d] = true
+		f, err := os.OpenFile(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeFiles(out)
+			return nil, fmt.Errorf("open the sandbox's cgroup %s: %w", d, err)
 		}
 		out = append(out, f)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,6 +41,10 @@ type initConfig struct {
 	// CommandCgroupFDs index the descriptors: the files through which the
 	// thread that starts commands joins their cgroups (joinCommandCgroups).
 	CommandCgroupFDs []int `json:"commandCgroupFDs,omitempty"`
+	// MetricsCgroupFDs index the descriptors: the sandbox's cgroup folders
+	// (O_PATH), whose limits and use the toolbox's GET /system/metrics
+	// reports (the sandbox has no cgroup file system of its own).
+	MetricsCgroupFDs []int `json:"metricsCgroupFDs,omitempty"`
 	// Net is what the init does about its network.
 	Net initNet `json:"net"`
 
@@ -124,7 +129,7 @@ func receiveConfig(ctl *os.File) (*initConfig, []int, error) {
 	if len(fds) == 0 {
 		return nil, nil, errors.New("no toolbox socket received")
 	}
-	for _, i := range append(append([]int{cfg.StampsFD}, cfg.CommandCgroupFDs...), bindFDs(cfg.Binds)...) {
+	for _, i := range slices.Concat([]int{cfg.StampsFD}, cfg.CommandCgroupFDs, cfg.MetricsCgroupFDs, bindFDs(cfg.Binds)) {
 		if i >= len(fds) {
 			return nil, nil, errors.New("bad init configuration: missing descriptor")
 		}

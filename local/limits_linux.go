@@ -126,7 +126,25 @@ func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner 
 		files = append(files, f)
 		cfg.CommandCgroupFDs = append(cfg.CommandCgroupFDs, len(files)-1)
 	}
+	metrics, err := cg.openMetricsCgroups()
+	if err != nil {
+		return files, err
+	}
+	for _, f := range metrics {
+		files = append(files, f)
+		cfg.MetricsCgroupFDs = append(cfg.MetricsCgroupFDs, len(files)-1)
+	}
 	return files, nil
+}
+
+// metricsCgroups returns the folders, as the init sees them through its
+// descriptors, of the cgroups GET /system/metrics reports.
+func (cfg *initConfig) metricsCgroups(fds []int) []string {
+	var out []string
+	for _, i := range cfg.MetricsCgroupFDs {
+		out = append(out, "/proc/self/fd/"+strconv.Itoa(fds[i]))
+	}
+	return out
 }
 
 // joinCommandCgroups moves the calling thread, which starts every command,
