@@ -102,9 +102,10 @@ func (p *bgProcess) run(ctx context.Context) {
 		res.Killed, err = true, nil
 	case err == nil && !killed:
 		res = result(p.line, code, p.out, time.Since(p.start))
-	case err == nil: // the session was deleted by someone else
+	case err == nil, // the session was deleted by someone else
+		errors.Is(err, sandbox.ErrNotFound) && cause == nil: // … before the follow began
 		res = result(p.line, sandbox.ExitKilled, p.out, time.Since(p.start))
-		res.Killed = true
+		res.Killed, err = true, nil
 	case errors.Is(cause, errReleased):
 		p.released, p.err = true, fmt.Errorf("process %s: %w", p.pid, ErrDetached)
 		p.mu.Unlock()

@@ -43,9 +43,15 @@ type countingTransport struct {
 
 	mu  sync.Mutex
 	log []string
+	// gate, when set, runs before each request is sent: a test holds
+	// requests back with it.
+	gate atomic.Pointer[func(*http.Request)]
 }
 
 func (t *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if g := t.gate.Load(); g != nil {
+		(*g)(r)
+	}
 	t.n.Add(1)
 	t.mu.Lock()
 	t.log = append(t.log, r.Method+" "+r.URL.Path)

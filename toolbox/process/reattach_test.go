@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -120,6 +122,40 @@ func TestReattachKill(t *testing.T) {
 	}
 	if ok, err := other.Kill(ctx, "not-a-number"); ok || err != nil {
 		t.Errorf("Kill of a malformed id = %v, %v", ok, err)
+	}
+}
+
+// TestKillBeforeFollow: a process whose session another Manager deletes
+// before its spawner's log follow reaches the daemon ends killed (137), not
+// with an error (the follow then finds no session).
+func TestKillBeforeFollow(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	other := h.another(t).m
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	gate := func(r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/logs") {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+	}
+	h.rt.gate.Store(&gate)
+	p := spawn(t, h, "sleep 60", nil)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("the spawner never followed the output")
+	}
+	if ok, err := other.Kill(context.Background(), p.PID()); !ok || err != nil {
+		close(release)
+		t.Fatalf("Kill through the other Manager = %v, %v", ok, err)
+	}
+	close(release)
+	if r := wait(t, p); r.ExitCode != sandbox.ExitKilled || !r.Killed {
+		t.Errorf("the spawner's result after a kill before its follow: %+v", r)
 	}
 }
 
