@@ -61,10 +61,14 @@ func daemonEnv(t *testing.T, mode serverMode, opts toolbox.ClientOptions) (*tool
 	return daemonEnvV(t, mode, true, opts)
 }
 
-func daemonEnvV(t *testing.T, mode serverMode, validate bool, opts toolbox.ClientOptions) (*toolbox.Client, string) {
+func daemonEnvV(t *testing.T, mode serverMode, validate bool, opts toolbox.ClientOptions, mods ...func(*daemon.Options)) (*toolbox.Client, string) {
 	t.Helper()
 	work := t.TempDir()
-	srv, err := daemon.New(daemon.Options{WorkDir: work, Daytona: mode == daytona})
+	do := daemon.Options{WorkDir: work, Daytona: mode == daytona}
+	for _, f := range mods {
+		f(&do)
+	}
+	srv, err := daemon.New(do)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/goroutine"
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -88,6 +89,11 @@ type Options struct {
 	// code, and later execs get 500. docs/protocol.md lists these quirks.
 	// Off by default.
 	Daytona bool
+	// DaytonaCloseTail, in the Daytona-behaviour mode, is how long a log
+	// follow socket stays open after its command ended with nothing new.
+	// Default: about a second, as Daytona's daemon. A test lengthens it to
+	// show that a client does not wait for it.
+	DaytonaCloseTail time.Duration
 	// Cgroups lists the folders of the cgroups whose limits and use GET
 	// /system/metrics reports: a cgroup v2 folder, or cgroup v1 folders of
 	// the cpu, cpuacct and memory controllers. Default: the server's own
@@ -132,6 +138,7 @@ type Server struct {
 	ptys     ptyTable       // PTY sessions (ptysession.go)
 	gitCreds gitCredentials // POST /git/credentials, in memory only
 	daytona  bool           // the Daytona-behaviour mode (daytona.go)
+	tail     time.Duration  // its close tail (Options.DaytonaCloseTail)
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -145,6 +152,7 @@ func New(opts Options) (*Server, error) {
 		maxBody:  opts.MaxBodyBytes,
 		log:      opts.Logger,
 		daytona:  opts.Daytona,
+		tail:     opts.DaytonaCloseTail,
 		cgroups:  opts.Cgroups,
 		sessions: make(map[string]*session),
 		execs:    make(map[*oneShot]struct{}),
@@ -195,6 +203,9 @@ func New(opts Options) (*Server, error) {
 	s.baseEnv = withoutKeys(env, markerKey)
 	if s.version == "" {
 		s.version = DefaultVersion
+	}
+	if s.tail <= 0 {
+		s.tail = daytonaCloseTail
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes

@@ -19,9 +19,9 @@ import (
 // difference from the normal mode is decided here; the handlers consult
 // these methods at the few places where the two modes part.
 
-// daytonaCloseTail is how long a Daytona follow socket stays open after
-// the command ended and no new output came (its daemon closes after 50
-// empty polls of 20 ms).
+// daytonaCloseTail is how long, by default, a Daytona follow socket stays
+// open after the command ended and no new output came (its daemon closes
+// after 50 empty polls of 20 ms).
 const daytonaCloseTail = time.Second
 
 // daytonaPipeDelay is how long after an async command started its input
@@ -137,14 +137,14 @@ func (ss *session) shellDead() bool {
 
 // closeTailOver reports whether a follow socket whose command ended and
 // whose log was all sent may close now. In the Daytona mode it waits for
-// daytonaCloseTail without news first; it reports false when the log
+// the close tail (Options.DaytonaCloseTail) without news first; it reports false when the log
 // changed (a background job printed), the session was deleted or ctx ended
 // meanwhile, which the caller's wait then sees.
 func (s *Server) closeTailOver(ctx context.Context, changed, killed <-chan struct{}) bool {
 	if !s.daytona {
 		return true
 	}
-	t := time.NewTimer(daytonaCloseTail)
+	t := time.NewTimer(s.tail)
 	defer t.Stop()
 	select {
 	case <-t.C:
