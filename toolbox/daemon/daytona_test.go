@@ -122,7 +122,7 @@ func TestDaytonaModeInputPipe(t *testing.T) {
 		refused bool
 	}{
 		{daytona, &command{async: true}, true},                                         // queued
-		{daytona, &command{async: true, startedAt: now}, true},                         // just started
+		{daytona, &command{async: true, startedAt: now.Add(time.Minute)}, true},        // just started (a start time ahead: however slow this test runs, it stays within the delay)
 		{daytona, &command{async: true, startedAt: now.Add(-daytonaPipeDelay)}, false}, // the pipe exists
 		{daytona, &command{async: false}, false},                                       // sync: input is refused otherwise
 		{normal, &command{async: true, startedAt: now}, false},                         // agentbox's server queues the input

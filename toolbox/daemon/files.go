@@ -106,6 +106,8 @@ func fsError(p string, err error) error {
 		return badRequest("a parent of %q is not a directory", p)
 	case errors.Is(err, syscall.EISDIR):
 		return badRequest("%q is a directory", p)
+	case errors.Is(err, errNotDownloadable), errors.Is(err, syscall.ENXIO): // ENXIO: open of a socket
+		return badRequest("%q is %v", p, errNotDownloadable)
 	}
 	return fmt.Errorf("%s: %w", p, err)
 }
@@ -221,8 +223,38 @@ func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// errNotDownloadable refuses a FIFO or a socket: reading one would wait
+// for a writer that may never come.
+var errNotDownloadable = errors.New("not a regular file, a folder or a device (a FIFO or a socket): it cannot be downloaded")
+
+// openForDownload opens p for reading without waiting: a FIFO opened for
+// reading would block until someone opened it for writing, so it is
+// refused (errNotDownloadable, a 400), as is a socket. Regular files and
+// devices are read as usual.
+func openForDownload(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0 {
+		f.Close()
+		return nil, errNotDownloadable
+	}
+	// Reads block again, as a device's reader expects.
+	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) error {
-	p, f, err := atQueryPath(s, r, "path", os.Open)
+	p, f, err := atQueryPath(s, r, "path", openForDownload)
 	if err != nil {
 		return err
 	}
@@ -300,7 +332,7 @@ func (s *Server) writeDownloadPart(mw *multipart.Writer, r *http.Request, raw st
 	if err != nil {
 		return fail(err)
 	}
-	f, err := os.Open(p)
+	f, err := openForDownload(p)
 	if err != nil {
 		return fail(fsError(p, err))
 	}

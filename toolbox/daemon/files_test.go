@@ -7,10 +7,12 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,5 +260,32 @@ func TestDeleteRefusesWorkDir(t *testing.T) {
 	e.expect(204, "DELETE", "/files?recursive=true&path="+urlQuery(link), nil)
 	if _, err := os.Stat(work); err != nil {
 		t.Fatalf("work dir: %v", err)
+	}
+}
+
+// TestDownloadFIFORefused: a FIFO (or a socket) is refused at once with a
+// 400, alone or in a bulk download, instead of the server waiting for a
+// writer that may never come.
+func TestDownloadFIFORefused(t *testing.T) {
+	e := newErrEnv(t)
+	if err := syscall.Mkfifo(filepath.Join(e.work, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(e.work, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, name := range []string{"fifo", "sock"} {
+		er := e.expectError(http.StatusBadRequest, codeBadRequest, "GET", "/files/download?path="+name, nil)
+		if !strings.Contains(er.Message, "cannot be downloaded") {
+			t.Errorf("download of a %s: %q", name, er.Message)
+		}
+		resp, data := e.raw.do("POST", "/files/bulk-download", toolbox.FilesDownloadRequest{Paths: []string{name}})
+		_, params, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		p, err := multipart.NewReader(bytes.NewReader(data), params["boundary"]).NextPart()
+		if err != nil || p.FormName() != "error" {
+			t.Errorf("bulk download of a %s: part %v, %v", name, p, err)
+		}
 	}
 }

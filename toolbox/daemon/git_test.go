@@ -197,6 +197,24 @@ func TestGitCloneCredentials(t *testing.T) {
 }
 
 // noSecretOnDisk fails when a file under dir holds secret.
+// TestGitCloneTokenAsUser: a token given as an https URL's user name (no
+// password), as many hosts take one, is a credential too: it authenticates
+// the clone and is written nowhere: not in .git/config, not in the
+// remotes' answer.
+func TestGitCloneTokenAsUser(t *testing.T) {
+	const token = "tok-Secret-1234"
+	tr := newTestRepo(t)
+	repoURL := serveGit(t, tr.root, token, "") + "/repo.git"
+	e := newErrEnv(t)
+	e.expect(http.StatusOK, "POST", "/git/clone", toolbox.GitCloneRequest{URL: strings.Replace(repoURL, "://", "://"+token+"@", 1), Path: "tok"})
+	var rem toolbox.ListRemotesResponse
+	e.getJSON("/git/remotes"+q("tok"), &rem)
+	if len(rem.Remotes) != 1 || rem.Remotes[0].URL != repoURL {
+		t.Fatalf("remotes of a clone from a URL with a token: %+v", rem)
+	}
+	noSecretOnDisk(t, e.work, token)
+}
+
 func noSecretOnDisk(t *testing.T, dir, secret string) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

@@ -44,9 +44,15 @@ func (s *Server) remoteURL(raw string) (string, gitAuth, error) {
 		}
 		return raw, a, nil
 	}
-	if ep.Password != "" {
+	// An http(s) URL's user info is a credential, the user name too: a
+	// token is often given as https://TOKEN@host/… with no password.
+	if (ep.Protocol == "http" || ep.Protocol == "https") && (ep.User != "" || ep.Password != "") {
 		a.auth = &githttp.BasicAuth{Username: ep.User, Password: ep.Password}
-		a.secrets = []string{ep.Password}
+		for _, v := range []string{ep.User, ep.Password} {
+			if v != "" {
+				a.secrets = append(a.secrets, v)
+			}
+		}
 		u, err := url.Parse(raw)
 		if err != nil {
 			return "", gitAuth{}, badRequest("%q is not a valid URL", redactURLs(raw))

@@ -161,7 +161,9 @@ func TestInterpreterTimeout(t *testing.T) {
 	if !errors.Is(err, toolbox.ErrExecutionTimeout) {
 		t.Fatalf("err %v, want ErrExecutionTimeout", err)
 	}
-	if res.Stdout != "start\n" || res.Error != nil {
+	// The timer may fire before a slow machine's worker printed "start";
+	// what it must never print is what follows the sleep.
+	if (res.Stdout != "start\n" && res.Stdout != "") || res.Error != nil {
 		t.Errorf("result %+v", res)
 	}
 	if last := msgs[len(msgs)-1]; last.Type != toolbox.InterpreterControl || last.Text != toolbox.ControlInterrupted {

@@ -146,11 +146,28 @@ func cloneDir(rawURL string) string {
 	return base
 }
 
-// redactURL hides the password of a URL, if it has one.
+// redactURL hides the user info of a URL, the user name too (a token is
+// often given as one), whether or not the URL parses.
 func redactURL(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.User == nil {
+	if u, err := url.Parse(rawURL); err == nil {
+		if u.User == nil {
+			return rawURL
+		}
+		u.User = url.User("REDACTED")
+		return u.String()
+	}
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
 		return rawURL
 	}
-	return u.Redacted()
+	authority, path, slash := strings.Cut(rest, "/")
+	i := strings.LastIndexByte(authority, '@')
+	if i < 0 {
+		return rawURL
+	}
+	out := scheme + "://REDACTED@" + authority[i+1:]
+	if slash {
+		out += "/" + path
+	}
+	return out
 }
