@@ -1,0 +1,64 @@
+// Package image keeps the local engine's images: OCI images pulled from a
+// registry, read from an OCI layout or a `docker save` tarball, or taken
+// from a rootfs folder, unpacked once into a content-addressed layer store
+// that every sandbox using them shares read-only; and the snapshots and
+// builds made from sandboxes, stored the same way.
+//
+// A [Store] lives in one folder of the local engine's state dir. An
+// [Image] is what a sandbox's root is made of: its layers (folders in
+// overlayfs format, lowest first, owned by the ids the image gives them)
+// and its configuration.
+package image
+
+import "errors"
+
+// Errors of the store, matched with errors.Is.
+var (
+	// ErrNotFound: no image or snapshot has that name or id.
+	ErrNotFound = errors.New("image not found")
+	// ErrExists: a name is taken.
+	ErrExists = errors.New("image name already exists")
+	// ErrInUse: a sandbox (or a snapshot built on it) still uses the image.
+	ErrInUse = errors.New("image in use")
+)
+
+// Kind tells images from snapshots.
+type Kind string
+
+// Kinds of [Image].
+const (
+	KindImage    Kind = "image"    // pulled, imported or built
+	KindSnapshot Kind = "snapshot" // a sandbox's frozen writable layer over its base
+)
+
+// Image is an image or snapshot of the store.
+type Image struct {
+	// ID is the image's content address ("sha256:…").
+	ID string `json:"id"`
+	// Kind is KindImage or KindSnapshot.
+	Kind Kind `json:"kind"`
+	// Names are the references it was pulled, tagged or built as (for a
+	// snapshot, its snapshot name).
+	Names []string `json:"names,omitempty"`
+	// Layers are absolute paths of the unpacked layer folders, lowest
+	// first: overlayfs lower dirs (whiteouts as 0/0 character devices,
+	// opaque folders with the trusted.overlay.opaque xattr), owned by the
+	// uids and gids the image gives them, never to be written.
+	Layers []string `json:"layers"`
+	// Config is what the image says about running it.
+	Config Config `json:"config"`
+	// Base is the ID of the image a snapshot was taken over ("" for one
+	// taken over the default root).
+	Base string `json:"base,omitempty"`
+	// Size is the unpacked size in bytes of its layers.
+	Size int64 `json:"size"`
+}
+
+// Config is the part of an OCI image configuration a sandbox applies.
+type Config struct {
+	Env        []string `json:"env,omitempty"`
+	WorkingDir string   `json:"workingDir,omitempty"`
+	User       string   `json:"user,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+}
