@@ -137,7 +137,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(cgFile.Fd())
 	}
-	nb, err := startInit(cmd, m)
+	nb, err := startInit(ctx, cmd, m)
 	if err != nil {
 		_ = nb.finish()
 		ctl.Close()
@@ -148,7 +148,6 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 	if cgFile == nil {
 		moveInto = cg
 	}
-	nb.start(ctx)
 	if err := configure(ctx, cmd.Process.Pid, ctl, dir, m, moveInto, disk, stateDir); err != nil {
 		ctl.Close()
 		_ = cmd.Process.Kill()

@@ -119,7 +119,10 @@ type netBoot struct {
 // kernel charges per-user counters (inotify instances, key quotas) to the
 // namespace's owner, which must not be shared by every sandbox. Both
 // changes are the thread's alone and end with it.
-func startInit(cmd *exec.Cmd, m *meta) (*netBoot, error) {
+//
+// The sandbox's link and firewall are made (netBoot.start) as soon as its
+// namespace exists, while the init is forked and starts.
+func startInit(ctx context.Context, cmd *exec.Cmd, m *meta) (*netBoot, error) {
 	b := &netBoot{m: m}
 	owned := ownedByRange(m.HostIDs)
 	if m.Network == nil && !owned {
@@ -135,6 +138,7 @@ func startInit(cmd *exec.Cmd, m *meta) (*netBoot, error) {
 				return err
 			}
 			b.ns = ns
+			b.start(ctx)
 		}
 		if owned {
 			if err := becomeOwner(m.HostIDs.First); err != nil {
@@ -214,6 +218,8 @@ func (u *uplink) attach(sbx *os.File, m *meta) error {
 	if err := newFirewall(u.nft, n).create(policyOf(m)); err != nil {
 		return err
 	}
+	// One transaction: the shared table's changes (forward) and the
+	// sandbox's table.
 	if err := u.nft.Flush(); err != nil {
 		return fmt.Errorf("sandbox network: write the firewall: %w", err)
 	}

@@ -285,7 +285,8 @@ func (u *uplink) delLink(n, ifindex int) {
 
 // forward makes the uplink forward IPv4 for its sandboxes: it turns on
 // forwarding on the interfaces of its default routes that have it off,
-// and remembers them in the shared table.
+// and remembers them in the shared table, in the pending batch, which the
+// caller flushes (with the sandbox's firewall: one transaction).
 func (u *uplink) forward() error {
 	if all, err := u.sysctl("net/ipv4/conf/all/forwarding"); err == nil && all == "1" {
 		return nil
@@ -323,7 +324,7 @@ func (u *uplink) forward() error {
 		}
 	}
 	_ = t
-	return u.nft.Flush()
+	return nil
 }
 
 // sharedTable adds (in the pending batch) the table of the uplink as a

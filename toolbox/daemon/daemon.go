@@ -131,6 +131,7 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*session
+	spare    *spareShell // the first session's shell, until taken (spareshell.go)
 	execs    map[*oneShot]struct{}
 	logMem   atomic.Int64   // log bytes held in memory
 	interp   interpreters   // interpreter contexts (interpreter.go)
@@ -226,6 +227,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("daemon: starting the entrypoint: %w", err)
 		}
 	}
+	s.startSpare()
 	return s, nil
 }
 
@@ -316,6 +318,7 @@ func (s *Server) Close() error {
 		sessions = append(sessions, ss)
 	}
 	s.sessions = map[string]*session{}
+	spare := s.takeSpare()
 	execs := make([]*oneShot, 0, len(s.execs))
 	for e := range s.execs {
 		execs = append(execs, e)
@@ -333,6 +336,9 @@ func (s *Server) Close() error {
 	teardown.Go(s.closeInterpreters)
 	teardown.Go(s.closeEntrypoint)
 	teardown.Go(s.closePtys)
+	if spare != nil {
+		teardown.Go(spare.dismiss)
+	}
 	_ = teardown.Wait(context.Background())
 	_ = s.bg.Wait(context.Background())
 	s.starter.close()

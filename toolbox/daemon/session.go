@@ -92,12 +92,18 @@ func (s *Server) createSession(id string) error {
 }
 
 // newSession makes a session, not registered, with a shell being readied
-// for its first command.
+// for its first command (the spare shell, for the first session made).
+// The caller holds s.mu (or is New, before anything else runs).
 func (s *Server) newSession(id string) (*session, error) {
-	token := randomHex(8)
-	dir := filepath.Join(s.tmpDir, token)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the session dir: %w", err)
+	token, dir, spare := "", "", s.takeSpare()
+	if spare != nil {
+		token, dir = spare.token, spare.dir
+	} else {
+		token = randomHex(8)
+		dir = filepath.Join(s.tmpDir, token)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the session dir: %w", err)
+		}
 	}
 	ss := &session{
 		srv:      s,
@@ -115,9 +121,16 @@ func (s *Server) newSession(id string) (*session, error) {
 		select {
 		case <-ss.turn:
 		case <-ss.killedCh:
+			if spare != nil {
+				spare.dismiss()
+			}
 			return
 		}
-		ss.prepareReadyShell()
+		if spare != nil {
+			ss.adopt(spare)
+		} else {
+			ss.prepareReadyShell()
+		}
 		ss.turn <- struct{}{}
 	})
 	return ss, nil
