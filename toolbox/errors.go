@@ -1,6 +1,8 @@
 package toolbox
 
 import (
+	"github.com/agentbox-dev/agentbox/internal/redact"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -86,8 +88,8 @@ func (c *Client) newAPIError(req *http.Request, resp *http.Response) *APIError {
 	e.Path = req.URL.Path
 	if c.token != "" {
 		// A server echoing the request must not make us leak the token.
-		e.Message = strings.ReplaceAll(e.Message, c.token, "[REDACTED]")
-		e.Body = bytes.ReplaceAll(e.Body, []byte(c.token), []byte("[REDACTED]"))
+		e.Message = redact.Secrets(e.Message, c.token)
+		e.Body = redact.SecretsBytes(e.Body, c.token)
 	}
 	return e
 }

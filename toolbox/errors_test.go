@@ -98,7 +98,7 @@ func TestTokenNeverInErrors(t *testing.T) {
 	if strings.Contains(err.Error(), "topsecret") || strings.Contains(string(ae.Body), "topsecret") {
 		t.Fatalf("token leaked: %v / %s", err, ae.Body)
 	}
-	if !strings.Contains(err.Error(), "[REDACTED]") {
+	if !strings.Contains(err.Error(), "Bearer REDACTED") {
 		t.Errorf("error %q lost the rest of the message", err)
 	}
 

@@ -1,13 +1,13 @@
 package toolbox
 
 import (
-	"bytes"
+	"github.com/agentbox-dev/agentbox/internal/redact"
+
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -212,20 +212,11 @@ func redactError(err error, secrets ...string) error {
 	}
 	var ae *APIError
 	if errors.As(err, &ae) {
-		for _, s := range secrets {
-			if s != "" {
-				ae.Message = strings.ReplaceAll(ae.Message, s, "[REDACTED]")
-				ae.Body = bytes.ReplaceAll(ae.Body, []byte(s), []byte("[REDACTED]"))
-			}
-		}
+		ae.Message = redact.Secrets(ae.Message, secrets...)
+		ae.Body = redact.SecretsBytes(ae.Body, secrets...)
 		return err
 	}
-	msg := err.Error()
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "[REDACTED]")
-		}
-	}
+	msg := redact.Secrets(err.Error(), secrets...)
 	if msg == err.Error() {
 		return err
 	}

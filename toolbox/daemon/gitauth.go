@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/agentbox-dev/agentbox/internal/redact"
+
 	"errors"
 	"net/http"
 	"os"
@@ -96,39 +98,6 @@ func (s *Server) handleGitCredentials(w http.ResponseWriter, r *http.Request) er
 	return nil
 }
 
-// redactURLs replaces the user information of URLs in s
-// (scheme://user:password@host becomes scheme://REDACTED@host).
-func redactURLs(s string) string {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "://")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(s[:i+3])
-		s = s[i+3:]
-		end := strings.IndexFunc(s, func(r rune) bool { return r == '/' || r == ' ' || r == '\t' || r == '\n' || r == '"' || r == '\'' })
-		if end < 0 {
-			end = len(s)
-		}
-		if at := strings.LastIndexByte(s[:end], '@'); at >= 0 {
-			b.WriteString("REDACTED")
-			s = s[at:]
-		}
-	}
-}
-
-// redact removes secrets and URL user information from s.
-func redact(s string, secrets []string) string {
-	for _, sec := range secrets {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "REDACTED")
-		}
-	}
-	return redactURLs(s)
-}
-
 // gitError maps an error of a git operation to an API error whose message
 // shows none of secrets nor any URL's user information. The error it
 // returns wraps nothing, so that no unredacted text can leak through it.
@@ -136,11 +105,11 @@ func gitError(err error, secrets []string) error {
 	var he *httpError
 	if errors.As(err, &he) {
 		out := *he
-		out.msg = redact(he.Error(), secrets)
+		out.msg = redact.Text(he.Error(), secrets...)
 		out.err = nil
 		return &out
 	}
-	msg := redact(err.Error(), secrets)
+	msg := redact.Text(err.Error(), secrets...)
 	switch {
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return errorf(http.StatusNotFound, codeGitRepoNotFound, "remote repository not found: %s", msg)

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/agentbox-dev/agentbox/internal/redact"
+
 	"context"
 	"errors"
 	"net/http"
@@ -36,7 +38,7 @@ func (s *Server) remoteURL(raw string) (string, gitAuth, error) {
 	}
 	ep, err := transport.NewEndpoint(raw)
 	if err != nil {
-		return "", a, badRequest("%q is not a git URL or path: %s", redactURLs(raw), redactURLs(err.Error()))
+		return "", a, badRequest("%q is not a git URL or path: %s", redact.Text(raw), redact.Text(err.Error()))
 	}
 	if ep.Protocol == "file" {
 		if !strings.HasPrefix(raw, "file://") && !filepath.IsAbs(ep.Path) {
@@ -55,7 +57,7 @@ func (s *Server) remoteURL(raw string) (string, gitAuth, error) {
 		}
 		u, err := url.Parse(raw)
 		if err != nil {
-			return "", gitAuth{}, badRequest("%q is not a valid URL", redactURLs(raw))
+			return "", gitAuth{}, badRequest("%q is not a valid URL", redact.Text(raw))
 		}
 		u.User = nil
 		raw = u.String()
@@ -317,7 +319,7 @@ func (s *Server) handleGitRemotes(w http.ResponseWriter, r *http.Request) error 
 	out := toolbox.ListRemotesResponse{Remotes: []toolbox.GitRemote{}}
 	for _, rm := range remotes {
 		c := rm.Config()
-		out.Remotes = append(out.Remotes, toolbox.GitRemote{Name: c.Name, URL: redactURLs(c.URLs[0])})
+		out.Remotes = append(out.Remotes, toolbox.GitRemote{Name: c.Name, URL: redact.Text(c.URLs[0])})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/agentbox-dev/agentbox/internal/redact"
+
 	"bufio"
 	"context"
 	"errors"
@@ -94,7 +96,7 @@ func (a *app) gitClone(ctx context.Context, stdout io.Writer, stdin io.Reader, o
 	if dir == "" {
 		dir = cloneDir(rawURL)
 		if dir == "" {
-			return usagef("cannot tell a folder name from %q; give DIR", redactURL(rawURL))
+			return usagef("cannot tell a folder name from %q; give DIR", redact.URL(rawURL))
 		}
 	}
 	req := toolbox.GitCloneRequest{URL: rawURL, Path: dir, Branch: o.branch, CommitID: o.commit, Depth: o.depth, Username: o.username}
@@ -121,12 +123,12 @@ func (a *app) gitClone(ctx context.Context, stdout io.Writer, stdin io.Reader, o
 		return startFailed(ctx, o.id, err)
 	}
 	if err := tb.Client().GitClone(ctx, req); err != nil {
-		return fmt.Errorf("sandbox %q: git clone %s: %w", o.id, redactURL(rawURL), err)
+		return fmt.Errorf("sandbox %q: git clone %s: %w", o.id, redact.URL(rawURL), err)
 	}
 	if a.json {
-		return writeJSON(stdout, gitCloneResult{Sandbox: o.id, URL: redactURL(rawURL), Path: dir})
+		return writeJSON(stdout, gitCloneResult{Sandbox: o.id, URL: redact.URL(rawURL), Path: dir})
 	}
-	fmt.Fprintf(stdout, "cloned %s into %s\n", redactURL(rawURL), dir)
+	fmt.Fprintf(stdout, "cloned %s into %s\n", redact.URL(rawURL), dir)
 	return nil
 }
 
@@ -144,30 +146,4 @@ func cloneDir(rawURL string) string {
 		return ""
 	}
 	return base
-}
-
-// redactURL hides the user info of a URL, the user name too (a token is
-// often given as one), whether or not the URL parses.
-func redactURL(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		if u.User == nil {
-			return rawURL
-		}
-		u.User = url.User("REDACTED")
-		return u.String()
-	}
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return rawURL
-	}
-	authority, path, slash := strings.Cut(rest, "/")
-	i := strings.LastIndexByte(authority, '@')
-	if i < 0 {
-		return rawURL
-	}
-	out := scheme + "://REDACTED@" + authority[i+1:]
-	if slash {
-		out += "/" + path
-	}
-	return out
 }
