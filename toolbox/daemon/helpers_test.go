@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,4 +344,14 @@ func readPids(t *testing.T, path string, n int) []int {
 	}
 	t.Fatalf("%s: fewer than %d pids", path, n)
 	return nil
+}
+
+// killRunning fails the test unless pid still runs, then kills it.
+func killRunning(t *testing.T, pid int) {
+	t.Helper()
+	if !pidAlive(pid) {
+		t.Errorf("process %d ended before the answer came: the answer waited for it", pid)
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 }

@@ -123,12 +123,13 @@ func TestExecute(t *testing.T) {
 	if r.ExitCode != 0 || r.Result != "after\n" {
 		t.Errorf("got %+v", r)
 	}
-	// Background children holding the output do not block the answer.
-	start := time.Now()
-	json.Unmarshal(e.expect(200, "POST", "/process/execute", toolbox.ExecuteRequest{Command: "sleep 5 & echo started"}), &r)
-	if r.Result != "started\n" || time.Since(start) > 3*time.Second {
-		t.Errorf("got %+v after %v", r, time.Since(start))
+	// Background children holding the output do not block the answer:
+	// the child still runs when it comes.
+	json.Unmarshal(e.expect(200, "POST", "/process/execute", toolbox.ExecuteRequest{Command: "sleep 300 & echo $! > bg.pid; echo started"}), &r)
+	if r.Result != "started\n" {
+		t.Errorf("got %+v", r)
 	}
+	killRunning(t, readPids(t, filepath.Join(e.work, "bg.pid"), 1)[0])
 }
 
 func TestExecuteTimeoutKillsGroup(t *testing.T) {
@@ -136,11 +137,11 @@ func TestExecuteTimeoutKillsGroup(t *testing.T) {
 	pidFile := filepath.Join(e.work, "pids")
 	start := time.Now()
 	er := e.expectError(408, codeRequestTimeout, "POST", "/process/execute", toolbox.ExecuteRequest{
-		Command: fmt.Sprintf("sleep 30 & echo $! > %s; setsid sleep 31 & echo $! >> %s; wait", pidFile, pidFile), Timeout: 1})
+		Command: fmt.Sprintf("sleep 300 & echo $! > %s; setsid sleep 301 & echo $! >> %s; wait", pidFile, pidFile), Timeout: 1})
 	if !strings.HasPrefix(er.Message, "request timeout:") {
 		t.Errorf("message %q", er.Message)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 60*time.Second {
 		t.Errorf("took %v", d)
 	}
 	for _, pid := range readPids(t, pidFile, 2) {
@@ -602,12 +603,13 @@ func TestLargeScriptsAndBackgroundJobs(t *testing.T) {
 	if sr := e.execSync("bg", big); *sr.Stdout != "1 done\n" {
 		t.Errorf("session: %+v", sr)
 	}
-	// A background job holding the output does not hold the command.
-	start := time.Now()
-	sr := e.execSync("bg", "sleep 5 & echo $! > bg.pid; echo fg")
-	if *sr.Stdout != "fg\n" || time.Since(start) > 2*time.Second {
-		t.Errorf("background job: %q after %v", *sr.Stdout, time.Since(start))
+	// A background job holding the output does not hold the command: the
+	// job still runs when the answer comes.
+	sr := e.execSync("bg", "sleep 300 & echo $! > bg.pid; echo fg")
+	if *sr.Stdout != "fg\n" {
+		t.Errorf("background job: %q", *sr.Stdout)
 	}
+	killRunning(t, readPids(t, filepath.Join(e.work, "bg.pid"), 1)[0])
 	e.expectError(400, codeBadRequest, "POST", "/process/session/bg/exec", toolbox.SessionExecuteRequest{Command: "echo \x00"})
 }
 

@@ -354,7 +354,7 @@ func TestExecuteTimeoutKillsTree(t *testing.T) {
 			}
 			start := time.Now()
 			r := h.exec(t, "echo started; sh -c 'sleep 60 & echo $! > grandchild.pid; wait'", nil, opts)
-			if d := time.Since(start); d > 5*time.Second {
+			if d := time.Since(start); d > 30*time.Second {
 				t.Errorf("timed out command took %v", d)
 			}
 			if r.ExitCode != sandbox.ExitTimedOut || !r.TimedOut || !r.Killed || r.Success() {
@@ -418,7 +418,7 @@ func TestExecuteCancelKills(t *testing.T) {
 			if !errors.Is(err, context.Canceled) || r != nil {
 				t.Fatalf("Execute = %+v, %v; want context.Canceled", r, err)
 			}
-			if d := time.Since(start); d > 5*time.Second {
+			if d := time.Since(start); d > 30*time.Second {
 				t.Errorf("cancel took %v", d)
 			}
 			waitGone(t, readPID(t, pidFile))
