@@ -94,9 +94,11 @@ type layerMeta struct {
 	Size int64 `json:"size"`
 }
 
-func (s *Store) lockPath() string           { return filepath.Join(s.dir, "lock") }
-func (s *Store) gcLockPath() string         { return filepath.Join(s.dir, "gc.lock") }
-func (s *Store) recordPath(id string) string { return filepath.Join(s.dir, "images", hexOf(id)+".json") }
+func (s *Store) lockPath() string   { return filepath.Join(s.dir, "lock") }
+func (s *Store) gcLockPath() string { return filepath.Join(s.dir, "gc.lock") }
+func (s *Store) recordPath(id string) string {
+	return filepath.Join(s.dir, "images", hexOf(id)+".json")
+}
 func (s *Store) layerPath(digest string) string {
 	return filepath.Join(s.dir, "layers", hexOf(digest))
 }

@@ -18,8 +18,8 @@ import (
 // an unpacked layer.
 const (
 	whiteoutPrefix = ".wh."
-	whiteoutMeta   = ".wh..wh."          // aufs bookkeeping; meaningless to overlayfs
-	whiteoutOpaque = ".wh..wh..opq"      // "hide the lower layers' content of this folder"
+	whiteoutMeta   = ".wh..wh."     // aufs bookkeeping; meaningless to overlayfs
+	whiteoutOpaque = ".wh..wh..opq" // "hide the lower layers' content of this folder"
 	opaqueXattr    = "trusted.overlay.opaque"
 	paxXattr       = "SCHILY.xattr."
 )
@@ -224,7 +224,9 @@ func (u *unpacker) mkdirAll(dir string) (int, error) {
 		prefix := strings.Join(parts[:i+1], "/")
 		next, err := u.openDir(prefix)
 		if err == unix.ENOENT {
-			if err := unix.Mkdirat(cur, p, 0o755); err != nil {
+			if err := unix.Mkdirat(cur, p, 0o755); err == unix.EEXIST {
+				return -1, fmt.Errorf("%w: %s is a symlink whose target is not a folder of the layer", ErrCorrupt, prefix)
+			} else if err != nil {
 				return -1, fmt.Errorf("make folder %s: %w", prefix, err)
 			}
 			next, err = u.openDir(prefix)
