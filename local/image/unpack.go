@@ -141,7 +141,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return u.dir(pfd, name, base, hdr)
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+	case tar.TypeReg, tar.TypeGNUSparse: // (the reader turns the old TypeRegA into TypeReg)
 		return u.file(pfd, base, hdr, r)
 	case tar.TypeSymlink:
 		if err := u.replace(pfd, base); err != nil {
