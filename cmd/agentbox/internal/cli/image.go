@@ -117,7 +117,7 @@ func (a *app) imagePull(ctx context.Context, stdout, stderr io.Writer, refs []st
 			pulled = append(pulled, img)
 			continue
 		}
-		fmt.Fprintf(stdout, "pulled %s: %s, %d layers, %s\n", ref, shortImageID(img.ID), len(img.Layers), byteSize(img.Size))
+		fmt.Fprintf(stdout, "pulled %s: %s, %s, %s\n", ref, shortImageID(img.ID), plural(len(img.Layers), "layer"), byteSize(img.Size))
 	}
 	if a.json {
 		return writeJSON(stdout, pulled)
@@ -199,8 +199,16 @@ func (a *app) imagePrune(ctx context.Context, w io.Writer) error {
 		}
 		return writeJSON(w, rep)
 	}
-	fmt.Fprintf(w, "removed %d images, %d layers (%s)\n", len(rep.Images), len(rep.Layers), byteSize(rep.Bytes))
+	fmt.Fprintf(w, "removed %s, %s (%s)\n", plural(len(rep.Images), "image"), plural(len(rep.Layers), "layer"), byteSize(rep.Bytes))
 	return nil
+}
+
+// plural writes n things: "1 layer", "2 layers".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // shortImageID is the first 12 hex digits of an image id.

@@ -27,7 +27,7 @@ func TestImageCommands(t *testing.T) {
 	}
 
 	r := h.must("image", "pull", root)
-	if !strings.HasPrefix(r.stdout, "pulled "+root+": ") || !strings.Contains(r.stdout, "1 layers, 12 B") || r.stderr != "" {
+	if !strings.HasPrefix(r.stdout, "pulled "+root+": ") || !strings.Contains(r.stdout, "1 layer, 12 B") || r.stderr != "" {
 		t.Errorf("image pull: %v", r)
 	}
 	r = h.must("image", "ls")
