@@ -230,10 +230,13 @@ func find(rs []*record, ref string) (*record, error) {
 	if ref == "" {
 		return nil, fmt.Errorf("empty image reference: %w", ErrNotFound)
 	}
-	want := canonicalName(ref)
-	for _, r := range rs {
-		if slices.Contains(r.Names, want) || slices.Contains(r.Names, ref) {
-			return r, nil
+	// The name as written first (a snapshot "alpine"), then as a reference
+	// ("index.docker.io/library/alpine:latest").
+	for _, want := range []string{ref, canonicalName(ref)} {
+		for _, r := range rs {
+			if slices.Contains(r.Names, want) {
+				return r, nil
+			}
 		}
 	}
 	h := hexOf(ref)

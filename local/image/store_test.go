@@ -172,3 +172,30 @@ func TestPruneAndRetag(t *testing.T) {
 		t.Errorf("second prune: %+v, %v; want nothing removed", rep, err)
 	}
 }
+
+func TestResolve(t *testing.T) {
+	s := testStore(t)
+	ctx := context.Background()
+	r := newRegistry(t, "", "", nil)
+	ref := r.push(t, "res/img:1", twoLayers(t))
+	pulls := 0
+	o := r.opts()
+	o.Progress = func(p Progress) {
+		if p.Layers > 0 && p.LayersDone == 0 && p.BytesDone == 0 {
+			pulls++
+		}
+	}
+	first, err := s.Resolve(ctx, ref, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Resolve(ctx, ref, o)
+	if err != nil || second.ID != first.ID {
+		t.Fatalf("second Resolve: %v, %v", second, err)
+	}
+	if pulls != 1 {
+		t.Errorf("%d pulls started; want 1 (the second Resolve finds the image in the store)", pulls)
+	}
+	_, err = s.Resolve(ctx, r.host+"/res/none:1", o)
+	wantErr(t, err, ErrNotFound, "Resolve of an image the registry does not have")
+}

@@ -157,28 +157,9 @@ func (a *app) imageRemove(ctx context.Context, w io.Writer, refs []string) error
 	if err != nil {
 		return err
 	}
-	var results []sandboxResult
-	var errs []error
-	for _, ref := range refs {
-		if err := s.Remove(ctx, ref); err != nil {
-			errs = append(errs, imageError(err))
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		if a.json {
-			results = append(results, sandboxResult{ID: ref, Status: "removed"})
-		} else {
-			fmt.Fprintf(w, "removed %s\n", ref)
-		}
-	}
-	if a.json && len(results) > 0 {
-		if err := writeJSON(w, results); err != nil {
-			return err
-		}
-	}
-	return errors.Join(errs...)
+	return a.sandboxEach(ctx, w, refs, "removed", func(ctx context.Context, _, ref string) error {
+		return imageError(s.Remove(ctx, ref))
+	})
 }
 
 func (a *app) imagePrune(ctx context.Context, w io.Writer) error {
