@@ -390,3 +390,22 @@ func readAll(t testing.TB, l v1.Layer) []byte {
 	must(t, err)
 	return buf.Bytes()
 }
+
+// TestPullCancelled cancels a pull once bytes flow: it stops, and leaves
+// nothing in the store.
+func TestPullCancelled(t *testing.T) {
+	s := testStore(t)
+	r := newRegistry(t, "", "", nil)
+	ref := r.push(t, "slow/img:1", twoLayers(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := r.opts()
+	o.Progress = func(p Progress) {
+		if p.BytesDone > 0 {
+			cancel()
+		}
+	}
+	_, err := s.Pull(ctx, ref, o)
+	wantErr(t, err, context.Canceled, "cancelled pull")
+	assertStoreEmpty(t, s)
+}

@@ -146,8 +146,12 @@ func addXattrs(p string, hdr *tar.Header) error {
 		if !keptXattr(name) {
 			continue
 		}
-		v := make([]byte, 4096)
-		n, err := unix.Lgetxattr(p, name, v)
+		n, err := unix.Lgetxattr(p, name, nil)
+		if err != nil {
+			return fmt.Errorf("read xattr %s of %s: %w", name, p, err)
+		}
+		v := make([]byte, n)
+		n, err = unix.Lgetxattr(p, name, v)
 		if err != nil {
 			return fmt.Errorf("read xattr %s of %s: %w", name, p, err)
 		}
