@@ -4,8 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -343,8 +345,28 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// TestConcurrentPulls pulls one image through two Stores sharing a folder
-// (flock locks are per open file, so this is what two processes do).
+// helperPullEnv makes the test binary a process that pulls REF into the
+// store DIR ("DIR REF") and exits: TestConcurrentPulls's other processes.
+const helperPullEnv = "AGENTBOX_IMAGE_TEST_PULL"
+
+func TestMain(m *testing.M) {
+	if arg := os.Getenv(helperPullEnv); arg != "" {
+		dir, ref, _ := strings.Cut(arg, " ")
+		s, err := Open(dir)
+		if err == nil {
+			_, err = s.Pull(context.Background(), ref, PullOptions{Insecure: true})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestConcurrentPulls pulls one image at once from two processes and
+// through two Stores of this one sharing the folder.
 func TestConcurrentPulls(t *testing.T) {
 	a := testStore(t)
 	b, err := Open(a.Dir())
@@ -361,7 +383,21 @@ func TestConcurrentPulls(t *testing.T) {
 		}
 		wg.Go(func() { imgs[i], errs[i] = s.Pull(context.Background(), ref, r.opts()) })
 	}
+	procs := make([][]byte, 2)
+	procErrs := make([]error, 2)
+	for i := range procs {
+		wg.Go(func() {
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), helperPullEnv+"="+a.Dir()+" "+ref)
+			procs[i], procErrs[i] = cmd.CombinedOutput()
+		})
+	}
 	wg.Wait()
+	for i := range procs {
+		if procErrs[i] != nil {
+			t.Fatalf("pull in process %d: %v\n%s", i, procErrs[i], procs[i])
+		}
+	}
 	for i := range imgs {
 		if errs[i] != nil {
 			t.Fatalf("pull %d: %v", i, errs[i])
