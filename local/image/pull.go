@@ -33,8 +33,14 @@ type PullOptions struct {
 	// Keychain finds registry credentials; nil is authn.DefaultKeychain
 	// (~/.docker/config.json, its credential helpers, $DOCKER_CONFIG).
 	Keychain authn.Keychain
-	// Insecure talks plain HTTP to the registry (a loopback test registry).
+	// Insecure talks plain HTTP to the registry (a loopback test registry)
+	// and to the mirrors.
 	Insecure bool
+	// Mirrors are registries ("host[:port]") tried in order before Docker
+	// Hub for an image of Docker Hub, as Docker's registry-mirrors: the
+	// first that has the image serves all of it; Docker Hub is asked only
+	// when none does.
+	Mirrors []string
 	// Progress, when set, is called (never concurrently) as layers are
 	// fetched and unpacked.
 	Progress func(Progress)

@@ -445,3 +445,24 @@ func TestPullCancelled(t *testing.T) {
 	wantErr(t, err, context.Canceled, "cancelled pull")
 	assertStoreEmpty(t, s)
 }
+
+// TestPullMirror pulls a Docker Hub image through a mirror (the loopback
+// registry), which serves all of it: Docker Hub is never asked.
+func TestPullMirror(t *testing.T) {
+	s := testStore(t)
+	r := newRegistry(t, "", "", nil)
+	r.push(t, "library/tools:1.0", twoLayers(t))
+	o := r.opts()
+	o.Mirrors = []string{"127.0.0.1:1", r.host} // the first refuses connections
+	img, err := s.Pull(context.Background(), "tools:1.0", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(img.Names, []string{"index.docker.io/library/tools:1.0"}) {
+		t.Errorf("names %v; want the Docker Hub reference", img.Names)
+	}
+	checkTwoLayers(t, img)
+	if got, err := s.Get(context.Background(), "tools:1.0"); err != nil || got.ID != img.ID {
+		t.Errorf("Get(tools:1.0) = %v, %v", got, err)
+	}
+}

@@ -119,7 +119,7 @@ func openRemote(ctx context.Context, ref string, o PullOptions, want v1.Platform
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
-	desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(want))
+	desc, err := getDescriptor(r, o.Mirrors, nopts, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(want))
 	if err != nil {
 		return nil, registryError(r, err)
 	}
@@ -137,6 +137,27 @@ func openRemote(ctx context.Context, ref string, o PullOptions, want v1.Platform
 		return nil, registryError(r, err)
 	}
 	return &source{img: img, names: []string{r.Name()}}, nil
+}
+
+// getDescriptor fetches the manifest of r, from the first of mirrors that
+// has it when r is an image of Docker Hub.
+func getDescriptor(r name.Reference, mirrors []string, nopts []name.Option, ropts ...remote.Option) (*remote.Descriptor, error) {
+	if r.Context().RegistryStr() == name.DefaultRegistry {
+		sep := ":"
+		if _, ok := r.(name.Digest); ok {
+			sep = "@"
+		}
+		for _, m := range mirrors {
+			mr, err := name.ParseReference(strings.TrimSuffix(m, "/")+"/"+r.Context().RepositoryStr()+sep+r.Identifier(), nopts...)
+			if err != nil {
+				return nil, fmt.Errorf("registry mirror %q: write HOST or HOST:PORT: %w", m, err)
+			}
+			if d, err := remote.Get(mr, ropts...); err == nil {
+				return d, nil
+			}
+		}
+	}
+	return remote.Get(r, ropts...)
 }
 
 // registryError explains the registry's refusals: unknown image, refused

@@ -42,7 +42,8 @@ helpers ('docker login').`,
 		},
 	}
 	pull.Flags().StringVar(&o.platform, "platform", "", "the `OS/ARCH[/VARIANT]` to pull from a multi-platform image (default: this machine's)")
-	pull.Flags().BoolVar(&o.insecure, "insecure", false, "talk plain HTTP to the registry (a registry on loopback)")
+	pull.Flags().BoolVar(&o.insecure, "insecure", false, "talk plain HTTP to the registry and mirrors (a registry on loopback)")
+	pull.Flags().StringArrayVar(&o.mirrors, "registry-mirror", nil, "a `HOST[:PORT]` to try before Docker Hub for its images (repeatable, tried in order)")
 	c.AddCommand(pull,
 		&cobra.Command{
 			Use:     "ls",
@@ -78,6 +79,7 @@ helpers ('docker login').`,
 type pullFlags struct {
 	platform string
 	insecure bool
+	mirrors  []string
 }
 
 // imageStore opens the store of the state dir.
@@ -103,7 +105,7 @@ func (a *app) imagePull(ctx context.Context, stdout, stderr io.Writer, refs []st
 	}
 	var pulled []*image.Image
 	for _, ref := range refs {
-		o := image.PullOptions{Platform: f.platform, Insecure: f.insecure}
+		o := image.PullOptions{Platform: f.platform, Insecure: f.insecure, Mirrors: f.mirrors}
 		bar := newProgressBar(stderr, ref)
 		if bar != nil {
 			o.Progress = bar.update
