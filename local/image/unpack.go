@@ -36,8 +36,8 @@ var errEscape = errors.New("path leaves the layer")
 //     symlink of the layer (absolute, or with ".." in it) is followed as it
 //     would be inside the sandbox, never to the host's files;
 //   - the last component is created with *at calls relative to that
-//     folder, without following a symlink (O_NOFOLLOW, O_EXCL), after
-//     removing what was there;
+//     folder, without following a symlink (O_NOFOLLOW, O_EXCL); what was
+//     there is removed first (a later entry replaces an earlier one);
 //   - hard links are made with linkat between two folders opened that way;
 //   - `.wh.NAME` becomes a 0/0 character device NAME and `.wh..wh..opq`
 //     the trusted.overlay.opaque=y xattr of its folder; a 0/0 character
@@ -144,10 +144,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 	case tar.TypeReg, tar.TypeGNUSparse: // (the reader turns the old TypeRegA into TypeReg)
 		return u.file(pfd, base, hdr, r)
 	case tar.TypeSymlink:
-		if err := u.replace(pfd, base); err != nil {
-			return err
-		}
-		if err := unix.Symlinkat(hdr.Linkname, pfd, base); err != nil {
+		if err := u.create(pfd, base, func() error { return unix.Symlinkat(hdr.Linkname, pfd, base) }); err != nil {
 			return fmt.Errorf("symlink: %w", err)
 		}
 		return u.meta(pfd, base, hdr, false)
@@ -159,10 +156,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		}
 		return nil // device nodes are skipped: see the type's comment
 	case tar.TypeFifo:
-		if err := u.replace(pfd, base); err != nil {
-			return err
-		}
-		if err := unix.Mknodat(pfd, base, unix.S_IFIFO|0o600, 0); err != nil {
+		if err := u.create(pfd, base, func() error { return unix.Mknodat(pfd, base, unix.S_IFIFO|0o600, 0) }); err != nil {
 			return fmt.Errorf("mkfifo: %w", err)
 		}
 		return u.meta(pfd, base, hdr, true)
@@ -287,13 +281,24 @@ func (u *unpacker) whiteout(pfd int, base string) error {
 // mkWhiteout makes the overlayfs whiteout of base: a 0/0 character device
 // owned by root.
 func (u *unpacker) mkWhiteout(pfd int, base string) error {
-	if err := u.replace(pfd, base); err != nil {
-		return err
-	}
-	if err := unix.Mknodat(pfd, base, unix.S_IFCHR, 0); err != nil {
+	if err := u.create(pfd, base, func() error { return unix.Mknodat(pfd, base, unix.S_IFCHR, 0) }); err != nil {
 		return fmt.Errorf("make whiteout: %w", err)
 	}
 	return nil
+}
+
+// create runs mk, which makes base in folder pfd without following a
+// symlink there; when base exists, it removes it and runs mk again (a
+// later entry of a tar replaces an earlier one).
+func (u *unpacker) create(pfd int, base string, mk func() error) error {
+	err := mk()
+	if err != unix.EEXIST {
+		return err
+	}
+	if err := u.replace(pfd, base); err != nil {
+		return err
+	}
+	return mk()
 }
 
 func (u *unpacker) dir(pfd int, name, base string, hdr *tar.Header) error {
@@ -333,10 +338,11 @@ func (u *unpacker) rootMeta(hdr *tar.Header) error {
 }
 
 func (u *unpacker) file(pfd int, base string, hdr *tar.Header, r io.Reader) error {
-	if err := u.replace(pfd, base); err != nil {
+	fd := -1
+	err := u.create(pfd, base, func() (err error) {
+		fd, err = unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		return err
-	}
-	fd, err := unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	})
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -374,11 +380,8 @@ func (u *unpacker) hardlink(pfd int, base string, hdr *tar.Header) error {
 		}
 		defer unix.Close(tfd)
 	}
-	if err := u.replace(pfd, base); err != nil {
-		return err
-	}
 	// No AT_SYMLINK_FOLLOW: a link to a symlink links the symlink itself.
-	if err := unix.Linkat(tfd, tbase, pfd, base, 0); err != nil {
+	if err := u.create(pfd, base, func() error { return unix.Linkat(tfd, tbase, pfd, base, 0) }); err != nil {
 		return fmt.Errorf("hard link to %q: %w", hdr.Linkname, err)
 	}
 	return nil
