@@ -52,7 +52,8 @@ type Progress struct {
 	// yet); LayersDone of them are unpacked.
 	Layers, LayersDone int
 	// Bytes is the size of what is fetched (compressed blobs; 0 when
-	// unknown, for a docker save tarball); BytesDone of it is read.
+	// unknown: a docker save tarball, a folder); BytesDone of it is read
+	// (for a folder, of its tar stream).
 	Bytes, BytesDone int64
 }
 
@@ -342,11 +343,12 @@ func (s *Store) importFolder(ctx context.Context, dir string, o PullOptions) (*I
 		w.CloseWithError(err)
 		done <- err
 	}()
-	h := sha256.New()
-	tee := io.TeeReader(r, h)
-	size, err := unpack(ctx, tee, dst)
+	// The tar stream is hashed, and counted as it goes (its size is not
+	// known beforehand: the bar shows bytes read, Bytes stays 0).
+	stream := &countingReader{r: r, pr: pr, blobHash: sha256.New()}
+	size, err := unpack(ctx, stream, dst)
 	if err == nil {
-		_, err = io.Copy(io.Discard, tee)
+		_, err = io.Copy(io.Discard, stream)
 	}
 	r.CloseWithError(errors.New("import stopped"))
 	werr := <-done
@@ -356,8 +358,8 @@ func (s *Store) importFolder(ctx context.Context, dir string, o PullOptions) (*I
 	if err != nil {
 		return nil, fmt.Errorf("import folder %s: %w", dir, err)
 	}
-	pr.update(func(p *Progress) { p.LayersDone, p.BytesDone = 1, size })
-	ref := layerRef{Digest: "sha256:" + hex.EncodeToString(h.Sum(nil)), Size: size}
+	pr.update(func(p *Progress) { p.LayersDone = 1 })
+	ref := layerRef{Digest: "sha256:" + hex.EncodeToString(stream.blobHash.Sum(nil)), Size: size}
 	rec := &record{Kind: KindImage, Names: []string{dir}, Layers: []layerRef{ref}, Created: time.Now().UTC()}
 	rec.ID = computeID(rec)
 	return s.commit(ctx, []stagedLayer{{path: dst, ref: ref}}, rec, true)
