@@ -12,6 +12,7 @@
 //	agentbox sandbox ls | info ID | stop ID... | rm ID...
 //	agentbox sandbox network ID [--default | --block-all | --allow-cidr LIST | --allow-domain LIST]
 //	agentbox ports publish ID PORT[:SANDBOXPORT] | ls ID | rm ID PORT
+//	agentbox image pull [--platform OS/ARCH] [--registry-mirror HOST]... [--insecure] IMAGE... | ls | rm IMAGE... | prune
 //	agentbox git clone [--id SANDBOX] [--branch B] [--commit C] [--depth N] [--username U --password-stdin] URL [DIR]
 //
 // --id names the sandbox. The ID of logs and kill is that of a background

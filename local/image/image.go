@@ -10,7 +10,10 @@
 // and its configuration.
 package image
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Errors of the store, matched with errors.Is.
 var (
@@ -20,6 +23,14 @@ var (
 	ErrExists = errors.New("image name already exists")
 	// ErrInUse: a sandbox (or a snapshot built on it) still uses the image.
 	ErrInUse = errors.New("image in use")
+	// ErrUnauthorized: the registry refused the credentials (or asked for
+	// some and none were found).
+	ErrUnauthorized = errors.New("registry refused the credentials")
+	// ErrPlatform: the image has no variant for the platform asked for.
+	ErrPlatform = errors.New("image is not available for the platform")
+	// ErrCorrupt: content does not match its digest, or a layer is not a
+	// valid or safe tar stream.
+	ErrCorrupt = errors.New("image content is corrupt")
 )
 
 // Kind tells images from snapshots.
@@ -52,6 +63,8 @@ type Image struct {
 	Base string `json:"base,omitempty"`
 	// Size is the unpacked size in bytes of its layers.
 	Size int64 `json:"size"`
+	// Created is when the store recorded it.
+	Created time.Time `json:"created"`
 }
 
 // Config is the part of an OCI image configuration a sandbox applies.

@@ -185,7 +185,8 @@ Every command works on the sandbox "default" unless given --id.
   agentbox exec -- echo hello          run a command, stream its output
   agentbox spawn -- python3 -m http.server   start a background process
   agentbox ps                          list background processes
-  agentbox sandbox ls                  list sandboxes`,
+  agentbox sandbox ls                  list sandboxes
+  agentbox image pull alpine:3.20      fetch an image for sandboxes`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          noArgs,
@@ -211,7 +212,7 @@ Every command works on the sandbox "default" unless given --id.
 	pf.StringVar(&a.stateDir, "state-dir", "", "the `DIR` holding the sandboxes (default: $"+StateDirEnv+", else "+cfg.Engine.DefaultStateDirHelp()+"); it must be private to you")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text, errors included (see 'agentbox help json')")
 
-	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(),
+	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(),
 		// A help topic: 'agentbox help json'.
 		&cobra.Command{Use: "json", Short: "What --json prints: event streams, documents and error codes", Long: jsonHelp})
 	return root, a

@@ -40,7 +40,8 @@ const (
 const (
 	KindUsage          = "usage"           // bad command line (exit 2)
 	KindConfigConflict = "config_conflict" // an option the existing sandbox was not created with (exit 2)
-	KindNotFound       = "not_found"       // no such sandbox or process (exit 1)
+	KindNotFound       = "not_found"       // no such sandbox, process or image (exit 1)
+	KindInUse          = "in_use"          // an image a sandbox or snapshot still uses (exit 1)
 	KindStateDir       = "state_dir"       // the state dir is unusable: not writable, unsafe, none (exit 1; 125 for exec)
 	KindStartFailed    = "start_failed"    // the sandbox could not start (exit 1; 125 for exec)
 	KindSandboxGone    = "sandbox_gone"    // the sandbox was stopped or removed while the command ran (exit 137)

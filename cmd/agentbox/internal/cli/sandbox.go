@@ -163,7 +163,8 @@ type sandboxResult struct {
 }
 
 // sandboxEach applies act to every id, reporting each success as done. It
-// goes on after a failure and returns the first error.
+// goes on after a failure and returns the first error. (image rm uses it
+// too, with image names for ids.)
 func (a *app) sandboxEach(ctx context.Context, w io.Writer, ids []string, done string, act func(ctx context.Context, stateDir, id string) error) error {
 	var results []sandboxResult
 	var errs []error
