@@ -7,10 +7,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -217,7 +220,24 @@ func mustPull(t testing.TB, s *Store, r *testRegistry, ref string) *Image {
 }
 
 func (r *testRegistry) opts() PullOptions {
-	return PullOptions{Insecure: true, Keychain: staticKeychain{r.auth}}
+	return PullOptions{Insecure: true, Keychain: staticKeychain{r.auth}, Transport: loopbackOnly()}
+}
+
+// loopbackOnly returns a transport that refuses to dial anything but a
+// loopback address: no test reaches a public registry, even through a
+// fallback (Docker Hub after failed mirrors).
+func loopbackOnly() http.RoundTripper {
+	var d net.Dialer
+	return &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("test transport: %s is not a loopback address", addr)
+		}
+		return d.DialContext(ctx, network, addr)
+	}}
 }
 
 // staticKeychain gives one authenticator for every registry.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,9 @@ type PullOptions struct {
 	// first that has the image serves all of it; Docker Hub is asked only
 	// when none does.
 	Mirrors []string
+	// Transport carries the registry requests; nil is
+	// remote.DefaultTransport (proxies from the environment).
+	Transport http.RoundTripper
 	// Progress, when set, is called (never concurrently) as layers are
 	// fetched and unpacked.
 	Progress func(Progress)

@@ -119,7 +119,11 @@ func openRemote(ctx context.Context, ref string, o PullOptions, want v1.Platform
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
-	desc, err := getDescriptor(r, o.Mirrors, nopts, remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(want))
+	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithPlatform(want)}
+	if o.Transport != nil {
+		ropts = append(ropts, remote.WithTransport(o.Transport))
+	}
+	desc, err := getDescriptor(r, o.Mirrors, nopts, ropts...)
 	if err != nil {
 		return nil, registryError(r, err)
 	}
