@@ -1,0 +1,372 @@
+package build
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox-dev/agentbox/local/image"
+)
+
+// step is one planned instruction, its variables substituted.
+type step struct {
+	in Instruction
+	// material is what the instruction's cache key is made of, besides
+	// the parent's key.
+	material string
+	// key is the step's cache key: the parent step's key and material.
+	key string
+	// One of run, copy, workdir (a folder to make) or none (a step that
+	// changes the configuration only).
+	run     *RunStep
+	copy    *copyOp
+	workdir string
+	// config is the image's configuration after the step.
+	config image.Config
+}
+
+// makesLayer reports whether the step may add a layer.
+func (s *step) makesLayer() bool { return s.run != nil || s.copy != nil || s.workdir != "" }
+
+// planner turns instructions into steps.
+type planner struct {
+	df           *Dockerfile
+	bc           *buildContext
+	buildArgs    map[string]string
+	blockNet     bool
+	cfg          image.Config
+	cmdInherited bool
+	// args are the ARGs declared so far in the stage; a nil *string is
+	// declared without a value.
+	args     map[string]*string
+	argOrder []string
+	// globals are the ARGs declared before FROM, whose values an ARG
+	// without a default in the stage takes.
+	globals map[string]*string
+	used    map[string]bool // build args some ARG declared
+}
+
+// newPlanner starts planning df's stage over base's configuration.
+func newPlanner(df *Dockerfile, bc *buildContext, o Options, base image.Config, globals map[string]*string) *planner {
+	return &planner{
+		globals: globals,
+		df:      df, bc: bc, buildArgs: o.BuildArgs, blockNet: o.BlockNetwork,
+		cfg:          cloneConfig(base),
+		cmdInherited: len(base.Cmd) > 0,
+		args:         map[string]*string{},
+		used:         map[string]bool{},
+	}
+}
+
+func cloneConfig(c image.Config) image.Config {
+	return image.Config{
+		Env:        slices.Clone(c.Env),
+		WorkingDir: c.WorkingDir,
+		User:       c.User,
+		Entrypoint: slices.Clone(c.Entrypoint),
+		Cmd:        slices.Clone(c.Cmd),
+	}
+}
+
+// fromRef reads the global ARGs and the FROM instruction of df: the base
+// image's reference (variables substituted) and the FROM's index.
+func fromRef(df *Dockerfile, buildArgs map[string]string) (ref string, from int, globals *planner, err error) {
+	p := &planner{df: df, buildArgs: buildArgs, args: map[string]*string{}, used: map[string]bool{}}
+	for i, in := range df.Instructions {
+		if in.Cmd == "ARG" {
+			if err := p.arg(in); err != nil {
+				return "", 0, nil, err
+			}
+			continue
+		}
+		// check() made sure this is the FROM.
+		ref, err := p.expand(in, in.Args[0])
+		if err != nil {
+			return "", 0, nil, err
+		}
+		if ref == "" {
+			return "", 0, nil, &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("the image %q is empty after substitution", in.Args[0])}
+		}
+		return ref, i, p, nil
+	}
+	return "", 0, nil, errors.New("Dockerfile has no FROM instruction")
+}
+
+// lookup finds a variable for substitution: ENV first, then ARG.
+func (p *planner) lookup(name string) (string, bool) {
+	for i := len(p.cfg.Env) - 1; i >= 0; i-- {
+		if k, v, _ := strings.Cut(p.cfg.Env[i], "="); k == name {
+			return v, true
+		}
+	}
+	if v := p.args[name]; v != nil {
+		return *v, true
+	}
+	return "", false
+}
+
+// expand substitutes the variables of word, an argument of in.
+func (p *planner) expand(in Instruction, word string) (string, error) {
+	x := &expander{escape: p.df.Escape, lookup: p.lookup}
+	s, err := x.word(word)
+	if err != nil {
+		return "", &LineError{Line: in.Line, Instruction: in.Cmd, Err: err}
+	}
+	return s, nil
+}
+
+// plan plans the instructions after the FROM at index from, chaining
+// cache keys from parentKey.
+func (p *planner) plan(from int, parentKey string) ([]*step, error) {
+	var steps []*step
+	key := parentKey
+	for _, in := range p.df.Instructions[from+1:] {
+		s, err := p.step(in)
+		if err != nil {
+			var le *LineError
+			if !errors.As(err, &le) {
+				err = &LineError{Line: in.Line, Instruction: in.Cmd, Err: err}
+			}
+			return nil, err
+		}
+		s.config = cloneConfig(p.cfg)
+		if s.material == "" {
+			b, _ := json.Marshal(s.config)
+			s.material = string(b)
+		}
+		sum := sha256.Sum256([]byte(key + "\x00" + in.Cmd + "\x00" + s.material))
+		key = "sha256:" + hex.EncodeToString(sum[:])
+		s.key = key
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+// step plans one instruction.
+func (p *planner) step(in Instruction) (*step, error) {
+	s := &step{in: in}
+	switch in.Cmd {
+	case "ARG":
+		return s, p.arg(in)
+	case "ENV":
+		return s, p.env(in)
+	case "LABEL", "EXPOSE":
+		words, err := p.expandAll(in, in.Args)
+		if err != nil {
+			return nil, err
+		}
+		if in.Cmd == "EXPOSE" {
+			if err := checkPorts(words); err != nil {
+				return nil, err
+			}
+		}
+		b, _ := json.Marshal(words)
+		s.material = string(b)
+		return s, nil
+	case "USER":
+		u, err := p.expand(in, in.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		if u == "" {
+			return nil, errors.New("empty user: write USER NAME[:GROUP] or UID[:GID]")
+		}
+		p.cfg.User = u
+		return s, nil
+	case "WORKDIR":
+		d, err := p.expand(in, in.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		if !path.IsAbs(d) {
+			d = path.Join("/", p.cfg.WorkingDir, d)
+		}
+		p.cfg.WorkingDir = path.Clean(d)
+		s.workdir = p.cfg.WorkingDir
+		return s, nil
+	case "CMD", "ENTRYPOINT":
+		argv := p.command(in)
+		if in.Cmd == "CMD" {
+			p.cfg.Cmd, p.cmdInherited = argv, false
+		} else {
+			p.cfg.Entrypoint = argv
+			if p.cmdInherited {
+				p.cfg.Cmd, p.cmdInherited = nil, false
+			}
+		}
+		return s, nil
+	case "RUN":
+		s.run = &RunStep{Line: in.Line, Args: p.command(in), Env: p.runEnv(), BlockNetwork: p.blockNet}
+		b, _ := json.Marshal(struct {
+			Args, Env []string
+			Config    image.Config
+		}{s.run.Args, s.run.Env, p.cfg})
+		s.material = string(b)
+		return s, nil
+	case "COPY", "ADD":
+		op, err := p.copyOp(in)
+		if err != nil {
+			return nil, err
+		}
+		s.copy = op
+		s.material = op.material()
+		return s, nil
+	}
+	return nil, fmt.Errorf("instruction %w", ErrUnsupported)
+}
+
+// command is the argv of RUN, CMD or ENTRYPOINT.
+func (p *planner) command(in Instruction) []string {
+	if in.JSON || len(in.Args) == 0 {
+		return slices.Clone(in.Args)
+	}
+	return []string{"/bin/sh", "-c", in.Args[0]}
+}
+
+// runEnv lists the ARGs with a value that ENV does not override.
+func (p *planner) runEnv() []string {
+	var env []string
+	for _, name := range p.argOrder {
+		v := p.args[name]
+		if v == nil || slices.ContainsFunc(p.cfg.Env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+			continue
+		}
+		env = append(env, name+"="+*v)
+	}
+	return env
+}
+
+func (p *planner) expandAll(in Instruction, words []string) ([]string, error) {
+	out := make([]string, len(words))
+	for i, w := range words {
+		var err error
+		if out[i], err = p.expand(in, w); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// arg declares the ARGs of in.
+func (p *planner) arg(in Instruction) error {
+	for _, w := range in.Args {
+		name, def, hasDef := strings.Cut(w, "=")
+		if !validName(name) {
+			return &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("invalid name %q: names match [A-Za-z_][A-Za-z0-9_]*", name)}
+		}
+		var v *string
+		if given, ok := p.buildArgs[name]; ok {
+			v = &given
+			p.used[name] = true
+		} else if hasDef {
+			d, err := p.expand(in, def)
+			if err != nil {
+				return err
+			}
+			v = &d
+		} else if g := p.globals[name]; g != nil {
+			v = g
+		}
+		if _, seen := p.args[name]; !seen {
+			p.argOrder = append(p.argOrder, name)
+		}
+		p.args[name] = v
+	}
+	return nil
+}
+
+// env applies an ENV instruction: NAME=VALUE pairs, or the legacy
+// NAME VALUE form. Values are substituted with the variables as they were
+// before the instruction.
+func (p *planner) env(in Instruction) error {
+	var pairs [][2]string
+	if !strings.Contains(in.Args[0], "=") {
+		if len(in.Args) < 2 {
+			return errors.New("needs NAME=VALUE (or NAME VALUE)")
+		}
+		v, err := p.expand(in, strings.Join(in.Args[1:], " "))
+		if err != nil {
+			return err
+		}
+		pairs = append(pairs, [2]string{in.Args[0], v})
+	} else {
+		for _, w := range in.Args {
+			name, raw, ok := strings.Cut(w, "=")
+			if !ok {
+				return fmt.Errorf("%q has no '=': write NAME=VALUE for every variable of the line", w)
+			}
+			v, err := p.expand(in, raw)
+			if err != nil {
+				return err
+			}
+			pairs = append(pairs, [2]string{name, v})
+		}
+	}
+	for _, kv := range pairs {
+		if !validName(kv[0]) {
+			return fmt.Errorf("invalid variable name %q: names match [A-Za-z_][A-Za-z0-9_]*", kv[0])
+		}
+		p.cfg.Env = setEnv(p.cfg.Env, kv[0], kv[1])
+	}
+	return nil
+}
+
+// setEnv sets name in env, in place of an earlier value.
+func setEnv(env []string, name, value string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			env[i] = name + "=" + value
+			return env
+		}
+	}
+	return append(env, name+"="+value)
+}
+
+func validName(n string) bool {
+	for i, r := range n {
+		if !isNameRune(r, i == 0) {
+			return false
+		}
+	}
+	return n != ""
+}
+
+var portRE = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(/(tcp|udp|sctp))?$`)
+
+// checkPorts checks the ports of EXPOSE.
+func checkPorts(ports []string) error {
+	for _, p := range ports {
+		if !portRE.MatchString(strings.ToLower(p)) {
+			return fmt.Errorf("invalid port %q: write PORT or PORT/tcp, PORT/udp", p)
+		}
+	}
+	return nil
+}
+
+// unusedArgs lists the build args no ARG declared, sorted.
+func unusedArgs(buildArgs map[string]string, used ...map[string]bool) []string {
+	var out []string
+	for name := range buildArgs {
+		if !slices.ContainsFunc(used, func(u map[string]bool) bool { return u[name] }) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parseChmod reads a --chmod value: octal permission bits.
+func parseChmod(s string) (uint32, error) {
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, fmt.Errorf("invalid --chmod=%s: give octal permission bits such as 755", s)
+	}
+	return uint32(m), nil
+}
