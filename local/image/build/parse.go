@@ -51,7 +51,7 @@ type Instruction struct {
 	Flags []string
 	// Args are its arguments: for the exec (JSON) form, the array's
 	// strings; for RUN, CMD and ENTRYPOINT in shell form, the command
-	// text as one string; otherwise the words (quotes kept for ENV, ARG
+	// text as one string, as for WORKDIR and USER; otherwise the words (quotes kept for ENV, ARG
 	// and LABEL, which pair names and values).
 	Args []string
 	// JSON is set for the exec form: a JSON array of strings.
@@ -243,7 +243,7 @@ func parseInstruction(line int, text string, escape rune) (Instruction, error) {
 		}
 	}
 	switch in.Cmd {
-	case "RUN", "CMD", "ENTRYPOINT":
+	case "RUN", "CMD", "ENTRYPOINT", "WORKDIR", "USER":
 		if rest != "" {
 			in.Args = []string{rest}
 		}
@@ -269,8 +269,8 @@ func (in Instruction) checkArgs() error {
 			return &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("here-documents are %w", ErrUnsupported)}
 		}
 	case "WORKDIR", "USER":
-		if n != 1 {
-			bad = "needs exactly one argument"
+		if n == 0 {
+			bad = "needs an argument"
 		}
 	case "COPY", "ADD":
 		if n < 2 {
