@@ -29,7 +29,9 @@ type Store interface {
 	// the empty folder dir (owners as the image sees them), and returns the
 	// layer's folder.
 	AddLayer(ctx context.Context, fill func(dir string) error) (string, error)
-	// Save records an image made of layers of the store under img.Names.
+	// Save records an image made of layers of the store under img.Names,
+	// taking a name from an older image that has it (a rebuild moves its
+	// tag, as with docker build).
 	Save(ctx context.Context, img *image.Image) (*image.Image, error)
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -372,6 +373,7 @@ func TestBuildBadInputBeforeAnythingRuns(t *testing.T) {
 		{"required variable", "FROM base:1\nRUN true\nWORKDIR ${DIR:?set DIR}\n", "line 3: WORKDIR: variable DIR: set DIR", nil},
 		{"bad chmod", "FROM base:1\nRUN true\nCOPY --chmod=9 a.txt /x\n", "invalid --chmod=9", nil},
 		{"bad port", "FROM base:1\nRUN true\nEXPOSE http\n", "invalid port", nil},
+		{"other platform", "FROM --platform=other/arch base:1\nRUN true\n", "line 1: FROM: --platform=other/arch", ErrUnsupported},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := newTestBuild(t)
@@ -398,7 +400,7 @@ func TestBuildVariablesArgsAndScratch(t *testing.T) {
 	ctxDir := t.TempDir()
 	writeFiles(t, ctxDir, map[string]string{
 		"Dockerfile": `ARG DIR=/opt/x
-FROM scratch
+FROM --platform=${TARGETPLATFORM:-` + runtime.GOOS + "/" + runtime.GOARCH + `} scratch
 ARG DIR
 ARG UNSET
 ENV E1=[$UNSET] E2=${UNSET:-dflt} E3="$DIR" HOME=/h

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,6 +94,9 @@ func fromRef(df *Dockerfile, buildArgs map[string]string) (ref string, from int,
 		}
 		if ref == "" {
 			return "", 0, nil, &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("the image %q is empty after substitution", in.Args[0])}
+		}
+		if err := p.checkPlatform(in); err != nil {
+			return "", 0, nil, err
 		}
 		return ref, i, p, nil
 	}
@@ -369,4 +373,19 @@ func parseChmod(s string) (uint32, error) {
 		return 0, fmt.Errorf("invalid --chmod=%s: give octal permission bits such as 755", s)
 	}
 	return uint32(m), nil
+}
+
+// checkPlatform accepts FROM --platform only for this machine's platform,
+// the one the store resolves images for.
+func (p *planner) checkPlatform(in Instruction) error {
+	for _, f := range in.Flags {
+		v, err := p.expand(in, strings.TrimPrefix(f, "--platform="))
+		if err != nil {
+			return err
+		}
+		if here := runtime.GOOS + "/" + runtime.GOARCH; v != here {
+			return &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("--platform=%s: building for another platform than this machine's (%s) is %w", v, here, ErrUnsupported)}
+		}
+	}
+	return nil
 }
