@@ -59,6 +59,9 @@ func (b *Builder) Build(ctx context.Context, o Options) (*image.Image, error) {
 	fmt.Fprintf(logs, "Step 1/%d : %s\n", n, df.Instructions[from].Text)
 	cur := &image.Image{Layers: slices.Clone(base.Layers), Config: cloneConfig(base.Config)}
 	for i, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		fmt.Fprintf(logs, "Step %d/%d : %s\n", i+2, n, s.in.Text)
 		if s.makesLayer() {
 			layer, err := b.layer(ctx, cur, s, o, logs)

@@ -117,20 +117,7 @@ func (c *buildContext) source(rel string) (source, error) {
 		return s, nil
 	}
 	s.Dir = true
-	err = filepath.WalkDir(host, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == host {
-			return nil
-		}
-		inside := filepath.ToSlash(p[len(host)+1:])
-		if c.ignore.ignored(path.Join(rel, inside)) {
-			if d.IsDir() && c.ignore.prunes() {
-				return fs.SkipDir
-			}
-			return nil // a folder: "!" lines may keep something inside
-		}
+	err = c.walk(host, rel, func(p, inside string, d fs.DirEntry) error {
 		fi, err := d.Info()
 		if err != nil {
 			return err
@@ -146,6 +133,24 @@ func (c *buildContext) source(rel string) (source, error) {
 		return source{}, fmt.Errorf("read %s: %w", host, err)
 	}
 	return s, nil
+}
+
+// walk calls fn for each file below the folder host, rel in the context,
+// that .dockerignore keeps, with its path relative to host.
+func (c *buildContext) walk(host, rel string, fn func(p, inside string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(host, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == host {
+			return err
+		}
+		inside := filepath.ToSlash(p[len(host)+1:])
+		if c.ignore.ignored(path.Join(rel, inside)) {
+			if d.IsDir() && c.ignore.prunes() {
+				return fs.SkipDir
+			}
+			return nil // a folder: "!" lines may keep something inside
+		}
+		return fn(p, inside, d)
+	})
 }
 
 // lstat finds rel in the context: no folder on the way may be a symbolic
@@ -229,20 +234,7 @@ func (c *buildContext) allPaths() ([]string, error) {
 		return c.all, nil
 	}
 	all := []string{}
-	err := filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == c.dir {
-			return nil
-		}
-		rel := filepath.ToSlash(p[len(c.dir)+1:])
-		if c.ignore.ignored(rel) {
-			if d.IsDir() && c.ignore.prunes() {
-				return fs.SkipDir
-			}
-			return nil
-		}
+	err := c.walk(c.dir, "", func(_, rel string, _ fs.DirEntry) error {
 		all = append(all, rel)
 		return nil
 	})

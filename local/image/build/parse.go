@@ -166,7 +166,10 @@ func Parse(r io.Reader) (*Dockerfile, error) {
 		}
 		df.Instructions = append(df.Instructions, in)
 	}
-	return df, df.check()
+	if err := df.check(); err != nil {
+		return nil, err
+	}
+	return df, nil
 }
 
 // directive applies the parser directive name=value.
