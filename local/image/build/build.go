@@ -1,7 +1,8 @@
 // Package build builds local images from Dockerfiles: the subset Daytona's
 // declarative image builder emits (FROM, RUN, ENV, WORKDIR, COPY, ADD,
 // USER, ENTRYPOINT, CMD, ARG; LABEL and EXPOSE are accepted and have no
-// effect on the image).
+// effect on the image), and multi-stage builds (FROM … AS NAME, FROM an
+// earlier stage, COPY --from=STAGE|INDEX|IMAGE).
 //
 // A [Builder] parses the Dockerfile and plans every step, checking the
 // build context, before anything runs; it then adds one layer per RUN,

@@ -325,7 +325,7 @@ func TestCacheKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := newPlanner(df, bc, Options{BuildArgs: buildArgs}, image.Config{}, nil)
-		steps, err := p.plan(0, parent)
+		steps, err := p.plan(0, len(df.Instructions), parent)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +368,7 @@ func TestBuildBadInputBeforeAnythingRuns(t *testing.T) {
 		{"outside the context", "FROM base:1\nRUN true\nCOPY ../x /x\n", "outside the build context", nil},
 		{"url", "FROM base:1\nRUN true\nADD https://example.com/f /f\n", "ADD of URLs", ErrUnsupported},
 		{"several sources to a file", "FROM base:1\nRUN true\nCOPY a.txt b.txt /x\n", "must be a folder ending in /", nil},
-		{"unknown base", "FROM nope:1\nRUN true\n", "Dockerfile line 1: FROM: base image nope:1", image.ErrNotFound},
+		{"unknown base", "FROM nope:1\nRUN true\n", "Dockerfile line 1: FROM: image nope:1", image.ErrNotFound},
 		{"unsupported", "FROM base:1\nRUN true\nSTOPSIGNAL 9\n", "line 3: STOPSIGNAL", ErrUnsupported},
 		{"required variable", "FROM base:1\nRUN true\nWORKDIR ${DIR:?set DIR}\n", "line 3: WORKDIR: variable DIR: set DIR", nil},
 		{"bad chmod", "FROM base:1\nRUN true\nCOPY --chmod=9 a.txt /x\n", "invalid --chmod=9", nil},
@@ -459,5 +459,89 @@ func TestBuildNoDockerfile(t *testing.T) {
 	_, _, err := tb.build(Options{ContextDir: t.TempDir()})
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "no Dockerfile at") {
 		t.Errorf("error = %v", err)
+	}
+}
+
+func TestBuildMultiStage(t *testing.T) {
+	requireRoot(t)
+	tb := newTestBuild(t)
+	ctxDir := t.TempDir()
+	writeFiles(t, ctxDir, map[string]string{
+		"app/main.py": "main",
+		"Dockerfile": `FROM base:1 AS builder
+WORKDIR /src
+COPY app/ ./
+RUN make
+FROM builder AS tested
+RUN make test
+FROM scratch
+COPY --from=builder /src/main.py /app/
+COPY --from=0 /ran /from-builder/
+COPY --from=base:1 /bin/sh /sh
+COPY --from=tested /etc /etc-copy/
+ENV FINAL=1
+`,
+	})
+	img, logs := tb.mustBuild(Options{ContextDir: ctxDir, Names: []string{"multi"}})
+	if len(img.Layers) != 4 || !reflect.DeepEqual(img.Config, image.Config{Env: []string{"FINAL=1"}}) {
+		t.Fatalf("final image %+v, want the 4 COPY layers over scratch and FINAL=1 only", img)
+	}
+	for p, want := range map[string]string{
+		"app/main.py":      "main",
+		"from-builder/4":   "/bin/sh -c make\n",
+		"sh":               "#!fake shell",
+		"etc-copy/passwd":  "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1001::/home/app:/bin/sh\n",
+		"etc-copy/os-name": "fake",
+	} {
+		found := false
+		for _, l := range img.Layers {
+			if b, err := os.ReadFile(filepath.Join(l, p)); err == nil {
+				found = true
+				if string(b) != want {
+					t.Errorf("%s = %q, want %q", p, b, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s is in no layer of the final image", p)
+		}
+	}
+	if tb.runner.count() != 2 {
+		t.Fatalf("runner called %d times, want 2", tb.runner.count())
+	}
+	builder, tested := tb.runner.calls[0], tb.runner.calls[1]
+	if !reflect.DeepEqual(tested.layers, append(builder.layers, tested.layers[len(tested.layers)-1])) || len(tested.layers) != 4 || tested.config.WorkingDir != "/src" {
+		t.Errorf("the stage FROM builder ran over %v (%+v), builder's RUN over %v", tested.layers, tested.config, builder.layers)
+	}
+	if !strings.Contains(logs, "Step 7/12 : FROM scratch\n") {
+		t.Errorf("steps are not numbered across stages:\n%s", logs)
+	}
+	layers, runs := tb.store.layers(), tb.runner.count()
+	again, logs := tb.mustBuild(Options{ContextDir: ctxDir, Names: []string{"multi"}})
+	if tb.store.layers() != layers || tb.runner.count() != runs || again.ID != img.ID {
+		t.Errorf("second multi-stage build made %d layers, ran %d steps:\n%s", tb.store.layers()-layers, tb.runner.count()-runs, logs)
+	}
+}
+
+func TestBuildCopyFromErrors(t *testing.T) {
+	requireRoot(t)
+	for _, tc := range []struct{ name, dockerfile, want string }{
+		{"missing file", "FROM base:1 AS a\nFROM scratch\nCOPY --from=a /nothere /x\n", "line 3: COPY: no /nothere in the stage or image copied from"},
+		{"this stage", "FROM base:1 AS a\nCOPY --from=a /etc /x\n", "line 2: COPY: --from=a names this stage"},
+		{"unknown image", "FROM base:1\nRUN true\nCOPY --from=nope:2 /etc /x\n", "line 3: COPY: image nope:2: "},
+		{"pattern", "FROM base:1 AS a\nFROM scratch\nCOPY --from=a /etc/* /x/\n", "patterns in COPY --from"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newTestBuild(t)
+			ctxDir := t.TempDir()
+			writeFiles(t, ctxDir, map[string]string{"Dockerfile": tc.dockerfile})
+			_, _, err := tb.build(Options{ContextDir: ctxDir})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want %q", err, tc.want)
+			}
+			if tb.runner.count() != 0 {
+				t.Errorf("a RUN ran")
+			}
+		})
 	}
 }

@@ -16,9 +16,11 @@ import (
 
 // Build builds the image o describes and saves it under o.Names. The
 // Dockerfile is parsed and every step planned (variables substituted,
-// COPY and ADD sources read from the context) before anything runs: an
-// unsupported instruction, a missing source or a bad substitution fails
-// the build before any RUN. Errors about an instruction are *LineError.
+// base images resolved, COPY and ADD sources read from the context)
+// before anything runs: an unsupported instruction, a missing source or a
+// bad substitution fails the build before any RUN. Errors about an
+// instruction are *LineError. With several stages (FROM … AS NAME), each
+// is built in turn and the last one is the image.
 func (b *Builder) Build(ctx context.Context, o Options) (*image.Image, error) {
 	logs := o.Logs
 	if logs == nil {
@@ -32,48 +34,50 @@ func (b *Builder) Build(ctx context.Context, o Options) (*image.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	ref, from, global, err := fromRef(df, o.BuildArgs)
+	stages, unused, err := b.planStages(ctx, df, bc, o)
 	if err != nil {
 		return nil, err
 	}
-	base, parentKey := &image.Image{}, "scratch"
-	if !strings.EqualFold(ref, "scratch") {
-		if base, err = b.Store.Resolve(ctx, ref); err != nil {
-			in := df.Instructions[from]
-			return nil, &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("base image %s: %w", ref, err)}
+	n := 0
+	for _, sp := range stages {
+		n += 1 + len(sp.steps)
+		if slices.ContainsFunc(sp.steps, func(s *step) bool { return s.run != nil }) && b.Runner == nil {
+			return nil, errors.New("the Dockerfile has RUN steps and this builder has no runner for them")
 		}
-		parentKey = base.ID
 	}
-	p := newPlanner(df, bc, o, base.Config, global.args)
-	steps, err := p.plan(from, parentKey)
-	if err != nil {
-		return nil, err
-	}
-	if slices.ContainsFunc(steps, func(s *step) bool { return s.run != nil }) && b.Runner == nil {
-		return nil, errors.New("the Dockerfile has RUN steps and this builder has no runner for them")
-	}
-	if unused := unusedArgs(o.BuildArgs, global.used, p.used); len(unused) > 0 {
+	if len(unused) > 0 {
 		fmt.Fprintf(logs, "Warning: build arguments no ARG declares were not used: %s\n", strings.Join(unused, ", "))
 	}
-	n := len(steps) + 1
-	fmt.Fprintf(logs, "Step 1/%d : %s\n", n, df.Instructions[from].Text)
-	cur := &image.Image{Layers: slices.Clone(base.Layers), Config: cloneConfig(base.Config)}
-	for i, s := range steps {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	built := make([]*image.Image, 0, len(stages))
+	stepNo := 0
+	for _, sp := range stages {
+		base := sp.base
+		if sp.baseStage >= 0 {
+			base = built[sp.baseStage]
 		}
-		fmt.Fprintf(logs, "Step %d/%d : %s\n", i+2, n, s.in.Text)
-		if s.makesLayer() {
-			layer, err := b.layer(ctx, cur, s, o, logs)
-			if err != nil {
-				return nil, &LineError{Line: s.in.Line, Instruction: s.in.Cmd, Err: err}
+		cur := &image.Image{Layers: slices.Clone(base.Layers), Config: cloneConfig(base.Config)}
+		stepNo++
+		fmt.Fprintf(logs, "Step %d/%d : %s\n", stepNo, n, sp.from.Text)
+		for _, s := range sp.steps {
+			if err := ctx.Err(); err != nil {
+				return nil, err
 			}
-			if layer != "" {
-				cur.Layers = append(cur.Layers, layer)
+			stepNo++
+			fmt.Fprintf(logs, "Step %d/%d : %s\n", stepNo, n, s.in.Text)
+			if s.makesLayer() {
+				layer, err := b.layer(ctx, cur, s, built, o, logs)
+				if err != nil {
+					return nil, &LineError{Line: s.in.Line, Instruction: s.in.Cmd, Err: err}
+				}
+				if layer != "" {
+					cur.Layers = append(cur.Layers, layer)
+				}
 			}
+			cur.Config = cloneConfig(s.config)
 		}
-		cur.Config = cloneConfig(s.config)
+		built = append(built, cur)
 	}
+	cur := built[len(built)-1]
 	if len(o.Names) == 0 {
 		fmt.Fprintf(logs, "Built %d layers; not saved: give the image a name to keep it\n", len(cur.Layers))
 		return cur, nil
@@ -108,7 +112,7 @@ func readDockerfile(o Options) (*Dockerfile, error) {
 
 // layer returns the layer a step adds to cur ("" for none), from the
 // cache when it has the step's key.
-func (b *Builder) layer(ctx context.Context, cur *image.Image, s *step, o Options, logs io.Writer) (string, error) {
+func (b *Builder) layer(ctx context.Context, cur *image.Image, s *step, built []*image.Image, o Options, logs io.Writer) (string, error) {
 	c := cache{dir: b.CacheDir}
 	if !o.NoCache {
 		if e, ok := c.get(s.key); ok {
@@ -122,7 +126,7 @@ func (b *Builder) layer(ctx context.Context, cur *image.Image, s *step, o Option
 	case s.run != nil:
 		layer, err = b.Runner.Run(ctx, &image.Image{Layers: slices.Clone(cur.Layers), Config: cloneConfig(s.config)}, *s.run, logs)
 	case s.copy != nil:
-		layer, err = b.copyLayer(ctx, cur.Layers, s.copy)
+		layer, err = b.copyLayer(ctx, cur.Layers, s.copy, built)
 	default:
 		layer, err = b.workdirLayer(ctx, cur.Layers, s.workdir, s.config.User)
 	}
@@ -135,15 +139,26 @@ func (b *Builder) layer(ctx context.Context, cur *image.Image, s *step, o Option
 	return layer, nil
 }
 
-// copyLayer makes the layer of a COPY or ADD.
-func (b *Builder) copyLayer(ctx context.Context, lower []string, op *copyOp) (string, error) {
+// copyLayer makes the layer of a COPY or ADD; a COPY --from reads its
+// sources in the stage (of built) or image it names.
+func (b *Builder) copyLayer(ctx context.Context, lower []string, op *copyOp, built []*image.Image) (string, error) {
 	uid, gid, err := rootView{layers: lower}.owner(op.chown)
 	if err != nil {
 		return "", err
 	}
+	sources := op.sources
+	if f := op.from; f != nil {
+		from := f.img
+		if f.stage >= 0 {
+			from = built[f.stage]
+		}
+		if sources, err = (rootView{layers: from.Layers}).sources(op.names); err != nil {
+			return "", err
+		}
+	}
 	return b.Store.AddLayer(ctx, func(dir string) error {
 		w := newLayerWriter(dir, lower, uid, gid)
-		for _, s := range op.sources {
+		for _, s := range sources {
 			if err := w.copySource(ctx, s, op.dest, op.destDir, op.chmod); err != nil {
 				return fmt.Errorf("%s: %w", s.Name, err)
 			}

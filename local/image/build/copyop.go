@@ -24,6 +24,10 @@ type copyOp struct {
 	destDir bool
 	chown   string  // --chown as written after substitution; "" is 0:0
 	chmod   *uint32 // --chmod
+	// from is the stage or image of COPY --from, whose files are read
+	// when the step runs: names lists its sources then.
+	from  *copyFrom
+	names []string
 }
 
 // material is what the step's cache key is made of: the destination,
@@ -36,7 +40,9 @@ func (op *copyOp) material() string {
 		Chown   string
 		Chmod   *uint32
 		Sources []source
-	}{op.add, op.dest, op.destDir, op.chown, op.chmod, op.sources})
+		From    string
+		Names   []string
+	}{op.add, op.dest, op.destDir, op.chown, op.chmod, op.sources, op.from.cacheKey(), op.names})
 	return string(b)
 }
 
@@ -52,6 +58,10 @@ func (p *planner) copyOp(in Instruction) (*copyOp, error) {
 			return nil, err
 		}
 		switch name {
+		case "from":
+			if op.from, err = p.copyFrom(in, v); err != nil {
+				return nil, err
+			}
 		case "chown":
 			op.chown = v
 		case "chmod":
@@ -83,11 +93,23 @@ func (p *planner) copyOp(in Instruction) (*copyOp, error) {
 		dest = path.Join("/", p.cfg.WorkingDir, dest)
 	}
 	op.dest = path.Clean(dest)
+	if op.from != nil {
+		if len(srcs) > 1 && !op.destDir {
+			return nil, folderDest(args[len(args)-1])
+		}
+		for _, s := range srcs {
+			if strings.ContainsAny(s, "*?[") {
+				return nil, fmt.Errorf("source %q: patterns in COPY --from are %w: name the files or their folder", s, ErrUnsupported)
+			}
+			op.names = append(op.names, path.Clean("/"+s))
+		}
+		return op, nil
+	}
 	if op.sources, err = p.bc.sources(srcs); err != nil {
 		return nil, err
 	}
 	if len(op.sources) > 1 && !op.destDir {
-		return nil, fmt.Errorf("with several source files the destination must be a folder ending in /: write %s/", args[len(args)-1])
+		return nil, folderDest(args[len(args)-1])
 	}
 	if op.add {
 		for i := range op.sources {
@@ -100,6 +122,12 @@ func (p *planner) copyOp(in Instruction) (*copyOp, error) {
 		}
 	}
 	return op, nil
+}
+
+// folderDest is the error about a destination of several files that
+// does not end in /.
+func folderDest(dest string) error {
+	return fmt.Errorf("with several source files the destination must be a folder ending in /: write %s/", dest)
 }
 
 // expandJSON substitutes variables in the strings of an exec form, which

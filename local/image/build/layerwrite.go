@@ -223,7 +223,12 @@ func (w *layerWriter) copyEntry(e entry, p string, chmod *uint32) error {
 	if fi.Mode().Type() != e.Mode.Type() {
 		return fmt.Errorf("%s changed during the build", e.host)
 	}
-	f := fileSpec{mode: fi.Mode(), uid: w.uid, gid: w.gid, mtime: fi.ModTime(), link: e.Link}
+	f := fileSpec{mode: fi.Mode(), uid: w.uid, gid: w.gid, mtime: fi.ModTime()}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if f.link, err = os.Readlink(e.host); err != nil {
+			return err
+		}
+	}
 	if chmod != nil && fi.Mode()&fs.ModeSymlink == 0 {
 		f.mode = fi.Mode().Type() | fs.FileMode(*chmod)&fs.ModePerm
 	}

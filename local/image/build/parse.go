@@ -74,23 +74,23 @@ var supported = map[string]struct {
 	"ARG":        {},
 	"WORKDIR":    {},
 	"USER":       {},
-	"COPY":       {json: true, flags: []string{"chown", "chmod"}},
+	"COPY":       {json: true, flags: []string{"chown", "chmod", "from"}},
 	"ADD":        {json: true, flags: []string{"chown", "chmod"}},
 	"LABEL":      {},
 	"EXPOSE":     {},
 }
 
-// refusedFlags says why a flag Docker knows is refused.
+// refusedFlags names the flags Docker knows and agentbox refuses, with
+// what to do instead.
 var refusedFlags = map[string]string{
-	"from":         "copying from another stage or image (--from) is not supported: copy from the build context",
-	"mount":        "RUN --mount is not supported",
-	"network":      "RUN --network is not supported: the build's network policy applies to every RUN",
-	"security":     "RUN --security is not supported",
-	"link":         "--link is not supported",
-	"parents":      "--parents is not supported",
-	"exclude":      "--exclude is not supported: use .dockerignore",
-	"checksum":     "ADD --checksum is not supported (ADD of URLs is not supported)",
-	"keep-git-dir": "ADD --keep-git-dir is not supported (ADD of git URLs is not supported)",
+	"mount":        "RUN --mount",
+	"network":      "RUN --network: the build's network policy (--network) applies to every RUN",
+	"security":     "RUN --security",
+	"link":         "--link",
+	"parents":      "--parents",
+	"exclude":      "--exclude: use .dockerignore",
+	"checksum":     "ADD --checksum: ADD does not fetch URLs",
+	"keep-git-dir": "ADD --keep-git-dir: ADD does not fetch git repositories",
 }
 
 var directiveRE = regexp.MustCompile(`^#[ \t]*([a-zA-Z][a-zA-Z0-9]*)[ \t]*=[ \t]*(.*?)[ \t]*$`)
@@ -198,15 +198,20 @@ func (df *Dockerfile) continues(line string) (string, bool) {
 }
 
 // check validates the instructions as a whole: a FROM first (after
-// global ARGs), a single stage.
+// global ARGs), stage names used once.
 func (df *Dockerfile) check() error {
 	from := 0
+	names := map[string]bool{}
 	for _, in := range df.Instructions {
 		switch {
 		case in.Cmd == "FROM":
 			from++
-			if from > 1 {
-				return &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("a second FROM: multi-stage builds are %w; build each stage as its own image", ErrUnsupported)}
+			if len(in.Args) == 3 {
+				name := strings.ToLower(in.Args[2])
+				if names[name] {
+					return &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("a second stage named %q: give each stage its own name", in.Args[2])}
+				}
+				names[name] = true
 			}
 		case from == 0 && in.Cmd != "ARG":
 			return &LineError{Line: in.Line, Instruction: in.Cmd, Err: errors.New("comes before any FROM: a Dockerfile starts with FROM (only ARG may come before it)")}
@@ -299,8 +304,12 @@ func leadingFlags(rest string, allowed []string) (flags []string, after string, 
 			word, tail = rest[:i], rest[i+1:]
 		}
 		name, _, hasValue := strings.Cut(word[2:], "=")
-		if why, ok := refusedFlags[name]; ok {
-			return nil, "", fmt.Errorf("%s: %w", why, ErrUnsupported)
+		if what, ok := refusedFlags[name]; ok {
+			what, instead, _ := strings.Cut(what, ": ")
+			if instead != "" {
+				instead = ": " + instead
+			}
+			return nil, "", fmt.Errorf("%s is %w%s", what, ErrUnsupported, instead)
 		}
 		ok := false
 		for _, a := range allowed {

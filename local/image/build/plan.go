@@ -51,7 +51,9 @@ type planner struct {
 	// globals are the ARGs declared before FROM, whose values an ARG
 	// without a default in the stage takes.
 	globals map[string]*string
-	used    map[string]bool // build args some ARG declared
+	// copyFrom finds what COPY --from names: an earlier stage or an image.
+	copyFrom func(in Instruction, name string) (*copyFrom, error)
+	used     map[string]bool // build args some ARG declared
 }
 
 // newPlanner starts planning df's stage over base's configuration.
@@ -74,33 +76,6 @@ func cloneConfig(c image.Config) image.Config {
 		Entrypoint: slices.Clone(c.Entrypoint),
 		Cmd:        slices.Clone(c.Cmd),
 	}
-}
-
-// fromRef reads the global ARGs and the FROM instruction of df: the base
-// image's reference (variables substituted) and the FROM's index.
-func fromRef(df *Dockerfile, buildArgs map[string]string) (ref string, from int, globals *planner, err error) {
-	p := &planner{df: df, buildArgs: buildArgs, args: map[string]*string{}, used: map[string]bool{}}
-	for i, in := range df.Instructions {
-		if in.Cmd == "ARG" {
-			if err := p.arg(in); err != nil {
-				return "", 0, nil, err
-			}
-			continue
-		}
-		// check() made sure this is the FROM.
-		ref, err := p.expand(in, in.Args[0])
-		if err != nil {
-			return "", 0, nil, err
-		}
-		if ref == "" {
-			return "", 0, nil, &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("the image %q is empty after substitution", in.Args[0])}
-		}
-		if err := p.checkPlatform(in); err != nil {
-			return "", 0, nil, err
-		}
-		return ref, i, p, nil
-	}
-	return "", 0, nil, errors.New("Dockerfile has no FROM instruction")
 }
 
 // lookup finds a variable for substitution: ENV first, then ARG.
@@ -126,12 +101,12 @@ func (p *planner) expand(in Instruction, word string) (string, error) {
 	return s, nil
 }
 
-// plan plans the instructions after the FROM at index from, chaining
-// cache keys from parentKey.
-func (p *planner) plan(from int, parentKey string) ([]*step, error) {
+// plan plans the instructions of a stage after its FROM, at index from,
+// up to end (excluded), chaining cache keys from parentKey.
+func (p *planner) plan(from, end int, parentKey string) ([]*step, error) {
 	var steps []*step
 	key := parentKey
-	for _, in := range p.df.Instructions[from+1:] {
+	for _, in := range p.df.Instructions[from+1 : end] {
 		s, err := p.step(in)
 		if err != nil {
 			var le *LineError

@@ -45,11 +45,12 @@ before it, the instruction after substitution, the files COPY and ADD
 take, the build arguments RUN sees), so an unchanged build reuses every
 layer. The build's progress and the output of RUN steps are streamed.
 
-Supported instructions: FROM (one stage), RUN, CMD, ENTRYPOINT, ENV, ARG,
-WORKDIR, USER, COPY and ADD from the context (--chown, --chmod, globs;
-ADD extracts local tar archives and does not fetch URLs); LABEL and EXPOSE
-are accepted and change nothing. Any other instruction fails the build
-before anything runs, naming its line.
+Supported instructions: FROM (stages with AS NAME; the last one is the
+image), RUN, CMD, ENTRYPOINT, ENV, ARG, WORKDIR, USER, COPY and ADD from
+the context (--chown, --chmod, globs; ADD extracts local tar archives and
+does not fetch URLs), COPY --from=STAGE|IMAGE; LABEL and EXPOSE are
+accepted and change nothing. Any other instruction fails the build before
+anything runs, naming its line.
 
 Without -t the image is built and its steps cached, but not kept.`,
 		Example: `  agentbox image build -t myapp:1 .
