@@ -13,7 +13,7 @@
 //	agentbox sandbox network ID [--default | --block-all | --allow-cidr LIST | --allow-domain LIST]
 //	agentbox ports publish ID PORT[:SANDBOXPORT] | ls ID | rm ID PORT
 //	agentbox git clone [--id SANDBOX] [--branch B] [--commit C] [--depth N] [--username U --password-stdin] URL [DIR]
-//	agentbox image build [-f DOCKERFILE] [-t NAME]... [--build-arg K=V]... [--no-cache] [--network default|none] [CONTEXT]
+//	agentbox image build [-f DOCKERFILE] [-t NAME]... [--build-arg K=V]... [--target STAGE] [--no-cache] [--network default|none] [CONTEXT]
 //
 // --id names the sandbox. The ID of logs and kill is that of a background
 // process: the number spawn prints and ps lists in its ID column (1, 2,

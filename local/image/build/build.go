@@ -53,9 +53,10 @@ type RunStep struct {
 	// Args is the command: the exec form's array, or
 	// ["/bin/sh", "-c", TEXT] for the shell form.
 	Args []string
-	// Env are the build arguments in effect (NAME=VALUE), which the command
-	// sees in addition to the image's Config.Env (a variable both set
-	// takes the Config.Env value).
+	// Env are the build arguments in effect (NAME=VALUE): those ARG
+	// declared, and the proxy ones (HTTP_PROXY, https_proxy, NO_PROXY, …)
+	// given, which the command sees in addition to the image's Config.Env
+	// (a variable both set takes the Config.Env value).
 	Env []string
 	// BlockNetwork: the command gets no network access.
 	BlockNetwork bool
@@ -80,6 +81,9 @@ type Options struct {
 	// Names are the names the image is saved as. With none, the image is
 	// built (and its steps cached) but not saved: the result has no ID.
 	Names []string
+	// Target is the stage (FROM … AS Target) that is the image; later
+	// stages are not built. "" is the last stage.
+	Target string
 	// BuildArgs set the values of ARGs (--build-arg NAME=VALUE).
 	BuildArgs map[string]string
 	// NoCache runs every step even when cached (the cache is refreshed).

@@ -307,8 +307,16 @@ func TestBuildSecondBuildFullyCached(t *testing.T) {
 		t.Errorf("no warning about the unused build argument:\n%s", logs)
 	}
 
+	// A proxy reaches RUN without an ARG and leaves the cache as it was.
+	_, logs = tb.mustBuild(Options{ContextDir: ctxDir, BuildArgs: map[string]string{"VERSION": "2.0", "HTTPS_PROXY": "http://proxy:3128"}})
+	if n := strings.Count(logs, " ---> Using cache\n"); n != 7 || strings.Contains(logs, "Warning") {
+		t.Errorf("%d steps used the cache with a proxy added, want 7, and no warning:\n%s", n, logs)
+	}
 	// NoCache runs everything again.
-	_, logs = tb.mustBuild(Options{ContextDir: ctxDir, NoCache: true})
+	_, logs = tb.mustBuild(Options{ContextDir: ctxDir, NoCache: true, BuildArgs: map[string]string{"HTTPS_PROXY": "http://proxy:3128"}})
+	if c := tb.runner.calls[len(tb.runner.calls)-1]; !reflect.DeepEqual(c.step.Env, []string{"VERSION=1.0", "HTTPS_PROXY=http://proxy:3128"}) {
+		t.Errorf("RUN env = %v, want VERSION and the proxy", c.step.Env)
+	}
 	if strings.Contains(logs, "Using cache") {
 		t.Errorf("NoCache used the cache:\n%s", logs)
 	}
@@ -517,6 +525,14 @@ ENV FINAL=1
 		t.Errorf("steps are not numbered across stages:\n%s", logs)
 	}
 	layers, runs := tb.store.layers(), tb.runner.count()
+	// Target stops at a stage: builder, all cached.
+	target, logs := tb.mustBuild(Options{ContextDir: ctxDir, Target: "Builder"})
+	if target.Config.WorkingDir != "/src" || len(target.Layers) != 4 || strings.Contains(logs, "FROM scratch") {
+		t.Errorf("--target builder built %+v:\n%s", target, logs)
+	}
+	if _, _, err := tb.build(Options{ContextDir: ctxDir, Target: "nope"}); err == nil || !strings.Contains(err.Error(), `no stage named "nope"`) {
+		t.Errorf("unknown target: %v", err)
+	}
 	again, logs := tb.mustBuild(Options{ContextDir: ctxDir, Names: []string{"multi"}})
 	if tb.store.layers() != layers || tb.runner.count() != runs || again.ID != img.ID {
 		t.Errorf("second multi-stage build made %d layers, ran %d steps:\n%s", tb.store.layers()-layers, tb.runner.count()-runs, logs)

@@ -182,11 +182,12 @@ func (p *planner) step(in Instruction) (*step, error) {
 		}
 		return s, nil
 	case "RUN":
-		s.run = &RunStep{Line: in.Line, Args: p.command(in), Env: p.runEnv(), BlockNetwork: p.blockNet}
+		env := p.runEnv()
+		s.run = &RunStep{Line: in.Line, Args: p.command(in), Env: append(env, p.proxyEnv()...), BlockNetwork: p.blockNet}
 		b, _ := json.Marshal(struct {
 			Args, Env []string
 			Config    image.Config
-		}{s.run.Args, s.run.Env, p.cfg})
+		}{s.run.Args, env, p.cfg})
 		s.material = string(b)
 		return s, nil
 	case "COPY", "ADD":
@@ -218,6 +219,22 @@ func (p *planner) runEnv() []string {
 			continue
 		}
 		env = append(env, name+"="+*v)
+	}
+	return env
+}
+
+// proxyArgs are the build arguments every RUN sees without an ARG, and
+// that do not change a step's cache key, as with Docker.
+var proxyArgs = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"}
+
+// proxyEnv lists the proxy build arguments given and not declared by an
+// ARG (runEnv has those).
+func (p *planner) proxyEnv() []string {
+	var env []string
+	for _, name := range proxyArgs {
+		if v, ok := p.buildArgs[name]; ok && p.args[name] == nil {
+			env = append(env, name+"="+v)
+		}
 	}
 	return env
 }
@@ -329,11 +346,12 @@ func checkPorts(ports []string) error {
 	return nil
 }
 
-// unusedArgs lists the build args no ARG declared, sorted.
+// unusedArgs lists the build args no ARG declared, but for the proxy
+// ones, sorted.
 func unusedArgs(buildArgs map[string]string, used ...map[string]bool) []string {
 	var out []string
 	for name := range buildArgs {
-		if !slices.ContainsFunc(used, func(u map[string]bool) bool { return u[name] }) {
+		if !slices.Contains(proxyArgs, name) && !slices.ContainsFunc(used, func(u map[string]bool) bool { return u[name] }) {
 			out = append(out, name)
 		}
 	}

@@ -42,8 +42,9 @@ func (f *copyFrom) cacheKey() string {
 	return f.key
 }
 
-// planStages plans every stage of df: global ARGs, each FROM's base (an
-// image of the store, resolved now, or an earlier stage) and its steps.
+// planStages plans the stages of df up to o.Target (all without): global
+// ARGs, each FROM's base (an image of the store, resolved now, or an
+// earlier stage) and its steps.
 // It returns the stages and the build args no ARG declared.
 func (b *Builder) planStages(ctx context.Context, df *Dockerfile, bc *buildContext, o Options) ([]*stagePlan, []string, error) {
 	global := &planner{df: df, buildArgs: o.BuildArgs, args: map[string]*string{}, used: map[string]bool{}}
@@ -67,6 +68,12 @@ func (b *Builder) planStages(ctx context.Context, df *Dockerfile, bc *buildConte
 		stages = append(stages, sp)
 		used = append(used, p.used)
 		i = end
+		if o.Target != "" && sp.name == strings.ToLower(o.Target) {
+			return stages, unusedArgs(o.BuildArgs, used...), nil
+		}
+	}
+	if o.Target != "" {
+		return nil, nil, fmt.Errorf("no stage named %q in the Dockerfile: name one with FROM IMAGE AS %s", o.Target, o.Target)
 	}
 	return stages, unusedArgs(o.BuildArgs, used...), nil
 }

@@ -28,6 +28,7 @@ type imageBuildOptions struct {
 	buildArgs []string
 	noCache   bool
 	network   string
+	target    string
 }
 
 func (a *app) imageBuildCommand() *cobra.Command {
@@ -74,6 +75,7 @@ Without -t the image is built and its steps cached, but not kept.`,
 	f.StringVarP(&o.file, "file", "f", "", "the `DOCKERFILE` to build (default: CONTEXT/Dockerfile)")
 	f.StringArrayVarP(&o.tags, "tag", "t", nil, "name the image `NAME` (repeatable)")
 	f.StringArrayVar(&o.buildArgs, "build-arg", nil, "set the build argument `NAME=VALUE` (repeatable; NAME alone takes the value from the environment)")
+	f.StringVar(&o.target, "target", "", "build the stage `NAME` (FROM … AS NAME) as the image, not the last one")
 	f.BoolVar(&o.noCache, "no-cache", false, "run every step, even those cached")
 	f.StringVar(&o.network, "network", "default", "the network of RUN steps: `default` (the sandboxes' default policy) or none")
 	return c
@@ -108,6 +110,7 @@ func (a *app) imageBuild(ctx context.Context, stdout, stderr io.Writer, o imageB
 		ContextDir:   contextDir,
 		Dockerfile:   o.file,
 		Names:        o.tags,
+		Target:       o.target,
 		BuildArgs:    args,
 		NoCache:      o.noCache,
 		BlockNetwork: o.network == "none",
