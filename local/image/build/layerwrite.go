@@ -125,9 +125,19 @@ type fileSpec struct {
 	content  io.Reader // regular file content
 }
 
-// write writes the file f at image path p.
+// write writes the file f at image path p. A folder where the image has
+// a symbolic link to one goes to the link's target, as with Docker (a
+// /bin folder copied over a merged /usr goes into /usr/bin).
 func (w *layerWriter) write(p string, f fileSpec) error {
-	rp, err := w.place(p)
+	var rp string
+	var err error
+	if f.mode.IsDir() {
+		if rp, err = w.view.resolve(p, true); err == nil {
+			err = w.mkdirs(path.Dir(rp))
+		}
+	} else {
+		rp, err = w.place(p)
+	}
 	if err != nil {
 		return err
 	}

@@ -134,3 +134,24 @@ func TestCopySourceThroughSymlinkRefused(t *testing.T) {
 		t.Errorf("COPY of a link: %q, %v", l, err)
 	}
 }
+
+// TestCopyFolderOverImageLinks copies a root-like folder whose bin/ is a
+// real folder over an image where /bin links to usr/bin: the files go to
+// /usr/bin, and the layer does not hide the image's link with a folder.
+func TestCopyFolderOverImageLinks(t *testing.T) {
+	requireRoot(t)
+	tb := newTestBuild(t)
+	ctxDir := t.TempDir()
+	writeFiles(t, ctxDir, map[string]string{"rootfs/bin/tool": "tool", "rootfs/etc/conf": "conf", "Dockerfile": "FROM base:1\nCOPY rootfs/ /\n"})
+	img, _ := tb.mustBuild(Options{ContextDir: ctxDir})
+	layer := img.Layers[len(img.Layers)-1]
+	if b, err := os.ReadFile(filepath.Join(layer, "usr/bin/tool")); string(b) != "tool" {
+		t.Errorf("usr/bin/tool = %q, %v", b, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(layer, "bin")); err == nil {
+		t.Errorf("the layer has a /bin (%v) over the image's /bin link", fi.Mode())
+	}
+	if b, _ := os.ReadFile(filepath.Join(layer, "etc/conf")); string(b) != "conf" {
+		t.Errorf("etc/conf = %q", b)
+	}
+}

@@ -59,23 +59,24 @@ type planner struct {
 // newPlanner starts planning df's stage over base's configuration.
 func newPlanner(df *Dockerfile, bc *buildContext, o Options, base image.Config, globals map[string]*string) *planner {
 	return &planner{
-		globals: globals,
-		df:      df, bc: bc, buildArgs: o.BuildArgs, blockNet: o.BlockNetwork,
+		df:           df,
+		bc:           bc,
+		buildArgs:    o.BuildArgs,
+		blockNet:     o.BlockNetwork,
 		cfg:          cloneConfig(base),
 		cmdInherited: len(base.Cmd) > 0,
 		args:         map[string]*string{},
+		globals:      globals,
 		used:         map[string]bool{},
 	}
 }
 
+// cloneConfig copies c, its slices included.
 func cloneConfig(c image.Config) image.Config {
-	return image.Config{
-		Env:        slices.Clone(c.Env),
-		WorkingDir: c.WorkingDir,
-		User:       c.User,
-		Entrypoint: slices.Clone(c.Entrypoint),
-		Cmd:        slices.Clone(c.Cmd),
-	}
+	c.Env = slices.Clone(c.Env)
+	c.Entrypoint = slices.Clone(c.Entrypoint)
+	c.Cmd = slices.Clone(c.Cmd)
+	return c
 }
 
 // lookup finds a variable for substitution: ENV first, then ARG.
@@ -183,7 +184,7 @@ func (p *planner) step(in Instruction) (*step, error) {
 		return s, nil
 	case "RUN":
 		env := p.runEnv()
-		s.run = &RunStep{Line: in.Line, Args: p.command(in), Env: append(env, p.proxyEnv()...), BlockNetwork: p.blockNet}
+		s.run = &RunStep{Line: in.Line, Args: p.command(in), Env: slices.Concat(env, p.proxyEnv()), BlockNetwork: p.blockNet}
 		b, _ := json.Marshal(struct {
 			Args, Env []string
 			Config    image.Config
