@@ -36,11 +36,12 @@ func (v rootView) lookupID(name, db string) (int, error) {
 	if name == "" {
 		return 0, errors.New("empty user or group name")
 	}
-	if n, err := strconv.Atoi(name); err == nil {
-		if n < 0 || n > 1<<32-2 {
-			return 0, fmt.Errorf("id %d out of range", n)
+	if name[0] >= '0' && name[0] <= '9' {
+		n, err := strconv.ParseUint(name, 10, 32)
+		if err != nil || n == 1<<32-1 {
+			return 0, fmt.Errorf("id %s out of range (0 to 4294967294)", name)
 		}
-		return n, nil
+		return int(n), nil
 	}
 	b, err := v.readFile(db)
 	if errors.Is(err, fs.ErrNotExist) {
