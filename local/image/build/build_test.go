@@ -95,11 +95,17 @@ func writeTarGz(t *testing.T, name string) {
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("building layers needs root (chown of copied files); AGENTBOX_REQUIRE_ALL=1")
-		}
-		t.Skip("building layers needs root (chown of copied files)")
+		skip(t, "building layers needs root (chown of copied files)")
 	}
+}
+
+// skip skips t saying why, or fails it under AGENTBOX_REQUIRE_ALL=1.
+func skip(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+		t.Fatal(why + " (AGENTBOX_REQUIRE_ALL=1)")
+	}
+	t.Skip(why)
 }
 
 // testBuild builds ctxDir with a fake store and runner sharing cacheDir.

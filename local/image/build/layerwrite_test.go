@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,7 +101,7 @@ func TestRootViewWhiteoutsAndOpaqueFolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := unix.Setxattr(filepath.Join(high, "b"), "trusted.overlay.opaque", []byte("y"), 0); err != nil {
-		t.Skipf("no trusted xattrs on %s: %v", high, err)
+		skip(t, fmt.Sprintf("no trusted xattrs on %s: %v", high, err))
 	}
 	v := rootView{layers: []string{low, high}}
 	for p, want := range map[string]string{"/a/keep": "low", "/b/new": "high", "/c": "high-c"} {
