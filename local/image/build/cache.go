@@ -2,7 +2,9 @@ package build
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,4 +76,32 @@ func (c cache) put(key string, e cacheEntry) error {
 		return fmt.Errorf("build cache: %w", werr)
 	}
 	return nil
+}
+
+// PruneCache removes the entries of the step cache in dir whose layer is
+// gone (a prune of the image store removed it), and returns how many it
+// removed. A missing dir has nothing to prune.
+func PruneCache(dir string) (int, error) {
+	es, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("build cache: %w", err)
+	}
+	c, n := cache{dir: dir}, 0
+	for _, e := range es {
+		key, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || e.IsDir() {
+			continue
+		}
+		if _, ok := c.get(key); ok {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("build cache: %w", err)
+		}
+		n++
+	}
+	return n, nil
 }
