@@ -14,6 +14,7 @@
 //	agentbox ports publish ID PORT[:SANDBOXPORT] | ls ID | rm ID PORT
 //	agentbox image pull [--platform OS/ARCH] [--registry-mirror HOST]... [--insecure] IMAGE... | ls | rm IMAGE... | prune
 //	agentbox git clone [--id SANDBOX] [--branch B] [--commit C] [--depth N] [--username U --password-stdin] URL [DIR]
+//	agentbox image build [-f DOCKERFILE] [-t NAME]... [--build-arg K=V]... [--target STAGE] [--no-cache] [--network default|none] [CONTEXT]
 //
 // --id names the sandbox. The ID of logs and kill is that of a background
 // process: the number spawn prints and ps lists in its ID column (1, 2,

@@ -52,8 +52,9 @@ func computeID(r *record) string {
 
 // commit moves staged layers into layers/ (keeping a copy already there)
 // and records rec, under the store's lock. With takeNames, rec's names are
-// taken from any other image that had them (a pull of a tag that moved);
-// without, a name taken by another image is an ErrExists error.
+// taken from any other image that had them (a pull of a tag that moved, a
+// rebuild); without, a name taken by another image is an ErrExists error,
+// and so is, always, a snapshot's name.
 func (s *Store) commit(ctx context.Context, staged []stagedLayer, rec *record, takeNames bool) (*Image, error) {
 	l, err := s.lock(ctx)
 	if err != nil {
@@ -91,7 +92,7 @@ func (s *Store) commit(ctx context.Context, staged []stagedLayer, rec *record, t
 		if len(taken) == 0 {
 			continue
 		}
-		if !takeNames {
+		if !takeNames || r.Kind == KindSnapshot {
 			return nil, fmt.Errorf("name %q is taken by %s %s: %w", taken[0], r.Kind, shortID(r.ID), ErrExists)
 		}
 		r.Names = slices.DeleteFunc(r.Names, func(n string) bool { return slices.Contains(rec.Names, n) })
@@ -170,11 +171,13 @@ func (s *Store) AddLayer(ctx context.Context, fill func(dir string) error) (stri
 
 // Save records an image or snapshot made of layers of the store (paths
 // returned by AddLayer or found in another image's Layers): img's Kind
-// ("" is KindImage), Names (at least one; a name another image has is an
-// ErrExists error), Layers, Config and Base (an image of the store, by
+// ("" is KindImage), Names (at least one), Layers, Config and Base (an image of the store, by
 // name or id, resolved to its ID; ErrNotFound when there is none). The ID,
 // Size and Created of img are ignored: Save computes them. Saving the
-// same content again under a new name adds the name.
+// same content again under a new name adds the name. An image takes its
+// names from older images that had them (a rebuild moves its tag, as
+// docker build does); a snapshot never does, and no image takes a
+// snapshot's name: a name taken that way is an ErrExists error.
 func (s *Store) Save(ctx context.Context, img *Image) (*Image, error) {
 	rec := &record{Kind: img.Kind, Names: slices.Clone(img.Names), Config: img.Config, Created: time.Now().UTC()}
 	if rec.Kind == "" {
@@ -214,7 +217,7 @@ func (s *Store) Save(ctx context.Context, img *Image) (*Image, error) {
 		rec.Base = base.ID
 	}
 	rec.ID = computeID(rec)
-	return s.commit(ctx, nil, rec, false)
+	return s.commit(ctx, nil, rec, rec.Kind == KindImage)
 }
 
 // checkName refuses names that cannot be told from ids or break listings.

@@ -82,6 +82,25 @@ func TestSnapshotLifecycle(t *testing.T) {
 	}
 	_, err = s.Save(ctx, &Image{Kind: KindSnapshot, Names: []string{"snap1"}, Layers: []string{layer}})
 	wantErr(t, err, ErrExists, "Save under a taken name")
+	_, err = s.Save(ctx, &Image{Names: []string{"snap1"}, Layers: []string{layer}})
+	wantErr(t, err, ErrExists, "Save of an image under a snapshot's name")
+	// An image saved under an older image's name takes it (a rebuild).
+	v1, err := s.Save(ctx, &Image{Names: []string{"app:dev"}, Layers: []string{layer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := s.Save(ctx, &Image{Names: []string{"app:dev"}, Layers: append(slices.Clone(base.Layers), layer)})
+	if err != nil {
+		t.Fatalf("Save of a rebuild under its tag: %v", err)
+	}
+	if got, err := s.Get(ctx, "app:dev"); err != nil || got.ID != v2.ID || got.ID == v1.ID {
+		t.Errorf("Get(app:dev) after the rebuild = %v, %v; want %s", got, err, v2.ID)
+	}
+	for _, id := range []string{v2.ID, v1.ID} {
+		if err := s.Remove(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := s.Save(ctx, &Image{Names: []string{"x"}, Layers: []string{"/etc"}}); err == nil {
 		t.Error("Save of a folder outside the store succeeded")
 	}

@@ -88,6 +88,9 @@ type Config struct {
 	Stderr io.Writer
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
+	// ImageBuilder returns the builder of `agentbox image build`; nil:
+	// image build fails saying it is not wired.
+	ImageBuilder ImageBuilderFunc
 }
 
 // Run executes the agentbox command line args (without the program name)

@@ -44,7 +44,7 @@ helpers ('docker login').`,
 	pull.Flags().StringVar(&o.platform, "platform", "", "the `OS/ARCH[/VARIANT]` to pull from a multi-platform image (default: this machine's)")
 	pull.Flags().BoolVar(&o.insecure, "insecure", false, "talk plain HTTP to the registry and mirrors (a registry on loopback)")
 	pull.Flags().StringArrayVar(&o.mirrors, "registry-mirror", nil, "a `HOST[:PORT]` to try before Docker Hub for its images (repeatable, tried in order)")
-	c.AddCommand(pull,
+	c.AddCommand(pull, a.imageBuildCommand(),
 		&cobra.Command{
 			Use:     "ls",
 			Aliases: []string{"list"},
