@@ -1,0 +1,442 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+func TestMain(m *testing.M) {
+	local.Init() // the test binary is re-executed as local sandboxes' init
+	goleak.VerifyTestMain(m)
+}
+
+func TestLifecycleStatesVisible(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+
+	release := eng.block("create")
+	sb := h.create(map[string]any{
+		"name":   "first",
+		"labels": map[string]string{"team": "infra"},
+		"env":    map[string]string{"GREETING": "hello"},
+		"target": "us",
+	})
+	if sb.State != stateCreating || sb.DesiredState != stateStarted {
+		t.Fatalf("create answered state %q desired %q, want creating/started", sb.State, sb.DesiredState)
+	}
+	if sb.User != "daytona" || sb.Name != "first" || sb.Labels["team"] != "infra" || sb.Env["GREETING"] != "hello" {
+		t.Fatalf("create answered %+v", sb)
+	}
+	if want := h.url + "/toolbox"; sb.ToolboxProxyURL != want {
+		t.Fatalf("toolboxProxyUrl = %q, want %q", sb.ToolboxProxyURL, want)
+	}
+	// The transitional state is what pollers see, and lifecycle calls
+	// meanwhile get Daytona's 409.
+	if got, _ := h.get(sb.ID); got.State != stateCreating {
+		t.Fatalf("while creating, GET says %q", got.State)
+	}
+	for _, op := range []string{"start", "stop"} {
+		var e apiError
+		if st := h.call("POST", "/sandbox/"+sb.ID+"/"+op, nil, &e); st != http.StatusConflict || e.Message != msgStateChange {
+			t.Fatalf("%s while creating: %d %+v, want 409 %q", op, st, e, msgStateChange)
+		}
+	}
+	if st := h.call("DELETE", "/sandbox/"+sb.ID, nil, nil); st != http.StatusConflict {
+		t.Fatalf("delete while creating: %d, want 409", st)
+	}
+	release()
+	got := h.waitState(sb.ID, stateStarted)
+	if got.CPU != 2 || got.Memory != 4 || got.Disk != 8 {
+		t.Fatalf("sizes after creation: cpu %v memory %v disk %v, want the engine's 2/4/8", got.CPU, got.Memory, got.Disk)
+	}
+	// By name too.
+	if byName, st := h.get("first"); st != http.StatusOK || byName.ID != sb.ID {
+		t.Fatalf("get by name: %d %+v", st, byName)
+	}
+	// Starting a started sandbox does nothing.
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/start", nil, nil); st != http.StatusOK {
+		t.Fatalf("start when started: %d", st)
+	}
+
+	release = eng.block("stop")
+	var stopping apiSandbox
+	if st := h.call("POST", "/sandbox/first/stop?force=true", nil, &stopping); st != http.StatusOK || stopping.State != stateStopping {
+		t.Fatalf("stop: %d state %q, want 200 stopping", st, stopping.State)
+	}
+	release()
+	h.waitState(sb.ID, stateStopped)
+	var e apiError
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/stop", nil, &e); st != http.StatusBadRequest || !strings.Contains(e.Message, "not in a stoppable state") {
+		t.Fatalf("stop when stopped: %d %+v", st, e)
+	}
+
+	release = eng.block("start")
+	var starting apiSandbox
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/start", nil, &starting); st != http.StatusOK || starting.State != stateStarting {
+		t.Fatalf("start: %d state %q, want 200 starting", st, starting.State)
+	}
+	release()
+	h.waitState(sb.ID, stateStarted)
+
+	release = eng.block("remove")
+	var destroying apiSandbox
+	if st := h.call("DELETE", "/sandbox/"+sb.ID, nil, &destroying); st != http.StatusOK || destroying.State != stateDestroying || destroying.DesiredState != stateDestroyed {
+		t.Fatalf("delete: %d %+v, want 200 destroying/destroyed", st, destroying)
+	}
+	release()
+	h.waitState(sb.ID, "gone")
+	if st := h.call("GET", "/sandbox/first", nil, &e); st != http.StatusNotFound || e.Message != "Sandbox with ID or name first not found" || e.Error != "Not Found" {
+		t.Fatalf("get after delete: %d %+v", st, e)
+	}
+	if n := eng.called("remove"); n != 1 {
+		t.Fatalf("engine remove called %d times, want 1", n)
+	}
+}
+
+func TestNameConflict(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	sb := h.create(map[string]any{"name": "taken"})
+	var e apiError
+	if st := h.call("POST", "/sandbox", map[string]any{"name": "taken"}, &e); st != http.StatusConflict || e.Message != "Sandbox with name taken already exists" {
+		t.Fatalf("second create of a name: %d %+v", st, e)
+	}
+	// An id is a name too.
+	if st := h.call("POST", "/sandbox", map[string]any{"name": sb.ID}, nil); st != http.StatusConflict {
+		t.Fatalf("create named as another's id: %d, want 409", st)
+	}
+	h.waitState(sb.ID, stateStarted)
+	if n := eng.called("create"); n != 1 {
+		t.Fatalf("engine create called %d times, want 1", n)
+	}
+	// Without a name, the id is the name.
+	anon := h.create(map[string]any{})
+	if anon.Name != anon.ID {
+		t.Fatalf("unnamed sandbox: name %q, id %q", anon.Name, anon.ID)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	h := newHarness(t, newFakeEngine(t), harnessOptions{})
+	for _, key := range []string{"", "wrong", testKey + "x"} {
+		var e apiError
+		if st := h.callKey(key, "GET", "/sandbox", nil, &e); st != http.StatusUnauthorized || e.StatusCode != 401 {
+			t.Fatalf("key %q: %d %+v, want 401", key, st, e)
+		}
+		if st := h.callKey(key, "POST", "/sandbox", map[string]any{}, nil); st != http.StatusUnauthorized {
+			t.Fatalf("create with key %q: %d, want 401", key, st)
+		}
+	}
+	var list listSandboxes
+	if h.call("GET", "/sandbox", nil, &list); len(list.Items) != 0 {
+		t.Fatalf("refused creates created %d sandboxes", len(list.Items))
+	}
+	// /config needs no key.
+	var cfg configuration
+	if st := h.callKey("", "GET", "/config", nil, &cfg); st != http.StatusOK || cfg.DefaultSnapshot != DefaultSnapshot || cfg.ProxyToolboxURL != h.url+"/toolbox" {
+		t.Fatalf("config: %d %+v", st, cfg)
+	}
+	// Nor does the toolbox proxy accept a request without it.
+	req, _ := http.NewRequest("GET", h.url+"/toolbox/x/version", nil)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("toolbox without key: %d", resp.StatusCode)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{badRequests: true})
+	for _, c := range []struct {
+		name   string
+		method string
+		path   string
+		body   any
+		status int
+		msg    string
+	}{
+		{"malformed JSON", "POST", "/sandbox", `{"name":`, 400, "not valid JSON"},
+		{"wrong type", "POST", "/sandbox", `{"cpu":"two"}`, 400, "cpu"},
+		{"negative interval", "POST", "/sandbox", `{"autoStopInterval":-1}`, 400, "autoStopInterval"},
+		{"name with a slash", "POST", "/sandbox", `{"name":"a/b"}`, 400, "name"},
+		{"engine refuses", "POST", "/sandbox", `{"cpu":100}`, 400, "more than the host has"},
+		{"snapshot", "POST", "/sandbox", `{"snapshot":"ubuntu:22.04"}`, 501, `snapshot "ubuntu:22.04"`},
+		{"image", "POST", "/sandbox", `{"buildInfo":{"dockerfileContent":"FROM alpine\n"}}`, 501, "buildInfo"},
+		{"gpu", "POST", "/sandbox", `{"gpu":1}`, 501, "GPUs"},
+		{"bad state filter", "GET", "/sandbox?states=running", nil, 400, "states"},
+		{"bad labels filter", "GET", "/sandbox?labels=team", nil, 400, "labels"},
+		{"bad cursor", "GET", "/sandbox?cursor=%21", nil, 400, "cursor"},
+		{"bad limit", "GET", "/sandbox?limit=500", nil, 400, "limit"},
+		{"bad sort", "GET", "/sandbox?sort=size", nil, 400, "sort"},
+		{"unknown sandbox", "POST", "/sandbox/nope/start", nil, 404, "Sandbox with ID or name nope not found"},
+		{"unknown route", "GET", "/nothing", nil, 404, "Cannot GET /api/nothing"},
+	} {
+		var e apiError
+		if st := h.call(c.method, c.path, c.body, &e); st != c.status || e.StatusCode != c.status || !strings.Contains(e.Message, c.msg) {
+			t.Errorf("%s: %d %+v, want %d with %q", c.name, st, e, c.status, c.msg)
+		}
+	}
+	var list listSandboxes
+	if h.call("GET", "/sandbox", nil, &list); len(list.Items) != 0 || eng.called("create") != 0 {
+		t.Fatalf("refused creates created sandboxes: %d listed, %d engine creates", len(list.Items), eng.called("create"))
+	}
+	// Unknown fields are ignored; the default snapshot is accepted.
+	sb := h.create(`{"snapshot":"` + DefaultSnapshot + `","somethingNew":{"x":1},"labels":{"a":"b"}}`)
+	if sb.Labels["a"] != "b" {
+		t.Fatalf("create with an unknown field: %+v", sb)
+	}
+}
+
+func TestListFiltersAndPaging(t *testing.T) {
+	eng := newFakeEngine(t)
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	var ids []string // in creation order
+	for i, name := range []string{"c", "a", "e", "b", "d"} {
+		team := "infra"
+		if i%2 == 1 {
+			team = "web"
+		}
+		sb := h.create(map[string]any{"name": name, "labels": map[string]string{"team": team}})
+		ids = append(ids, sb.ID)
+		clock.advance(time.Second)
+	}
+	for _, id := range ids {
+		h.waitState(id, stateStarted)
+	}
+	// Newest first by default, in pages of 2, every sandbox once.
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+		var page listSandboxes
+		q := url.Values{"limit": {"2"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		if st := h.call("GET", "/sandbox?"+q.Encode(), nil, &page); st != http.StatusOK {
+			t.Fatalf("list: %d", st)
+		}
+		for _, it := range page.Items {
+			got = append(got, it.ID)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	want := slices.Clone(ids)
+	slices.Reverse(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged list = %q, want %q", got, want)
+	}
+	names := func(q string) []string {
+		t.Helper()
+		var page listSandboxes
+		if st := h.call("GET", "/sandbox?"+q, nil, &page); st != http.StatusOK {
+			t.Fatalf("list %s: %d", q, st)
+		}
+		var out []string
+		for _, it := range page.Items {
+			out = append(out, it.Name)
+		}
+		return out
+	}
+	if got := names("sort=name&order=asc"); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
+		t.Fatalf("by name: %q", got)
+	}
+	if got := names("sort=name&order=asc&labels=" + url.QueryEscape(`{"team":"web"}`)); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("labels team=web: %q", got)
+	}
+	if got := names("name=C"); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("name prefix C: %q", got)
+	}
+	// A cursor stays valid when its sandbox is deleted.
+	var first listSandboxes
+	h.call("GET", "/sandbox?sort=name&order=asc&limit=2", nil, &first)
+	h.call("DELETE", "/sandbox/b", nil, nil)
+	h.waitState(ids[3], "gone")
+	var rest listSandboxes
+	h.call("GET", "/sandbox?sort=name&order=asc&limit=10&cursor="+url.QueryEscape(*first.NextCursor), nil, &rest)
+	var restNames []string
+	for _, it := range rest.Items {
+		restNames = append(restNames, it.Name)
+	}
+	if !slices.Equal(restNames, []string{"c", "d", "e"}) {
+		t.Fatalf("after a deleted cursor: %q", restNames)
+	}
+	var states listSandboxes
+	if h.call("GET", "/sandbox?states=stopped", nil, &states); len(states.Items) != 0 {
+		t.Fatalf("states=stopped listed %d", len(states.Items))
+	}
+	var paged paginatedSandboxes
+	if st := h.call("GET", "/sandbox/paginated?page=2&limit=3", nil, &paged); st != http.StatusOK || paged.Total != 4 || paged.TotalPages != 2 || len(paged.Items) != 1 {
+		t.Fatalf("paginated: %d total %d pages %d items %d", st, paged.Total, paged.TotalPages, len(paged.Items))
+	}
+}
+
+func TestSettings(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	sb := h.create(map[string]any{"name": "s", "labels": map[string]string{"old": "1"}, "networkBlockAll": true})
+	if sb.AutoStopInterval != 15 || sb.AutoArchiveInterval != 10080 || sb.AutoDeleteInterval != -1 || !sb.NetworkBlockAll {
+		t.Fatalf("defaults: %+v", sb)
+	}
+	h.waitState(sb.ID, stateStarted)
+
+	var labels sandboxLabels
+	if st := h.call("PUT", "/sandbox/s/labels", map[string]any{"labels": map[string]string{"new": "2"}}, &labels); st != http.StatusOK || len(labels.Labels) != 1 || labels.Labels["new"] != "2" {
+		t.Fatalf("labels: %d %+v", st, labels)
+	}
+	var got apiSandbox
+	for _, c := range []struct {
+		path  string
+		check func() bool
+	}{
+		{"/autostop/0", func() bool { return got.AutoStopInterval == 0 }},
+		{"/autoarchive/60", func() bool { return got.AutoArchiveInterval == 60 }},
+		{"/autodelete/-1", func() bool { return got.AutoDeleteInterval == -1 }},
+		{"/autodelete/30", func() bool { return got.AutoDeleteInterval == 30 }},
+		{"/public/true", func() bool { return got.Public }},
+	} {
+		if st := h.call("POST", "/sandbox/s"+c.path, nil, &got); st != http.StatusOK || !c.check() {
+			t.Fatalf("%s: %d %+v", c.path, st, got)
+		}
+	}
+	if got, _ := h.get(sb.ID); got.Labels["new"] != "2" || got.Labels["old"] != "" || !got.Public || got.AutoDeleteInterval != 30 {
+		t.Fatalf("settings not kept: %+v", got)
+	}
+	// Network settings: the fields sent replace the sandbox's, live.
+	if st := h.call("POST", "/sandbox/s/network-settings", map[string]any{"networkBlockAll": false, "domainAllowList": "pypi.org"}, &got); st != http.StatusOK ||
+		got.NetworkBlockAll || got.DomainAllowList != "pypi.org" {
+		t.Fatalf("network-settings: %d %+v", st, got)
+	}
+	if n := eng.networkOf(sb.ID); n != (network{domainAllowList: "pypi.org"}) {
+		t.Fatalf("engine network = %+v", n)
+	}
+	var e apiError
+	if st := h.call("POST", "/sandbox/s/network-settings", map[string]any{"networkBlockAll": true}, &e); st != http.StatusBadRequest {
+		t.Fatalf("block-all with a domain list: %d %+v, want 400", st, e)
+	}
+	if got, _ := h.get(sb.ID); got.NetworkBlockAll {
+		t.Fatal("a refused network change was recorded")
+	}
+	var u toolboxProxyURL
+	if st := h.call("GET", "/sandbox/"+sb.ID+"/toolbox-proxy-url", nil, &u); st != http.StatusOK || u.URL != h.url+"/toolbox" {
+		t.Fatalf("toolbox-proxy-url: %d %+v", st, u)
+	}
+}
+
+func TestTimers(t *testing.T) {
+	eng := newFakeEngine(t)
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	idle := h.create(map[string]any{"autoStopInterval": 1})
+	ephemeral := h.create(map[string]any{"autoStopInterval": 0, "autoDeleteInterval": 0})
+	kept := h.create(map[string]any{"autoStopInterval": 0, "autoDeleteInterval": 2})
+	for _, id := range []string{idle.ID, ephemeral.ID, kept.ID} {
+		h.waitState(id, stateStarted)
+	}
+	clock.advance(59 * time.Second)
+	if got, _ := h.get(idle.ID); got.State != stateStarted {
+		t.Fatalf("stopped before its interval: %q", got.State)
+	}
+	clock.advance(2 * time.Second)
+	h.waitState(idle.ID, stateStopped)
+
+	// An ephemeral sandbox is deleted when it stops.
+	h.call("POST", "/sandbox/"+ephemeral.ID+"/stop", nil, nil)
+	h.waitState(ephemeral.ID, "gone")
+
+	h.call("POST", "/sandbox/"+kept.ID+"/stop", nil, nil)
+	h.waitState(kept.ID, stateStopped)
+	clock.advance(time.Minute)
+	if _, st := h.get(kept.ID); st != http.StatusOK {
+		t.Fatalf("deleted before its interval: %d", st)
+	}
+	clock.advance(61 * time.Second)
+	h.waitState(kept.ID, "gone")
+}
+
+func TestBehindTheServersBack(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	a, b := h.create(map[string]any{}), h.create(map[string]any{})
+	h.waitState(a.ID, stateStarted)
+	h.waitState(b.ID, stateStarted)
+	eng.behindBack(a.ID, false)
+	if got, _ := h.get(a.ID); got.State != stateStopped {
+		t.Fatalf("stopped behind its back: GET says %q", got.State)
+	}
+	eng.behindBack(b.ID, true)
+	if _, st := h.get(b.ID); st != http.StatusNotFound {
+		t.Fatalf("deleted behind its back: GET %d", st)
+	}
+	// It restarts.
+	h.call("POST", "/sandbox/"+a.ID+"/start", nil, nil)
+	h.waitState(a.ID, stateStarted)
+}
+
+func TestToolboxProxy(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	sb := h.create(map[string]any{"env": map[string]string{"GREETING": "hello"}})
+	h.waitState(sb.ID, stateStarted)
+	ctx := context.Background()
+	for _, base := range []string{sb.ToolboxProxyURL + "/" + sb.ID, h.url + "/api/toolbox/" + sb.ID + "/toolbox"} {
+		c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: base, Token: testKey, HTTPClient: h.client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		res, err := c.Execute(ctx, toolbox.ExecuteRequest{Command: `echo "$GREETING from $(basename "$PWD")"`})
+		if err != nil {
+			t.Fatalf("%s: execute: %v", base, err)
+		}
+		if res.ExitCode != 0 || !strings.HasPrefix(res.Result, "hello from ") {
+			t.Fatalf("%s: execute: %+v", base, res)
+		}
+	}
+	// A session command followed over a WebSocket through the proxy.
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: sb.ToolboxProxyURL + "/" + sb.ID, Token: testKey, HTTPClient: h.client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CreateSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.SessionExecute(ctx, "s1", toolbox.SessionExecuteRequest{Command: "echo out; echo err >&2", RunAsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	if _, err := c.FollowLogs(ctx, "s1", run.CmdID, &stdout, &stderr); err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	if stdout.String() != "out\n" || stderr.String() != "err\n" {
+		t.Fatalf("followed stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	// A stopped sandbox's toolbox is not reached.
+	h.call("POST", "/sandbox/"+sb.ID+"/stop", nil, nil)
+	h.waitState(sb.ID, stateStopped)
+	if _, err := c.Version(ctx); err == nil || !strings.Contains(err.Error(), "not started") {
+		t.Fatalf("toolbox of a stopped sandbox: %v", err)
+	}
+}
