@@ -13,6 +13,7 @@
 //	agentbox sandbox network ID [--default | --block-all | --allow-cidr LIST | --allow-domain LIST]
 //	agentbox ports publish ID PORT[:SANDBOXPORT] | ls ID | rm ID PORT
 //	agentbox git clone [--id SANDBOX] [--branch B] [--commit C] [--depth N] [--username U --password-stdin] URL [DIR]
+//	agentbox serve [--addr HOST:PORT] [--api-key-file FILE | --api-key KEY]
 //
 // --id names the sandbox. The ID of logs and kill is that of a background
 // process: the number spawn prints and ps lists in its ID column (1, 2,
@@ -72,9 +73,10 @@ func run(args []string) int {
 	// sandbox init) get the default disposition back.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return cli.Run(ctx, cli.Config{
-		Engine: localEngine{},
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
+		Engine:    localEngine{},
+		NewServer: newServer,
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
 	}, args)
 }
