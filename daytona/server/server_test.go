@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
 	"github.com/agentbox-dev/agentbox/local"
@@ -433,6 +434,24 @@ func TestToolboxProxy(t *testing.T) {
 	if stdout.String() != "out\n" || stderr.String() != "err\n" {
 		t.Fatalf("followed stdout %q stderr %q", stdout.String(), stderr.String())
 	}
+	// The WebSocket upgrade itself passes the proxy.
+	wsURL := "ws" + strings.TrimPrefix(sb.ToolboxProxyURL, "http") + "/" + sb.ID + "/process/session/s1/command/" + run.CmdID + "/logs?follow=true"
+	conn, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{
+		HTTPClient: h.client,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + testKey}},
+	})
+	if err != nil {
+		t.Fatalf("WebSocket through the proxy: %v (answer %v)", err, resp)
+	}
+	var got []byte
+	for !strings.Contains(string(got), "out") {
+		_, msg, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("reading the log over the WebSocket: %v (so far %q)", err, got)
+		}
+		got = append(got, msg...)
+	}
+	conn.CloseNow()
 	// A stopped sandbox's toolbox is not reached.
 	h.call("POST", "/sandbox/"+sb.ID+"/stop", nil, nil)
 	h.waitState(sb.ID, stateStopped)
