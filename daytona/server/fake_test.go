@@ -177,8 +177,10 @@ func (b *fakeBox) halt() {
 	b.srv, b.daemon = nil, nil
 }
 
-func (e *fakeEngine) start(ctx context.Context, id string, env map[string]string) error {
-	if err := e.enter(ctx, "start"); err != nil {
+// op runs operation name on sandbox id: it waits while the operation is
+// blocked, then runs fn with e.mu held.
+func (e *fakeEngine) op(ctx context.Context, name, id string, fn func(b *fakeBox) error) error {
+	if err := e.enter(ctx, name); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -187,39 +189,31 @@ func (e *fakeEngine) start(ctx context.Context, id string, env map[string]string
 	if err != nil {
 		return err
 	}
-	if b.srv != nil {
-		return nil
-	}
-	return b.run(env)
+	return fn(b)
+}
+
+func (e *fakeEngine) start(ctx context.Context, id string, env map[string]string) error {
+	return e.op(ctx, "start", id, func(b *fakeBox) error {
+		if b.srv != nil {
+			return nil
+		}
+		return b.run(env)
+	})
 }
 
 func (e *fakeEngine) stop(ctx context.Context, id string) error {
-	if err := e.enter(ctx, "stop"); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b, err := e.box(id)
-	if err != nil {
-		return err
-	}
-	b.halt()
-	return nil
+	return e.op(ctx, "stop", id, func(b *fakeBox) error {
+		b.halt()
+		return nil
+	})
 }
 
 func (e *fakeEngine) remove(ctx context.Context, id string) error {
-	if err := e.enter(ctx, "remove"); err != nil {
-		return err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b, err := e.box(id)
-	if err != nil {
-		return err
-	}
-	b.halt()
-	delete(e.boxes, id)
-	return os.RemoveAll(b.work)
+	return e.op(ctx, "remove", id, func(b *fakeBox) error {
+		b.halt()
+		delete(e.boxes, id)
+		return os.RemoveAll(b.work)
+	})
 }
 
 func (e *fakeEngine) status(_ context.Context, id string) (engineStatus, error) {

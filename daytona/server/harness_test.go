@@ -54,15 +54,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.badRequests {
 		cp = cp.ResponsesOnly()
 	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rest, ok := strings.CutPrefix(r.URL.Path, "/toolbox/"); ok {
-			id, _, _ := strings.Cut(rest, "/")
-			tb.WithBasePath("/toolbox/"+id).Handler(t, s).ServeHTTP(w, r)
-			return
-		}
-		cp.Handler(t, s).ServeHTTP(w, r)
-	})
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(spectest.ServerHandler(t, cp, tb, s))
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -123,28 +115,8 @@ func (h *harness) callKey(key, method, path string, body, out any) int {
 	return resp.StatusCode
 }
 
-// apiSandbox is what the tests read of a Sandbox.
-type apiSandbox struct {
-	ID                  string            `json:"id"`
-	Name                string            `json:"name"`
-	State               string            `json:"state"`
-	DesiredState        string            `json:"desiredState"`
-	User                string            `json:"user"`
-	Env                 map[string]string `json:"env"`
-	Labels              map[string]string `json:"labels"`
-	Public              bool              `json:"public"`
-	NetworkBlockAll     bool              `json:"networkBlockAll"`
-	NetworkAllowList    string            `json:"networkAllowList"`
-	DomainAllowList     string            `json:"domainAllowList"`
-	CPU                 float64           `json:"cpu"`
-	Memory              float64           `json:"memory"`
-	Disk                float64           `json:"disk"`
-	AutoStopInterval    int               `json:"autoStopInterval"`
-	AutoArchiveInterval int               `json:"autoArchiveInterval"`
-	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
-	ErrorReason         string            `json:"errorReason"`
-	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
-}
+// apiSandbox is a Sandbox as the tests read it.
+type apiSandbox = sandboxDTO
 
 // apiError is the error body.
 type apiError struct {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,15 +40,7 @@ func TestTypeScriptSDKServe(t *testing.T) {
 	offSpec := &collector{TB: t}
 	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
 	tb := spectest.Load(t).ResponsesOnly().SkipBodiesOver(1 << 20)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rest, ok := strings.CutPrefix(r.URL.Path, "/toolbox/"); ok {
-			id, _, _ := strings.Cut(rest, "/")
-			tb.WithBasePath("/toolbox/"+id).Handler(offSpec, srv).ServeHTTP(w, r)
-			return
-		}
-		cp.Handler(offSpec, srv).ServeHTTP(w, r)
-	})
-	base := serveLoopback(t, h, func() error {
+	base := serveLoopback(t, spectest.ServerHandler(offSpec, cp, tb, srv), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return srv.Close(ctx)
@@ -119,32 +109,11 @@ func checkServeSteps(t *testing.T, results []stepResult, name string) {
 // against the server at base, on a sandbox of that name.
 func runServeProgram(t *testing.T, p nodeProject, base, alias, name string) serveReport {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, p.node, "serve.mjs")
-	cmd.Dir = p.dir
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"DAYTONA_API_URL=" + base + "/api",
-		"DAYTONA_API_KEY=" + apiKey,
-		"DAYTONA_TARGET=local",
-		// Wait by polling: serve has no Socket.IO event stream yet.
-		"DAYTONA_USE_DEPRECATED_POLLING=true",
-		"AGENTBOX_SDK=" + alias,
-		"AGENTBOX_SANDBOX_NAME=" + name,
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
-	if stderr.Len() > 0 {
-		t.Logf("node stderr:\n%s", stderr.Bytes())
-	}
-	lines := bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte("\n"))
+	stdout, runErr := p.runNode(t, "serve.mjs", base, alias, "AGENTBOX_SANDBOX_NAME="+name)
+	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
 	var rep serveReport
 	if err := json.Unmarshal(lines[len(lines)-1], &rep); err != nil || runErr != nil {
-		t.Fatalf("node serve.mjs printed no report (exit: %v, decoding: %v):\n%s", runErr, err, stdout.Bytes())
+		t.Fatalf("node serve.mjs printed no report (exit: %v, decoding: %v):\n%s", runErr, err, stdout)
 	}
 	var timing strings.Builder
 	for _, r := range rep.Steps {

@@ -857,6 +857,22 @@ func (v *Validator) Handler(t testing.TB, next http.Handler) http.Handler {
 	})
 }
 
+// ServerHandler returns middleware that validates the exchanges of a
+// Daytona-compatible server such as agentbox serve: toolbox requests
+// proxied at /toolbox/{sandboxId}/… with tb (which sees them with that
+// prefix stripped), every other request with cp (a control-plane
+// Validator, WithBasePath("/api") for a server with the API there).
+func ServerHandler(t testing.TB, cp, tb *Validator, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/toolbox/"); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			tb.WithBasePath("/toolbox/"+id).Handler(t, next).ServeHTTP(w, r)
+			return
+		}
+		cp.Handler(t, next).ServeHTTP(w, r)
+	})
+}
+
 // recorder passes a response through while keeping a copy.
 type recorder struct {
 	w        http.ResponseWriter
