@@ -33,7 +33,7 @@ func (s *Server) lookup(idOrName string) (*record, error) {
 // moved to a transitional state, and marks rec busy until op returns;
 // done then runs, with s.mu held, with op's error.
 func (s *Server) launch(rec *record, op func(ctx context.Context) error, done func(err error)) error {
-	if s.ctx.Err() != nil {
+	if s.closing {
 		return &Error{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
 	}
 	rec.busy = true
@@ -200,7 +200,7 @@ func (s *Server) reconcileLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-s.timers.Done():
 			return
 		case <-t.C:
 			s.mu.Lock()
@@ -210,7 +210,7 @@ func (s *Server) reconcileLoop() {
 			}
 			s.mu.Unlock()
 			for _, rec := range recs {
-				s.observe(s.ctx, rec)
+				s.observe(s.timers, rec)
 			}
 		}
 	}

@@ -69,13 +69,18 @@ type Server struct {
 	now       func() time.Time
 	tick      time.Duration
 
-	ctx    context.Context // cancelled by Close: ends background work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // background work: operations and the reconciler
+	// ctx is the context of lifecycle operations, cancelled when Close
+	// gives up waiting for them; timers ends the reconciler.
+	ctx          context.Context
+	cancel       context.CancelFunc
+	timers       context.Context
+	cancelTimers context.CancelFunc
+	wg           sync.WaitGroup // background work: operations and the reconciler
 
-	mu     sync.Mutex
-	byID   map[string]*record
-	byName map[string]*record
+	mu      sync.Mutex
+	byID    map[string]*record
+	byName  map[string]*record
+	closing bool // Close was called: no new operation starts
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -121,6 +126,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
 	s.proxy = newToolboxProxy(s)
 	s.mux = s.routes()
 	s.wg.Add(1)
@@ -128,19 +134,27 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	return s, nil
 }
 
-// Close ends the server's background work: it stops its timers and waits,
-// until ctx is done, for the lifecycle operations in flight. Sandboxes keep
-// running. Close does not stop serving: shut the http.Server down first.
+// Close ends the server's background work: it stops its timers, refuses
+// new lifecycle operations (503) and waits for those in flight to end,
+// until ctx is done; then it cancels them and returns ctx's error once
+// they have returned. Sandboxes keep running. Close does not stop serving:
+// shut the http.Server down first.
 func (s *Server) Close(ctx context.Context) error {
-	s.cancel()
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.cancelTimers()
+	defer s.proxy.close()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
-	defer s.proxy.close()
 	select {
 	case <-done:
+		s.cancel()
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("agentbox serve: waiting for lifecycle operations in flight: %w", context.Cause(ctx))
+		s.cancel()
+		<-done
+		return fmt.Errorf("agentbox serve: lifecycle operations in flight cancelled: %w", context.Cause(ctx))
 	}
 }
 

@@ -459,3 +459,51 @@ func TestToolboxProxy(t *testing.T) {
 		t.Fatalf("toolbox of a stopped sandbox: %v", err)
 	}
 }
+
+func TestCloseWaitsForOperations(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{badRequests: true})
+	release := eng.block("create")
+	sb := h.create(map[string]any{})
+	closed := make(chan error, 1)
+	go func() { closed <- h.s.Close(context.Background()) }()
+	// Once closing, the server starts nothing new.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var e apiError
+		st := h.call("POST", "/sandbox", map[string]any{}, &e)
+		if st == http.StatusServiceUnavailable {
+			break
+		}
+		if st != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("create while closing: %d %+v, want 503 soon", st, e)
+		}
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a create was in flight", err)
+	default:
+	}
+	release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.get(sb.ID); got.State != stateStarted {
+		t.Fatalf("the create Close waited for: state %q", got.State)
+	}
+}
+
+func TestCloseCancelsWhenItStopsWaiting(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	eng.block("create")
+	sb := h.create(map[string]any{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.s.Close(ctx); err == nil || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("Close with a done context: %v", err)
+	}
+	if got, _ := h.get(sb.ID); got.State != stateError || !strings.Contains(got.ErrorReason, "creating") {
+		t.Fatalf("the cancelled create: state %q, reason %q", got.State, got.ErrorReason)
+	}
+}
