@@ -189,16 +189,12 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	return s.withSandbox(func(*http.Request, *record) (any, error) { return nil, nil })(w, r)
 }
 
-func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
+// lifecycleCall returns the handler of a lifecycle call: begin moves the
+// sandbox to its transitional state, and the answer shows it.
+func (s *Server) lifecycleCall(begin func(rec *record) error) handlerFunc {
 	return s.withSandbox(func(_ *http.Request, rec *record) (any, error) {
-		return nil, s.beginDestroy(rec)
-	})(w, r)
-}
-
-func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
-	return s.withSandbox(func(_ *http.Request, rec *record) (any, error) {
-		return nil, s.beginStart(rec)
-	})(w, r)
+		return nil, begin(rec)
+	})
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -208,9 +204,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return s.withSandbox(func(_ *http.Request, rec *record) (any, error) {
-		return nil, s.beginStop(rec)
-	})(w, r)
+	return s.lifecycleCall(s.beginStop)(w, r)
 }
 
 func (s *Server) replaceLabels(w http.ResponseWriter, r *http.Request) error {

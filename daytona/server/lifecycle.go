@@ -115,14 +115,18 @@ func (s *Server) beginStart(rec *record) error {
 	if err := checkIdle(rec); err != nil {
 		return err
 	}
-	switch {
-	case rec.state == stateStarted:
+	via := stateStarting
+	switch rec.state {
+	case stateStarted:
 		return nil // as Daytona: nothing to do
-	case rec.state != stateStopped:
+	case stateArchived:
+		via = stateRestoring
+	case stateStopped:
+	default:
 		return errorf(http.StatusBadRequest, "Sandbox is not in valid state")
 	}
 	id, env := rec.id, rec.env
-	rec.state, rec.desired = stateStarting, stateStarted
+	rec.state, rec.desired = via, stateStarted
 	return s.launch(rec, func(ctx context.Context) error {
 		return s.eng.start(ctx, id, env)
 	}, func(err error) {
@@ -174,6 +178,30 @@ func (s *Server) stopped(rec *record) {
 	}
 }
 
+// beginArchive archives rec's stopped sandbox. Its files stay where they
+// are, on this machine's disk: the archived state only says that start
+// goes through restoring, as Daytona's does.
+func (s *Server) beginArchive(rec *record) error {
+	if rec.errored() {
+		return errorf(http.StatusBadRequest, msgErrored)
+	}
+	if err := checkIdle(rec); err != nil {
+		return err
+	}
+	switch {
+	case rec.state == stateArchived:
+		return nil
+	case rec.state != stateStopped:
+		return errorf(http.StatusBadRequest, "Sandbox is not stopped")
+	case rec.autoDelete == 0:
+		return errorf(http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
+	}
+	rec.state, rec.desired = stateArchiving, stateArchived
+	return s.launch(rec, func(context.Context) error { return nil }, func(error) {
+		rec.state = stateArchived
+	})
+}
+
 // beginDestroy deletes rec's sandbox, whatever its state, unless another
 // operation is in flight.
 func (s *Server) beginDestroy(rec *record) error {
@@ -223,7 +251,7 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 	s.mu.Lock()
 	id, state, busy := rec.id, rec.state, rec.busy
 	s.mu.Unlock()
-	if busy || (state != stateStarted && state != stateStopped) {
+	if busy || (state != stateStarted && state != stateStopped && state != stateArchived) {
 		return
 	}
 	st, err := s.eng.status(ctx, id)
@@ -248,7 +276,7 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 	switch {
 	case state == stateStarted && !st.running:
 		s.stopped(rec)
-	case state == stateStopped && st.running:
+	case state != stateStarted && st.running:
 		rec.state, rec.desired, rec.startedAt = stateStarted, stateStarted, now
 		rec.touch(now)
 	case state == stateStarted && rec.autoStop > 0:
@@ -261,11 +289,24 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 				s.logf("agentbox serve: auto-stopping sandbox %s: %v", id, err)
 			}
 		}
-	case state == stateStopped && rec.autoDelete >= 0 && now.Sub(rec.stoppedAt) >= minutes(rec.autoDelete):
+	case state != stateStarted && rec.autoDelete >= 0 && now.Sub(rec.stoppedAt) >= minutes(rec.autoDelete):
 		if err := s.beginDestroy(rec); err != nil {
 			s.logf("agentbox serve: auto-deleting sandbox %s: %v", id, err)
 		}
+	case state == stateStopped && now.Sub(rec.stoppedAt) >= archiveAfter(rec.autoArchive):
+		if err := s.beginArchive(rec); err != nil {
+			s.logf("agentbox serve: auto-archiving sandbox %s: %v", id, err)
+		}
 	}
+}
+
+// archiveAfter is how long a sandbox stays stopped before it is archived:
+// n minutes, the longest interval when n is 0.
+func archiveAfter(n int) time.Duration {
+	if n == 0 {
+		n = maxAutoArchiveInterval
+	}
+	return minutes(n)
 }
 
 // minutes returns n minutes.

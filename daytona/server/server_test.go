@@ -507,3 +507,48 @@ func TestCloseCancelsWhenItStopsWaiting(t *testing.T) {
 		t.Fatalf("the cancelled create: state %q, reason %q", got.State, got.ErrorReason)
 	}
 }
+
+func TestArchive(t *testing.T) {
+	eng := newFakeEngine(t)
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	sb := h.create(map[string]any{"autoStopInterval": 0, "autoArchiveInterval": 5})
+	eph := h.create(map[string]any{"autoStopInterval": 0, "autoDeleteInterval": 0})
+	h.waitState(sb.ID, stateStarted)
+	h.waitState(eph.ID, stateStarted)
+	var e apiError
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/archive", nil, &e); st != http.StatusBadRequest || e.Message != "Sandbox is not stopped" {
+		t.Fatalf("archive a started sandbox: %d %+v", st, e)
+	}
+	release := eng.block("stop")
+	h.call("POST", "/sandbox/"+eph.ID+"/stop", nil, nil)
+	if st := h.call("POST", "/sandbox/"+eph.ID+"/archive", nil, &e); st != http.StatusConflict {
+		t.Fatalf("archive while stopping: %d %+v", st, e)
+	}
+	release()
+	h.waitState(eph.ID, "gone")
+
+	h.call("POST", "/sandbox/"+sb.ID+"/stop", nil, nil)
+	h.waitState(sb.ID, stateStopped)
+	var got apiSandbox
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/archive", nil, &got); st != http.StatusOK || got.State != stateArchiving || got.DesiredState != stateArchived {
+		t.Fatalf("archive: %d %+v", st, got)
+	}
+	h.waitState(sb.ID, stateArchived)
+	release = eng.block("start")
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/start", nil, &got); st != http.StatusOK || got.State != stateRestoring {
+		t.Fatalf("start an archived sandbox: %d state %q, want restoring", st, got.State)
+	}
+	release()
+	h.waitState(sb.ID, stateStarted)
+
+	// Archived after autoArchiveInterval stopped.
+	h.call("POST", "/sandbox/"+sb.ID+"/stop", nil, nil)
+	h.waitState(sb.ID, stateStopped)
+	clock.advance(4 * time.Minute)
+	if got, _ := h.get(sb.ID); got.State != stateStopped {
+		t.Fatalf("archived before its interval: %q", got.State)
+	}
+	clock.advance(time.Minute)
+	h.waitState(sb.ID, stateArchived)
+}

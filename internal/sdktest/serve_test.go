@@ -25,7 +25,8 @@ type serveReport struct {
 // daytona/server over the local engine: real sandboxes) through its life
 // with each SDK release, every exchange checked against the spec files:
 // create, work and home dirs, exec, a session, upload, get by name, list
-// by label, labels, stop, start (files and env kept), delete.
+// by label, labels, stop, archive, start (restoring: files and env
+// kept), delete.
 func TestTypeScriptSDKServe(t *testing.T) {
 	p := findNode(t)
 	if os.Geteuid() != 0 {
@@ -73,6 +74,7 @@ func checkServeSteps(t *testing.T, results []stepResult, name string) {
 		{"list-by-label", `["` + name + `"]`},
 		{"set-labels", `{"suite":"` + name + `","step":"labels"}`},
 		{"stop", `"stopped"`},
+		{"archive", `"archived"`},
 		{"start", `"started"`},
 		{"download-after-restart", `"kept across a stop\n"`},
 		{"env-after-restart", `{"exitCode":0,"result":"hello\n"}`},

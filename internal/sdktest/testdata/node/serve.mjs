@@ -1,7 +1,8 @@
 // The program internal/sdktest runs against `agentbox serve` (a real
 // control plane over real local sandboxes), once per SDK release: it loads
 // the release named by AGENTBOX_SDK and drives one sandbox through its
-// life with the SDK's own calls, create to delete. Each step is reported
+// life with the SDK's own calls, create to delete (archive and restore
+// included). Each step is reported
 // as driver.mjs reports them, on one JSON line:
 //
 //	{"sdk": "0.205.1", "steps": [{"name": "create", "ok": true, "value": …, "ms": 812}, …]}
@@ -66,6 +67,15 @@ const steps = [
   ['set-labels', async () => sb.setLabels({ suite: name, step: 'labels' })],
   ['stop', async () => {
     await sb.stop();
+    return sb.state;
+  }],
+  ['archive', async () => {
+    await sb.archive();
+    const deadline = Date.now() + 20000;
+    while (sb.state === 'archiving' && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      await sb.refreshData();
+    }
     return sb.state;
   }],
   ['start', async () => {
