@@ -24,6 +24,12 @@
 // /toolbox/{sandboxId}/…) and at Daytona's older API-proxied form
 // /api/toolbox/{sandboxId}/toolbox/….
 //
+// It also serves the event stream the newest SDKs use by default to learn
+// of state changes at once: Socket.IO v4 over a WebSocket at
+// /api/socket.io/ (the API key in the CONNECT packet's auth {token}),
+// sending sandbox.created, sandbox.state.updated and
+// sandbox.desired-state.updated to the clients of the organization.
+//
 // # States
 //
 // Lifecycle calls answer at once with the sandbox in a transitional state

@@ -65,6 +65,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.byID[rec.id], s.byName[rec.name] = rec, rec
+	s.events.publish(&event{org: rec.org, name: eventCreated, dto: rec.dto("")})
 	writeJSON(w, rec.dto(s.toolboxProxyURL(r)))
 	return nil
 }

@@ -53,13 +53,14 @@ func (s *Server) launch(rec *record, op func(ctx context.Context) error, done fu
 
 // fail puts rec in the error state because of err.
 func (s *Server) fail(rec *record, what string, err error) {
-	rec.state, rec.errorReason = stateError, fmt.Sprintf("%s: %v", what, err)
+	rec.errorReason = fmt.Sprintf("%s: %v", what, err)
+	s.set(rec, stateError, "")
 	s.logf("agentbox serve: sandbox %s: %s", rec.id, rec.errorReason)
 }
 
 // forget removes rec from the server: the sandbox is gone.
 func (s *Server) forget(rec *record) {
-	rec.state, rec.desired = stateDestroyed, stateDestroyed
+	s.set(rec, stateDestroyed, stateDestroyed)
 	if s.byID[rec.id] == rec {
 		delete(s.byID, rec.id)
 	}
@@ -78,7 +79,7 @@ func checkIdle(rec *record) error {
 
 // beginCreate creates and starts rec's sandbox with start.
 func (s *Server) beginCreate(rec *record, start func(context.Context) (sizes, error)) error {
-	rec.state, rec.desired = stateCreating, stateStarted
+	s.set(rec, stateCreating, stateStarted)
 	var sz sizes
 	return s.launch(rec, func(ctx context.Context) (err error) {
 		sz, err = start(ctx)
@@ -89,7 +90,8 @@ func (s *Server) beginCreate(rec *record, start func(context.Context) (sizes, er
 			return
 		}
 		rec.sizes = rec.sizes.or(sz)
-		rec.state, rec.startedAt = stateStarted, s.now()
+		rec.startedAt = s.now()
+		s.set(rec, stateStarted, "")
 	})
 }
 
@@ -126,7 +128,7 @@ func (s *Server) beginStart(rec *record) error {
 		return errorf(http.StatusBadRequest, "Sandbox is not in valid state")
 	}
 	id, env := rec.id, rec.env
-	rec.state, rec.desired = via, stateStarted
+	s.set(rec, via, stateStarted)
 	return s.launch(rec, func(ctx context.Context) error {
 		return s.eng.start(ctx, id, env)
 	}, func(err error) {
@@ -134,7 +136,8 @@ func (s *Server) beginStart(rec *record) error {
 			s.fail(rec, "starting the sandbox", err)
 			return
 		}
-		rec.state, rec.startedAt = stateStarted, s.now()
+		rec.startedAt = s.now()
+		s.set(rec, stateStarted, "")
 	})
 }
 
@@ -151,7 +154,7 @@ func (s *Server) beginStop(rec *record) error {
 		return errorf(http.StatusBadRequest, "Sandbox is not in a stoppable state")
 	}
 	id := rec.id
-	rec.state, rec.desired = stateStopping, stateStopped
+	s.set(rec, stateStopping, stateStopped)
 	return s.launch(rec, func(ctx context.Context) error {
 		return s.eng.stop(ctx, id)
 	}, func(err error) {
@@ -169,7 +172,8 @@ func (s *Server) beginStop(rec *record) error {
 // stopped records that rec's sandbox stopped, and deletes it when its
 // auto-delete interval is 0 (ephemeral).
 func (s *Server) stopped(rec *record) {
-	rec.state, rec.desired, rec.stoppedAt = stateStopped, stateStopped, s.now()
+	rec.stoppedAt = s.now()
+	s.set(rec, stateStopped, stateStopped)
 	rec.touch(rec.stoppedAt)
 	if rec.autoDelete == 0 {
 		if err := s.beginDestroy(rec); err != nil {
@@ -196,9 +200,9 @@ func (s *Server) beginArchive(rec *record) error {
 	case rec.autoDelete == 0:
 		return errorf(http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
 	}
-	rec.state, rec.desired = stateArchiving, stateArchived
+	s.set(rec, stateArchiving, stateArchived)
 	return s.launch(rec, func(context.Context) error { return nil }, func(error) {
-		rec.state = stateArchived
+		s.set(rec, stateArchived, "")
 	})
 }
 
@@ -209,7 +213,7 @@ func (s *Server) beginDestroy(rec *record) error {
 		return errorf(http.StatusConflict, msgStateChange)
 	}
 	id := rec.id
-	rec.state, rec.desired = stateDestroying, stateDestroyed
+	s.set(rec, stateDestroying, stateDestroyed)
 	return s.launch(rec, func(ctx context.Context) error {
 		return s.eng.remove(ctx, id)
 	}, func(err error) {
@@ -277,7 +281,8 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 	case state == stateStarted && !st.running:
 		s.stopped(rec)
 	case state != stateStarted && st.running:
-		rec.state, rec.desired, rec.startedAt = stateStarted, stateStarted, now
+		rec.startedAt = now
+		s.set(rec, stateStarted, stateStarted)
 		rec.touch(now)
 	case state == stateStarted && rec.autoStop > 0:
 		idle := rec.startedAt

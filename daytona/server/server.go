@@ -66,8 +66,11 @@ type Server struct {
 	eng       engine
 	mux       *http.ServeMux
 	proxy     *toolboxProxy
+	events    hub
 	now       func() time.Time
 	tick      time.Duration
+	// pingInterval is the event stream's heartbeat.
+	pingInterval time.Duration
 
 	// ctx is the context of lifecycle operations, cancelled when Close
 	// gives up waiting for them; timers ends the reconciler.
@@ -104,14 +107,15 @@ func New(opts Options) (*Server, error) {
 // every tick, reading the time from now.
 func newServer(opts Options, eng engine, tick time.Duration, now func() time.Time) (*Server, error) {
 	s := &Server{
-		org:       opts.OrganizationID,
-		publicURL: strings.TrimSuffix(opts.PublicURL, "/"),
-		logf:      opts.Logf,
-		eng:       eng,
-		now:       now,
-		tick:      tick,
-		byID:      map[string]*record{},
-		byName:    map[string]*record{},
+		org:          opts.OrganizationID,
+		publicURL:    strings.TrimSuffix(opts.PublicURL, "/"),
+		logf:         opts.Logf,
+		eng:          eng,
+		now:          now,
+		tick:         tick,
+		pingInterval: defaultPingInterval,
+		byID:         map[string]*record{},
+		byName:       map[string]*record{},
 	}
 	if s.org == "" {
 		s.org = DefaultOrganizationID
@@ -171,6 +175,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	api := func(pattern string, h handlerFunc) { mux.Handle(pattern, s.handle(h, true)) }
 	mux.Handle("GET /api/config", s.handle(s.getConfig, false))
+	// The key comes in the stream's CONNECT packet.
+	mux.Handle("GET /api/socket.io/", s.handle(s.serveEvents, false))
 	api("POST /api/sandbox", s.createSandbox)
 	api("GET /api/sandbox", s.listSandboxes)
 	api("GET /api/sandbox/paginated", s.listSandboxesPaginated)

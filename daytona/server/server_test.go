@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -551,4 +553,108 @@ func TestArchive(t *testing.T) {
 	}
 	clock.advance(time.Minute)
 	h.waitState(sb.ID, stateArchived)
+}
+
+// sio is a Socket.IO client of the event stream, written from the
+// protocol: what the SDKs' socket.io-client sends.
+type sio struct {
+	t    *testing.T
+	conn *websocket.Conn
+}
+
+func dialEvents(t *testing.T, h *harness) *sio {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := "ws" + strings.TrimPrefix(h.url, "http") + "/api/socket.io/?EIO=4&transport=websocket&source=sdk-test"
+	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: h.client})
+	if err != nil {
+		t.Fatalf("dialing the event stream: %v", err)
+	}
+	t.Cleanup(func() { conn.CloseNow() })
+	c := &sio{t: t, conn: conn}
+	if open := c.read(); !strings.HasPrefix(open, `0{"`) || !strings.Contains(open, `"pingInterval"`) {
+		t.Fatalf("open packet %q", open)
+	}
+	return c
+}
+
+func (c *sio) send(msg string) {
+	c.t.Helper()
+	if err := c.conn.Write(context.Background(), websocket.MessageText, []byte(msg)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// read returns the next packet, answering pings.
+func (c *sio) read() string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		_, data, err := c.conn.Read(ctx)
+		if err != nil {
+			c.t.Fatalf("reading the event stream: %v", err)
+		}
+		if string(data) == "2" {
+			c.send("3")
+			continue
+		}
+		return string(data)
+	}
+}
+
+// next returns the next event's name and data.
+func (c *sio) next() (string, map[string]any) {
+	c.t.Helper()
+	m := c.read()
+	var ev []json.RawMessage
+	if !strings.HasPrefix(m, "42") || json.Unmarshal([]byte(m[2:]), &ev) != nil || len(ev) != 2 {
+		c.t.Fatalf("packet %q is not an event", m)
+	}
+	var name string
+	var data map[string]any
+	if json.Unmarshal(ev[0], &name) != nil || json.Unmarshal(ev[1], &data) != nil {
+		c.t.Fatalf("event %q", m)
+	}
+	return name, data
+}
+
+func TestEventStream(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	bad := dialEvents(t, h)
+	bad.send(`40{"token":"wrong"}`)
+	if m := bad.read(); !strings.HasPrefix(m, "44") || !strings.Contains(m, "Unauthorized") {
+		t.Fatalf("CONNECT with a wrong key: %q, want a CONNECT_ERROR", m)
+	}
+	c := dialEvents(t, h)
+	c.send(`40{"token":"` + testKey + `"}`)
+	if m := c.read(); !strings.HasPrefix(m, `40{"sid":`) {
+		t.Fatalf("CONNECT: %q", m)
+	}
+	sb := h.create(map[string]any{"name": "evented"})
+	name, data := c.next()
+	if name != eventCreated || data["id"] != sb.ID || data["state"] != stateCreating || data["toolboxProxyUrl"] != h.url+"/toolbox" {
+		t.Fatalf("first event %s %v", name, data)
+	}
+	name, data = c.next()
+	sandbox, _ := data["sandbox"].(map[string]any)
+	if name != eventStateUpdated || data["oldState"] != stateCreating || data["newState"] != stateStarted || sandbox["id"] != sb.ID {
+		t.Fatalf("second event %s %v", name, data)
+	}
+	h.call("POST", "/sandbox/evented/stop", nil, nil)
+	var got []string
+	for len(got) < 3 {
+		name, data := c.next()
+		got = append(got, fmt.Sprint(name, " ", data["oldState"], data["oldDesiredState"], "→", data["newState"], data["newDesiredState"]))
+	}
+	want := []string{
+		"sandbox.desired-state.updated <nil>started→<nil>stopped",
+		"sandbox.state.updated started<nil>→stopping<nil>",
+		"sandbox.state.updated stopping<nil>→stopped<nil>",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("stop's events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

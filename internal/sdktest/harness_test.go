@@ -403,7 +403,9 @@ func (cp *controlPlane) run(t *testing.T, p nodeProject, alias string, features 
 		t.Fatal(err)
 	}
 	start := time.Now()
-	stdout, runErr := p.runNode(t, "driver.mjs", cp.base, alias, "AGENTBOX_FEATURES="+string(encoded))
+	stdout, runErr := p.runNode(t, "driver.mjs", cp.base, alias, "AGENTBOX_FEATURES="+string(encoded),
+		// Wait by polling: the stub has no Socket.IO event stream.
+		"DAYTONA_USE_DEPRECATED_POLLING=true")
 	elapsed := time.Since(start)
 	if u := cp.unexpectedRequests(); len(u) > 0 {
 		t.Logf("requests the control-plane stub does not serve: %s", strings.Join(u, ", "))
@@ -427,9 +429,7 @@ func (cp *controlPlane) run(t *testing.T, p nodeProject, alias string, features 
 // runNode runs the program script of testdata/node with the SDK release
 // alias against the control plane at base (DAYTONA_API_URL base/api, the
 // test's API key), with the extra environment variables env, and returns
-// its standard output and exit error; it logs its standard error. The
-// SDK waits by polling: the stub has no Socket.IO event stream, nor has
-// agentbox serve yet.
+// its standard output and exit error; it logs its standard error.
 func (p nodeProject) runNode(t *testing.T, script, base, alias string, env ...string) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
@@ -443,7 +443,6 @@ func (p nodeProject) runNode(t *testing.T, script, base, alias string, env ...st
 		"DAYTONA_API_URL=" + base + "/api",
 		"DAYTONA_API_KEY=" + apiKey,
 		"DAYTONA_TARGET=local",
-		"DAYTONA_USE_DEPRECATED_POLLING=true",
 		"AGENTBOX_SDK=" + alias,
 	}, env...)
 	var stdout, stderr bytes.Buffer

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +25,9 @@ type serveReport struct {
 
 // TestTypeScriptSDKServe drives one sandbox of agentbox serve (package
 // daytona/server over the local engine: real sandboxes) through its life
-// with each SDK release, every exchange checked against the spec files:
+// with each SDK release, every exchange checked against the spec files,
+// state changes learnt from the Socket.IO event stream as the SDKs do by
+// default:
 // create, work and home dirs, exec, a session, upload, get by name, list
 // by label, labels, stop, archive, start (restoring: files and env
 // kept), delete.
@@ -41,24 +45,40 @@ func TestTypeScriptSDKServe(t *testing.T) {
 	offSpec := &collector{TB: t}
 	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
 	tb := spectest.Load(t).ResponsesOnly().SkipBodiesOver(1 << 20)
-	base := serveLoopback(t, spectest.ServerHandler(offSpec, cp, tb, srv), func() error {
+	var streams atomic.Int32 // event streams opened
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/socket.io/") {
+			streams.Add(1)
+		}
+		srv.ServeHTTP(w, r)
+	})
+	base := serveLoopback(t, spectest.ServerHandler(offSpec, cp, tb, counted), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return srv.Close(ctx)
 	})
-	for _, alias := range aliases {
-		version := p.versions[alias]
-		t.Run(version, func(t *testing.T) {
-			t.Parallel()
-			name := "sdktest-serve-" + alias
-			rep := runServeProgram(t, p, base, alias, name)
-			if rep.SDK != version {
-				t.Errorf("the program ran SDK %s, want %s", rep.SDK, version)
-			}
-			checkServeSteps(t, rep.Steps, name)
-		})
-	}
+	// A group, so that its parallel subtests end before the checks below.
+	t.Run("sdk", func(t *testing.T) {
+		for _, alias := range aliases {
+			version := p.versions[alias]
+			t.Run(version, func(t *testing.T) {
+				t.Parallel()
+				name := "sdktest-serve-" + alias
+				rep := runServeProgram(t, p, base, alias, name)
+				if rep.SDK != version {
+					t.Errorf("the program ran SDK %s, want %s", rep.SDK, version)
+				}
+				checkServeSteps(t, rep.Steps, name)
+			})
+		}
+	})
 	t.Run("spec", func(t *testing.T) { offSpec.report(t) })
+	t.Run("event-stream", func(t *testing.T) {
+		// The SDKs learn of state changes through it by default.
+		if n := streams.Load(); n == 0 {
+			t.Fatal("no SDK opened the event stream (GET /api/socket.io/)")
+		}
+	})
 }
 
 // checkServeSteps checks every step serve.mjs reports.

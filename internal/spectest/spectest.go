@@ -861,9 +861,15 @@ func (v *Validator) Handler(t testing.TB, next http.Handler) http.Handler {
 // Daytona-compatible server such as agentbox serve: toolbox requests
 // proxied at /toolbox/{sandboxId}/… with tb (which sees them with that
 // prefix stripped), every other request with cp (a control-plane
-// Validator, WithBasePath("/api") for a server with the API there).
+// Validator, WithBasePath("/api") for a server with the API there) but
+// the Socket.IO event stream (a path ending in /socket.io/), which no
+// document describes and which passes unchecked.
 func ServerHandler(t testing.TB, cp, tb *Validator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/socket.io/") {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if rest, ok := strings.CutPrefix(r.URL.Path, "/toolbox/"); ok {
 			id, _, _ := strings.Cut(rest, "/")
 			tb.WithBasePath("/toolbox/"+id).Handler(t, next).ServeHTTP(w, r)
