@@ -18,11 +18,20 @@
 //	POST /api/sandbox/{idOrName}/public/{bool}
 //	POST /api/sandbox/{idOrName}/network-settings  applied live
 //	GET  /api/sandbox/{id}/toolbox-proxy-url
+//	GET  /api/sandbox/{idOrName}/ports/{port}/preview-url|signed-preview-url
+//	POST /api/sandbox/{idOrName}/ports/{port}/signed-preview-url/{token}/expire
 //
 // and it proxies the toolbox API of every started sandbox, WebSocket
 // upgrades included, at {toolboxProxyUrl}/{sandboxId}/… (that is
 // /toolbox/{sandboxId}/…) and at Daytona's older API-proxied form
 // /api/toolbox/{sandboxId}/toolbox/….
+//
+// Requests whose host is a preview URL's, http://{port}-{sandboxId}.{domain}
+// (with the sandbox's token in X-Daytona-Preview-Token unless it is public)
+// or a signed one, http://{port}-{token}.{domain}, go to that port of the
+// sandbox, which the local engine publishes on the host's loopback (see
+// preview.go); the domain is localhost when clients reach the server by IP
+// address, since browsers resolve every name under localhost to loopback.
 //
 // It also serves the event stream the newest SDKs use by default to learn
 // of state changes at once: Socket.IO v4 over a WebSocket at

@@ -30,6 +30,9 @@ type engine interface {
 	setNetwork(ctx context.Context, id string, n network) error
 	// dial connects to the toolbox API of the running sandbox id.
 	dial(ctx context.Context, id string) (net.Conn, error)
+	// forward returns an address of this host (host:port) that reaches
+	// TCP port of sandbox id, for as long as the sandbox exists.
+	forward(ctx context.Context, id string, port int) (string, error)
 }
 
 // spec is what a sandbox is created with.

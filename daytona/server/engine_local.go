@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -112,6 +113,14 @@ func (e localEngine) setNetwork(ctx context.Context, id string, n network) error
 	return local.UpdateNetworkSettings(ctx, e.stateDir, id, local.NetworkSettings{
 		BlockAll: n.blockAll, AllowList: n.allowList, DomainAllowList: n.domainAllowList,
 	})
+}
+
+func (e localEngine) forward(ctx context.Context, id string, port int) (string, error) {
+	pp, err := local.PublishPort(ctx, e.stateDir, id, 0, port)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort)), nil
 }
 
 // dial connects to the toolbox socket of sandbox id, which package local

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +30,7 @@ type fakeEngine struct {
 	boxes   map[string]*fakeBox
 	blocked map[string]chan struct{} // operation → closed to release it
 	calls   map[string]int           // operation → times called
+	ports   map[int]string           // a sandbox port → the host address serving it
 	n       int
 }
 
@@ -50,7 +52,7 @@ func newFakeEngine(t testing.TB) *fakeEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &fakeEngine{t: t, dir: dir, boxes: map[string]*fakeBox{}, blocked: map[string]chan struct{}{}, calls: map[string]int{}}
+	e := &fakeEngine{t: t, dir: dir, boxes: map[string]*fakeBox{}, blocked: map[string]chan struct{}{}, calls: map[string]int{}, ports: map[int]string{}}
 	t.Cleanup(func() {
 		e.mu.Lock()
 		for _, ch := range e.blocked {
@@ -278,4 +280,27 @@ func (e *fakeEngine) networkOf(id string) network {
 		e.t.Fatal(err)
 	}
 	return b.network
+}
+
+func (e *fakeEngine) forward(_ context.Context, id string, port int) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls["forward"]++
+	if _, err := e.box(id); err != nil {
+		return "", err
+	}
+	addr := e.ports[port]
+	if addr == "" {
+		return "", fmt.Errorf("fake sandbox %s: nothing on port %d", id, port)
+	}
+	return addr, nil
+}
+
+// serveOn makes h what every sandbox serves on port.
+func (e *fakeEngine) serveOn(port int, h http.Handler) {
+	srv := httptest.NewServer(h)
+	e.t.Cleanup(srv.Close)
+	e.mu.Lock()
+	e.ports[port] = srv.Listener.Addr().String()
+	e.mu.Unlock()
 }

@@ -67,6 +67,16 @@ func (s *Server) forget(rec *record) {
 	if s.byName[rec.name] == rec {
 		delete(s.byName, rec.name)
 	}
+	for k := range s.forwards {
+		if strings.HasPrefix(k, rec.id+":") {
+			delete(s.forwards, k)
+		}
+	}
+	for token, sp := range s.signed {
+		if sp.id == rec.id {
+			delete(s.signed, token)
+		}
+	}
 }
 
 // checkIdle refuses a lifecycle call on rec while another is in flight.

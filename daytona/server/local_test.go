@@ -3,9 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -86,6 +90,47 @@ func TestLocalEngine(t *testing.T) {
 	}
 	check("after create")
 	exec(t, c, "echo kept > ~/kept.txt")
+
+	// A preview URL reaches a server in the sandbox.
+	ctx := context.Background()
+	if err := c.CreateSession(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SessionExecute(ctx, "web", toolbox.SessionExecuteRequest{
+		Command: "mkdir -p /tmp/site && echo previewed > /tmp/site/index.html && exec python3 -m http.server 8080 --bind 0.0.0.0 --directory /tmp/site", RunAsync: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var link portPreviewURL
+	if st := h.call("GET", "/sandbox/real/ports/8080/preview-url", nil, &link); st != http.StatusOK {
+		t.Fatalf("preview-url: %d", st)
+	}
+	u, err := url.Parse(link.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", h.url+"/", nil)
+		req.Host = u.Host
+		req.Header.Set(previewTokenHeader, link.Token)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if string(body) != "previewed\n" {
+				t.Fatalf("preview served %q", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("preview: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	h.call("POST", "/sandbox/real/stop", nil, nil)
 	h.waitState(sb.ID, stateStopped)

@@ -40,6 +40,7 @@ type record struct {
 	env           map[string]string
 	labels        map[string]string
 	public        bool
+	previewToken  string
 	network       network
 	volumes       []volume
 	sizes         sizes

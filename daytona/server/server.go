@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,7 @@ type Server struct {
 	eng       engine
 	mux       *http.ServeMux
 	proxy     *toolboxProxy
+	preview   *httputil.ReverseProxy
 	events    hub
 	now       func() time.Time
 	tick      time.Duration
@@ -80,10 +82,12 @@ type Server struct {
 	cancelTimers context.CancelFunc
 	wg           sync.WaitGroup // background work: operations and the reconciler
 
-	mu      sync.Mutex
-	byID    map[string]*record
-	byName  map[string]*record
-	closing bool // Close was called: no new operation starts
+	mu       sync.Mutex
+	byID     map[string]*record
+	byName   map[string]*record
+	signed   map[string]signedPreview // signed preview URLs' tokens
+	forwards map[string]string        // "id:port" → host address
+	closing  bool                     // Close was called: no new operation starts
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -116,6 +120,8 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		pingInterval: defaultPingInterval,
 		byID:         map[string]*record{},
 		byName:       map[string]*record{},
+		signed:       map[string]signedPreview{},
+		forwards:     map[string]string{},
 	}
 	if s.org == "" {
 		s.org = DefaultOrganizationID
@@ -132,6 +138,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
 	s.proxy = newToolboxProxy(s)
+	s.preview = newPreviewProxy(s)
 	s.mux = s.routes()
 	s.wg.Add(1)
 	go s.reconcileLoop()
@@ -162,8 +169,15 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A request whose host is a preview
+// URL's goes to the sandbox's port; every other to the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if port, key, ok := parsePreviewHost(r.Host); ok {
+		if err := s.servePreview(w, r, port, key); err != nil {
+			writeError(w, r, err, s.logf)
+		}
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -192,6 +206,9 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/sandbox/{id}/public/{isPublic}", s.setPublic)
 	api("POST /api/sandbox/{id}/network-settings", s.updateNetwork)
 	api("GET /api/sandbox/{id}/toolbox-proxy-url", s.getToolboxProxyURL)
+	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
+	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
+	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)
 	api("/api/toolbox/{id}/toolbox/{path...}", s.proxy.serve)
 	api("/toolbox/{id}/{path...}", s.proxy.serve)
 	mux.Handle("/", s.handle(notFound, false))

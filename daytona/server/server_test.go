@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -656,5 +657,97 @@ func TestEventStream(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("stop's events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestPreview(t *testing.T) {
+	eng := newFakeEngine(t)
+	eng.serveOn(8080, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "app %s %s token=%q auth=%q", r.Host, r.URL.RequestURI(), r.Header.Get(previewTokenHeader), r.Header.Get("Authorization"))
+	}))
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	sb := h.create(map[string]any{"name": "web"})
+	h.waitState(sb.ID, stateStarted)
+	var link portPreviewURL
+	if st := h.call("GET", "/sandbox/web/ports/8080/preview-url", nil, &link); st != http.StatusOK || link.SandboxID != sb.ID || link.Token == "" {
+		t.Fatalf("preview-url: %d %+v", st, link)
+	}
+	port := h.url[strings.LastIndex(h.url, ":")+1:]
+	if want := "http://8080-" + sb.ID + ".localhost:" + port; link.URL != want {
+		t.Fatalf("preview url %q, want %q", link.URL, want)
+	}
+	// fetch asks the server for previewURL's path, as a browser resolving
+	// *.localhost to loopback would.
+	fetch := func(previewURL, path string, header http.Header) (int, string) {
+		t.Helper()
+		u, err := url.Parse(previewURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", h.url+path, nil)
+		req.Host = u.Host
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if st, body := fetch(link.URL, "/x", nil); st != http.StatusUnauthorized || !strings.Contains(body, previewTokenHeader) {
+		t.Fatalf("preview without the token: %d %s", st, body)
+	}
+	if st, _ := fetch(link.URL, "/x", http.Header{previewTokenHeader: {"wrong"}}); st != http.StatusUnauthorized {
+		t.Fatalf("preview with a wrong token: %d", st)
+	}
+	host := strings.TrimPrefix(link.URL, "http://")
+	if st, body := fetch(link.URL, "/x?a=1", http.Header{previewTokenHeader: {link.Token}}); st != http.StatusOK || body != `app `+host+` /x?a=1 token="" auth=""` {
+		t.Fatalf("preview with the token: %d %q", st, body)
+	}
+	if st, body := fetch(link.URL, "/q?"+previewTokenQuery+"="+link.Token, nil); st != http.StatusOK || !strings.HasPrefix(body, "app "+host+" /q token") {
+		t.Fatalf("preview with the token in the query: %d %q", st, body)
+	}
+	// Public sandboxes need no token.
+	h.call("POST", "/sandbox/web/public/true", nil, nil)
+	if st, _ := fetch(link.URL, "/", nil); st != http.StatusOK {
+		t.Fatalf("public preview: %d", st)
+	}
+	h.call("POST", "/sandbox/web/public/false", nil, nil)
+
+	var signed signedPortPreviewURL
+	if st := h.call("GET", "/sandbox/web/ports/8080/signed-preview-url?expiresInSeconds=30", nil, &signed); st != http.StatusOK || signed.Port != 8080 || !strings.HasPrefix(signed.URL, "http://8080-"+signed.Token+".localhost:") {
+		t.Fatalf("signed-preview-url: %d %+v", st, signed)
+	}
+	if st, _ := fetch(signed.URL, "/s", nil); st != http.StatusOK {
+		t.Fatalf("signed preview: %d", st)
+	}
+	other := strings.Replace(signed.URL, "8080-", "9090-", 1)
+	if st, _ := fetch(other, "/s", nil); st != http.StatusUnauthorized {
+		t.Fatalf("signed preview on another port: %d", st)
+	}
+	clock.advance(31 * time.Second)
+	if st, _ := fetch(signed.URL, "/s", nil); st != http.StatusUnauthorized {
+		t.Fatalf("expired signed preview: %d", st)
+	}
+	h.call("GET", "/sandbox/web/ports/8080/signed-preview-url", nil, &signed)
+	if st := h.call("POST", "/sandbox/web/ports/8080/signed-preview-url/"+signed.Token+"/expire", nil, nil); st != http.StatusOK {
+		t.Fatalf("expire: %d", st)
+	}
+	if st, _ := fetch(signed.URL, "/s", nil); st != http.StatusUnauthorized && st != http.StatusNotFound {
+		t.Fatalf("expired signed preview: %d", st)
+	}
+	// Nothing listening: 502 saying so.
+	var nothing portPreviewURL
+	h.call("GET", "/sandbox/web/ports/9999/preview-url", nil, &nothing)
+	if st, body := fetch(nothing.URL, "/", http.Header{previewTokenHeader: {nothing.Token}}); st != http.StatusBadGateway && st != http.StatusInternalServerError {
+		t.Fatalf("a port nobody serves: %d %s", st, body)
+	}
+	if n := eng.called("forward"); n != 2 {
+		t.Fatalf("engine forward called %d times, want 2 (8080 once, then cached; 9999)", n)
 	}
 }

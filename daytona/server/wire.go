@@ -137,3 +137,18 @@ type oidcConfig struct {
 	ClientID string `json:"clientId"`
 	Audience string `json:"audience"`
 }
+
+// portPreviewURL is PortPreviewUrl.
+type portPreviewURL struct {
+	SandboxID string `json:"sandboxId"`
+	URL       string `json:"url"`
+	Token     string `json:"token"`
+}
+
+// signedPortPreviewURL is SignedPortPreviewUrl.
+type signedPortPreviewURL struct {
+	SandboxID string `json:"sandboxId"`
+	Port      int    `json:"port"`
+	Token     string `json:"token"`
+	URL       string `json:"url"`
+}

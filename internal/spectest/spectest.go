@@ -70,6 +70,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -862,11 +863,12 @@ func (v *Validator) Handler(t testing.TB, next http.Handler) http.Handler {
 // proxied at /toolbox/{sandboxId}/… with tb (which sees them with that
 // prefix stripped), every other request with cp (a control-plane
 // Validator, WithBasePath("/api") for a server with the API there) but
-// the Socket.IO event stream (a path ending in /socket.io/), which no
-// document describes and which passes unchecked.
+// the Socket.IO event stream (a path ending in /socket.io/) and preview
+// requests (a host of the form {port}-{…}.{domain}, Daytona's preview
+// URLs), which no document describes and which pass unchecked.
 func ServerHandler(t testing.TB, cp, tb *Validator, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/socket.io/") {
+		if strings.HasSuffix(r.URL.Path, "/socket.io/") || previewHost.MatchString(r.Host) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -878,6 +880,9 @@ func ServerHandler(t testing.TB, cp, tb *Validator, next http.Handler) http.Hand
 		cp.Handler(t, next).ServeHTTP(w, r)
 	})
 }
+
+// previewHost matches the host of a Daytona preview URL.
+var previewHost = regexp.MustCompile(`^[0-9]+-[^.]+\.`)
 
 // recorder passes a response through while keeping a copy.
 type recorder struct {
