@@ -29,7 +29,7 @@ type serveReport struct {
 // state changes learnt from the Socket.IO event stream as the SDKs do by
 // default:
 // create, work and home dirs, exec, a session, upload, get by name, list
-// by label, labels, stop, archive, start (restoring: files and env
+// by label, a preview URL fetched through serve, labels, stop, archive, start (restoring: files and env
 // kept), delete.
 func TestTypeScriptSDKServe(t *testing.T) {
 	p := findNode(t)
@@ -90,6 +90,7 @@ func checkServeSteps(t *testing.T, results []stepResult, name string) {
 		{"exec", `{"exitCode":3,"result":"daytona /home/daytona /home/daytona hello\n"}`},
 		{"session", `{"exitCode":0,"stdout":"one\n","stderr":"two\n"}`},
 		{"upload", `19`},
+		{"preview", `{"status":200,"body":"previewed\n","host":true}`},
 		{"get-by-name", `{"id":true,"state":"started"}`},
 		{"list-by-label", `["` + name + `"]`},
 		{"set-labels", `{"suite":"` + name + `","step":"labels"}`},

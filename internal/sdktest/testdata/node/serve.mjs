@@ -12,6 +12,7 @@
 // DAYTONA_API_URL (loopback).
 
 import { readFileSync } from 'node:fs';
+import http from 'node:http';
 import { createRequire } from 'node:module';
 
 const alias = process.env.AGENTBOX_SDK;
@@ -32,6 +33,19 @@ const exec = async (cmd) => {
   const r = await sb.process.executeCommand(cmd);
   return { exitCode: r.exitCode, result: r.result };
 };
+// viaLoopback GETs url from 127.0.0.1 at url's port, with url's host as
+// the Host header: what a browser does for a name under localhost.
+const viaLoopback = (url, headers) => new Promise((resolve, reject) => {
+  const u = new URL(url);
+  const req = http.get({ host: '127.0.0.1', port: u.port, path: u.pathname, headers: { ...headers, Host: u.host } }, (res) => {
+    let body = '';
+    res.setEncoding('utf8');
+    res.on('data', (c) => { body += c; });
+    res.on('end', () => resolve({ status: res.statusCode, body }));
+  });
+  req.on('error', reject);
+});
+
 const steps = [
   ['create', async () => {
     sb = await daytona.create(
@@ -52,6 +66,25 @@ const steps = [
   ['upload', async () => {
     await sb.fs.uploadFile(Buffer.from('kept across a stop\n'), 'kept.txt');
     return (await sb.fs.getFileDetails('kept.txt')).size;
+  }],
+  ['preview', async () => {
+    // A server in the sandbox, reached through its preview link, as a
+    // browser would: *.localhost is loopback.
+    const port = 8080;
+    await sb.process.createSession('web');
+    await sb.process.executeSessionCommand('web', {
+      command: `mkdir -p /tmp/site && echo previewed > /tmp/site/index.html && exec python3 -m http.server ${port} --bind 0.0.0.0 --directory /tmp/site`,
+      runAsync: true,
+    });
+    const link = await sb.getPreviewLink(port);
+    const deadline = Date.now() + 20000;
+    for (;;) {
+      const res = await viaLoopback(link.url, { 'X-Daytona-Preview-Token': link.token });
+      if (res.status === 200 || Date.now() > deadline) {
+        return { status: res.status, body: res.body, host: new URL(link.url).hostname.endsWith('.localhost') };
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }],
   ['get-by-name', async () => {
     const again = await daytona.get(name);
