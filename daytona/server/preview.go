@@ -203,13 +203,18 @@ func (s *Server) previewTarget(r *http.Request, port int, key string) (*record, 
 	if rec == nil {
 		return nil, false, errorf(http.StatusNotFound, "no sandbox or signed preview URL %s", key)
 	}
-	token := r.Header.Get(previewTokenHeader)
-	if token == "" {
-		token = r.URL.Query().Get(previewTokenQuery)
-	}
-	ok := rec.public || subtle.ConstantTimeCompare([]byte(token), []byte(rec.previewToken)) == 1 ||
-		(len(s.keys) > 0 && s.authorized(r))
+	ok := rec.public || hasPreviewToken(r, rec.previewToken) || (len(s.keys) > 0 && s.authorized(r))
 	return rec, ok, nil
+}
+
+// hasPreviewToken reports whether r carries token (never empty) in the
+// preview token's header or query parameter.
+func hasPreviewToken(r *http.Request, token string) bool {
+	got := r.Header.Get(previewTokenHeader)
+	if got == "" {
+		got = r.URL.Query().Get(previewTokenQuery)
+	}
+	return token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // forward returns the address on this host that reaches port of sandbox

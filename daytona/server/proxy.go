@@ -11,7 +11,10 @@ import (
 
 // toolboxProxy forwards toolbox requests to the toolbox server of each
 // started sandbox, as Daytona's proxy does: the route's prefix stripped,
-// the Authorization header removed, WebSocket upgrades included.
+// the credentials removed, WebSocket upgrades included. A request carries
+// an API key, or the sandbox's preview token (header
+// X-Daytona-Preview-Token or query parameter DAYTONA_SANDBOX_AUTH_KEY: what
+// browsers, which cannot set a WebSocket's headers, send).
 type toolboxProxy struct {
 	s         *Server
 	transport *http.Transport
@@ -40,6 +43,7 @@ func newToolboxProxy(s *Server) *toolboxProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The target is set by serve; only headers are fixed here.
 			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del(previewTokenHeader)
 		},
 		Transport:     p.transport,
 		FlushInterval: -1, // streams (logs, PTY output) pass at once
@@ -58,11 +62,14 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	s := p.s
 	s.mu.Lock()
 	rec, err := s.lookup(r.PathValue("id"))
-	var id, state string
+	var id, state, token string
 	if err == nil {
-		id, state = rec.id, rec.state
+		id, state, token = rec.id, rec.state, rec.previewToken
 	}
 	s.mu.Unlock()
+	if !s.authorized(r) && !hasPreviewToken(r, token) {
+		return errorf(http.StatusUnauthorized, "Unauthorized: send a valid API key as Authorization: Bearer KEY, or the sandbox's preview token")
+	}
 	if err != nil {
 		return err
 	}
@@ -79,6 +86,10 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	out.Host = ""
 	out.RequestURI = ""
+	if q := out.URL.Query(); q.Has(previewTokenQuery) {
+		q.Del(previewTokenQuery)
+		out.URL.RawQuery = q.Encode()
+	}
 	p.rp.ServeHTTP(w, out)
 	return nil
 }

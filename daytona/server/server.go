@@ -209,8 +209,9 @@ func (s *Server) routes() *http.ServeMux {
 	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
 	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
 	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)
-	api("/api/toolbox/{id}/toolbox/{path...}", s.proxy.serve)
-	api("/toolbox/{id}/{path...}", s.proxy.serve)
+	// The proxy checks the key itself: it also takes the sandbox's preview token.
+	mux.Handle("/api/toolbox/{id}/toolbox/{path...}", s.handle(s.proxy.serve, false))
+	mux.Handle("/toolbox/{id}/{path...}", s.handle(s.proxy.serve, false))
 	mux.Handle("/", s.handle(notFound, false))
 	return mux
 }

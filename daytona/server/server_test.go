@@ -455,6 +455,31 @@ func TestToolboxProxy(t *testing.T) {
 		got = append(got, msg...)
 	}
 	conn.CloseNow()
+	// The sandbox's preview token stands for the key, as for browsers.
+	var link portPreviewURL
+	h.call("GET", "/sandbox/"+sb.ID+"/ports/1234/preview-url", nil, &link)
+	for _, c := range []struct {
+		query, header string
+		want          int
+	}{
+		{"", link.Token, http.StatusOK},
+		{"?" + previewTokenQuery + "=" + link.Token, "", http.StatusOK},
+		{"", "wrong", http.StatusUnauthorized},
+		{"", "", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest("GET", sb.ToolboxProxyURL+"/"+sb.ID+"/version"+c.query, nil)
+		if c.header != "" {
+			req.Header.Set(previewTokenHeader, c.header)
+		}
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("toolbox with query %q, header token %q: %d, want %d", c.query, c.header, resp.StatusCode, c.want)
+		}
+	}
 	// A stopped sandbox's toolbox is not reached.
 	h.call("POST", "/sandbox/"+sb.ID+"/stop", nil, nil)
 	h.waitState(sb.ID, stateStopped)
