@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -774,5 +775,38 @@ func TestPreview(t *testing.T) {
 	}
 	if n := eng.called("forward"); n != 2 {
 		t.Fatalf("engine forward called %d times, want 2 (8080 once, then cached; 9999)", n)
+	}
+}
+
+func TestConcurrentCreatesOfOneName(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	const n = 8
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sb apiSandbox
+			statuses <- h.call("POST", "/sandbox", map[string]any{"name": "one"}, &sb)
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for st := range statuses {
+		count[st]++
+	}
+	if count[http.StatusOK] != 1 || count[http.StatusConflict] != n-1 {
+		t.Fatalf("statuses %v, want one 200 and %d 409", count, n-1)
+	}
+	sb := h.waitState("one", stateStarted)
+	var list listSandboxes
+	if h.call("GET", "/sandbox", nil, &list); len(list.Items) != 1 || list.Items[0].ID != sb.ID {
+		t.Fatalf("listed %d sandboxes", len(list.Items))
+	}
+	if c := eng.called("create"); c != 1 {
+		t.Fatalf("engine created %d sandboxes, want 1", c)
 	}
 }
