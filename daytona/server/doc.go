@@ -3,7 +3,7 @@
 // Mastra's DaytonaSandbox, agentbox's own daytona engine — can run against
 // sandboxes on this machine, offline. It is what `agentbox serve` runs.
 //
-// A [Server] is an [net/http.Handler]. Under /api it answers the routes of
+// A [Server] is a [net/http.Handler]. Under /api it answers the routes of
 // Daytona's api.json that manage sandboxes:
 //
 //	GET  /api/config                               (no key needed)
@@ -12,7 +12,7 @@
 //	GET  /api/sandbox/paginated                    list: page paging (deprecated by Daytona)
 //	GET  /api/sandbox/{idOrName}                   get by id or name
 //	DELETE /api/sandbox/{idOrName}                 delete (state "destroying", then 404)
-//	POST /api/sandbox/{idOrName}/start|stop        stop takes ?force=
+//	POST /api/sandbox/{idOrName}/start|stop|archive  stop takes ?force=
 //	PUT  /api/sandbox/{idOrName}/labels            replace the labels
 //	POST /api/sandbox/{idOrName}/autostop|autoarchive|autodelete/{minutes}
 //	POST /api/sandbox/{idOrName}/public/{bool}
@@ -61,7 +61,7 @@
 // {statusCode, error, message, path, timestamp}, error being the HTTP
 // reason phrase. What the server does not support yet (snapshots other
 // than the default, images and buildInfo, GPUs, …) is refused in one place
-// with 501 Not Implemented and a message naming it.
+// (unsupported.go) with 501 Not Implemented and a message naming it.
 //
 // # Authentication
 //

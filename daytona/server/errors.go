@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// Error is an error the server answers with its HTTP status, in the shape
-// of Daytona's API errors. Handlers return it; errors.As finds it in a
-// wrapped chain.
-type Error struct {
+// httpError is an error the server answers with its HTTP status, in the
+// shape of Daytona's API errors. Handlers return it; writeError finds it
+// in a wrapped chain.
+type httpError struct {
 	// Status is the HTTP status code.
 	Status int
 	// Message is what the client reads.
@@ -20,18 +20,18 @@ type Error struct {
 	Err error
 }
 
-func (e *Error) Error() string {
+func (e *httpError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%d %s: %s: %v", e.Status, http.StatusText(e.Status), e.Message, e.Err)
 	}
 	return fmt.Sprintf("%d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
 }
 
-func (e *Error) Unwrap() error { return e.Err }
+func (e *httpError) Unwrap() error { return e.Err }
 
-// errorf returns an *Error with status and a formatted message.
-func errorf(status int, format string, args ...any) *Error {
-	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+// errorf returns an *httpError with status and a formatted message.
+func errorf(status int, format string, args ...any) *httpError {
+	return &httpError{Status: status, Message: fmt.Sprintf(format, args...)}
 }
 
 // Messages Daytona uses, word for word, where clients match them.
@@ -50,15 +50,15 @@ type errorBody struct {
 }
 
 // writeError answers r with err: its status and message when it is (or
-// wraps) an *Error, else 500 with a generic message (the cause goes to
+// wraps) an *httpError, else 500 with a generic message (the cause goes to
 // log, never to the client).
 func writeError(w http.ResponseWriter, r *http.Request, err error, log func(string, ...any)) {
-	var e *Error
+	var e *httpError
 	if !errors.As(err, &e) {
 		if log != nil {
 			log("agentbox serve: %s %s: %v", r.Method, r.URL.Path, err)
 		}
-		e = &Error{Status: http.StatusInternalServerError, Message: "Internal server error"}
+		e = &httpError{Status: http.StatusInternalServerError, Message: "Internal server error"}
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(e.Status)

@@ -25,7 +25,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		if errors.As(err, &tooBig) {
 			return errorf(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", maxBody)
 		}
-		return &Error{Status: http.StatusBadRequest, Message: "reading the request body failed", Err: err}
+		return &httpError{Status: http.StatusBadRequest, Message: "reading the request body failed", Err: err}
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil

@@ -34,7 +34,7 @@ func (s *Server) lookup(idOrName string) (*record, error) {
 // done then runs, with s.mu held, with op's error.
 func (s *Server) launch(rec *record, op func(ctx context.Context) error, done func(err error)) error {
 	if s.closing {
-		return &Error{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
+		return &httpError{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
 	}
 	rec.busy = true
 	rec.touch(s.now())
@@ -340,7 +340,7 @@ func newID() string {
 // client's 400, other errors to 500.
 func engineError(err error) error {
 	if errors.Is(err, sandbox.ErrInvalidArgument) || errors.Is(err, sandbox.ErrIsolationUnavailable) {
-		return &Error{Status: http.StatusBadRequest, Message: err.Error(), Err: err}
+		return &httpError{Status: http.StatusBadRequest, Message: err.Error(), Err: err}
 	}
 	return err
 }

@@ -249,7 +249,7 @@ func newPreviewProxy(s *Server) *httputil.ReverseProxy {
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, r, &Error{Status: http.StatusBadGateway, Message: "nothing answered on the sandbox's port: its server must listen on 0.0.0.0", Err: err}, s.logf)
+			writeError(w, r, &httpError{Status: http.StatusBadGateway, Message: "nothing answered on the sandbox's port: its server must listen on 0.0.0.0", Err: err}, s.logf)
 		},
 	}
 }

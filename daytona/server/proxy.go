@@ -48,7 +48,7 @@ func newToolboxProxy(s *Server) *toolboxProxy {
 		Transport:     p.transport,
 		FlushInterval: -1, // streams (logs, PTY output) pass at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, r, &Error{Status: http.StatusBadGateway, Message: "the sandbox's toolbox did not answer", Err: err}, s.logf)
+			writeError(w, r, &httpError{Status: http.StatusBadGateway, Message: "the sandbox's toolbox did not answer", Err: err}, s.logf)
 		},
 	}
 	return p

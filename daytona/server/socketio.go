@@ -32,7 +32,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		return &Error{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
+		return &httpError{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
 	}
 	s.wg.Add(1) // Close waits for the stream to end
 	s.mu.Unlock()
