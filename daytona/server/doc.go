@@ -20,6 +20,7 @@
 //	GET  /api/sandbox/{id}/toolbox-proxy-url
 //	GET  /api/sandbox/{idOrName}/ports/{port}/preview-url|signed-preview-url
 //	POST /api/sandbox/{idOrName}/ports/{port}/signed-preview-url/{token}/expire
+//	POST /api/volumes, GET /api/volumes, GET /api/volumes/{id}|by-name/{name}, DELETE /api/volumes/{id}
 //
 // and it proxies the toolbox API of every started sandbox, WebSocket
 // upgrades included, at {toolboxProxyUrl}/{sandboxId}/… (that is

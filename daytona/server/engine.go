@@ -30,6 +30,8 @@ type engine interface {
 	setNetwork(ctx context.Context, id string, n network) error
 	// dial connects to the toolbox API of the running sandbox id.
 	dial(ctx context.Context, id string) (net.Conn, error)
+	// removeVolume deletes the named volume's files.
+	removeVolume(ctx context.Context, name string) error
 	// forward returns an address of this host (host:port) that reaches
 	// TCP port of sandbox id, for as long as the sandbox exists.
 	forward(ctx context.Context, id string, port int) (string, error)
@@ -43,8 +45,9 @@ type spec struct {
 	network network
 	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default.
 	cpu, memoryGiB, diskGiB int
-	volumes                 []volume
-	language                string
+	// volumes name the engine's volumes in VolumeID.
+	volumes  []volume
+	language string
 }
 
 // network is a sandbox's network policy, in Daytona's terms.

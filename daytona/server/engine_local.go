@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -121,6 +122,18 @@ func (e localEngine) forward(ctx context.Context, id string, port int) (string, 
 		return "", err
 	}
 	return net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort)), nil
+}
+
+// removeVolume deletes the folder of the named volume, which package local
+// documents at <StateDir>/volumes/<name>.
+//
+// TODO: use an exported function of package local once it has one,
+// instead of knowing its layout.
+func (e localEngine) removeVolume(_ context.Context, name string) error {
+	if err := local.ValidateID(name); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(e.stateDir, "volumes", name))
 }
 
 // dial connects to the toolbox socket of sandbox id, which package local

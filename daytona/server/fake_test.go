@@ -304,3 +304,21 @@ func (e *fakeEngine) serveOn(port int, h http.Handler) {
 	e.ports[port] = srv.Listener.Addr().String()
 	e.mu.Unlock()
 }
+
+func (e *fakeEngine) removeVolume(_ context.Context, name string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls["removeVolume "+name]++
+	return nil
+}
+
+// mounts returns the volumes (engine names) and mount paths of sandbox id.
+func (e *fakeEngine) mounts(id string) []volume {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b, err := e.box(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b.spec.volumes
+}

@@ -52,6 +52,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	sp.volumes, err = s.resolveVolumes(rec.volumes)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	start, err := s.eng.create(rec.id, sp)
 	if err != nil {
 		return engineError(err)
@@ -60,6 +66,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	defer s.mu.Unlock()
 	if s.byName[rec.name] != nil || s.byID[rec.name] != nil {
 		return errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
+	}
+	for _, v := range rec.volumes {
+		if vr := s.volumes[v.VolumeID]; vr == nil || vr.deleting {
+			return errorf(http.StatusConflict, "Volume %s was deleted meanwhile", v.VolumeID)
+		}
 	}
 	if err := s.beginCreate(rec, start); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,12 @@ func TestLocalEngine(t *testing.T) {
 	needRoot(t)
 	dir := newLocalStateDir(t)
 	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
-	sb := h.create(map[string]any{"name": "real", "env": map[string]string{"GREETING": "hello"}, "labels": map[string]string{"code-toolbox-language": "python"}})
+	var vol volumeDTO
+	if st := h.call("POST", "/volumes", map[string]string{"name": "shared"}, &vol); st != http.StatusOK {
+		t.Fatalf("create volume: %d", st)
+	}
+	sb := h.create(map[string]any{"name": "real", "env": map[string]string{"GREETING": "hello"}, "labels": map[string]string{"code-toolbox-language": "python"},
+		"volumes": []map[string]string{{"volumeId": vol.ID, "mountPath": "/data"}}})
 	got := h.waitState(sb.ID, stateStarted)
 	if got.CPU <= 0 || got.Memory <= 0 || got.Disk <= 0 {
 		t.Errorf("sizes of a started sandbox: cpu %v memory %v disk %v, want the limits in force", got.CPU, got.Memory, got.Disk)
@@ -89,7 +95,10 @@ func TestLocalEngine(t *testing.T) {
 		}
 	}
 	check("after create")
-	exec(t, c, "echo kept > ~/kept.txt")
+	exec(t, c, "echo kept > ~/kept.txt; echo shared > /data/file")
+	if data, err := os.ReadFile(filepath.Join(dir, "volumes", "shared", "file")); err != nil || string(data) != "shared\n" {
+		t.Fatalf("the volume's file on the host: %q %v", data, err)
+	}
 
 	// A preview URL reaches a server in the sandbox.
 	ctx := context.Background()
@@ -151,5 +160,11 @@ func TestLocalEngine(t *testing.T) {
 	}
 	if _, err := c.Version(context.Background()); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("toolbox of a deleted sandbox: %v", err)
+	}
+	if st := h.call("DELETE", "/volumes/"+vol.ID, nil, nil); st != http.StatusOK {
+		t.Fatalf("delete volume: %d", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "volumes", "shared")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the deleted volume's folder: %v", err)
 	}
 }

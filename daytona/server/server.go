@@ -87,7 +87,9 @@ type Server struct {
 	byName   map[string]*record
 	signed   map[string]signedPreview // signed preview URLs' tokens
 	forwards map[string]string        // "id:port" → host address
-	closing  bool                     // Close was called: no new operation starts
+	// volumes by id and by name
+	volumes, volumesByName map[string]*volumeRecord
+	closing                bool // Close was called: no new operation starts
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -111,17 +113,19 @@ func New(opts Options) (*Server, error) {
 // every tick, reading the time from now.
 func newServer(opts Options, eng engine, tick time.Duration, now func() time.Time) (*Server, error) {
 	s := &Server{
-		org:          opts.OrganizationID,
-		publicURL:    strings.TrimSuffix(opts.PublicURL, "/"),
-		logf:         opts.Logf,
-		eng:          eng,
-		now:          now,
-		tick:         tick,
-		pingInterval: defaultPingInterval,
-		byID:         map[string]*record{},
-		byName:       map[string]*record{},
-		signed:       map[string]signedPreview{},
-		forwards:     map[string]string{},
+		org:           opts.OrganizationID,
+		publicURL:     strings.TrimSuffix(opts.PublicURL, "/"),
+		logf:          opts.Logf,
+		eng:           eng,
+		now:           now,
+		tick:          tick,
+		pingInterval:  defaultPingInterval,
+		byID:          map[string]*record{},
+		byName:        map[string]*record{},
+		signed:        map[string]signedPreview{},
+		forwards:      map[string]string{},
+		volumes:       map[string]*volumeRecord{},
+		volumesByName: map[string]*volumeRecord{},
 	}
 	if s.org == "" {
 		s.org = DefaultOrganizationID
@@ -206,6 +210,11 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/sandbox/{id}/public/{isPublic}", s.setPublic)
 	api("POST /api/sandbox/{id}/network-settings", s.updateNetwork)
 	api("GET /api/sandbox/{id}/toolbox-proxy-url", s.getToolboxProxyURL)
+	api("POST /api/volumes", s.createVolume)
+	api("GET /api/volumes", s.listVolumes)
+	api("GET /api/volumes/{id}", s.getVolume)
+	api("GET /api/volumes/by-name/{name}", s.getVolume)
+	api("DELETE /api/volumes/{id}", s.deleteVolume)
 	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
 	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
 	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)

@@ -810,3 +810,55 @@ func TestConcurrentCreatesOfOneName(t *testing.T) {
 		t.Fatalf("engine created %d sandboxes, want 1", c)
 	}
 }
+
+func TestVolumes(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	var vol volumeDTO
+	if st := h.call("POST", "/volumes", map[string]string{"name": "data"}, &vol); st != http.StatusOK || vol.Name != "data" || vol.State != "ready" || !strings.HasPrefix(vol.ID, volumeIDPrefix) {
+		t.Fatalf("create volume: %d %+v", st, vol)
+	}
+	var e apiError
+	if st := h.call("POST", "/volumes", map[string]string{"name": "data"}, &e); st != http.StatusConflict {
+		t.Fatalf("second volume of a name: %d %+v", st, e)
+	}
+	if st := h.call("POST", "/volumes", map[string]string{"name": "../x"}, &e); st != http.StatusBadRequest {
+		t.Fatalf("volume named ../x: %d %+v", st, e)
+	}
+	var got volumeDTO
+	if st := h.call("GET", "/volumes/by-name/data", nil, &got); st != http.StatusOK || got.ID != vol.ID {
+		t.Fatalf("by name: %d %+v", st, got)
+	}
+	if st := h.call("GET", "/volumes/"+vol.ID, nil, &got); st != http.StatusOK || got.Name != "data" {
+		t.Fatalf("by id: %d %+v", st, got)
+	}
+	if st := h.call("GET", "/volumes/by-name/none", nil, &e); st != http.StatusNotFound {
+		t.Fatalf("unknown volume: %d", st)
+	}
+	if st := h.call("POST", "/sandbox", map[string]any{"volumes": []map[string]string{{"volumeId": "none", "mountPath": "/data"}}}, &e); st != http.StatusBadRequest || !strings.Contains(e.Message, "none") {
+		t.Fatalf("create with an unknown volume: %d %+v", st, e)
+	}
+	sb := h.create(map[string]any{"name": "user", "volumes": []map[string]string{{"volumeId": "data", "mountPath": "/data"}}})
+	if len(sb.Volumes) != 1 || sb.Volumes[0].VolumeID != vol.ID || sb.Volumes[0].MountPath != "/data" {
+		t.Fatalf("sandbox volumes %+v, want the volume's id", sb.Volumes)
+	}
+	h.waitState(sb.ID, stateStarted)
+	if m := eng.mounts(sb.ID); len(m) != 1 || m[0].VolumeID != "data" {
+		t.Fatalf("engine mounts %+v, want the volume's name", m)
+	}
+	if st := h.call("DELETE", "/volumes/"+vol.ID, nil, &e); st != http.StatusConflict || !strings.Contains(e.Message, "user") {
+		t.Fatalf("delete a volume in use: %d %+v", st, e)
+	}
+	h.call("DELETE", "/sandbox/user", nil, nil)
+	h.waitState(sb.ID, "gone")
+	if st := h.call("DELETE", "/volumes/"+vol.ID, nil, nil); st != http.StatusOK {
+		t.Fatalf("delete: %d", st)
+	}
+	var list []volumeDTO
+	if st := h.call("GET", "/volumes", nil, &list); st != http.StatusOK || len(list) != 0 {
+		t.Fatalf("volumes after delete: %d %+v", st, list)
+	}
+	if n := eng.called("removeVolume data"); n != 1 {
+		t.Fatalf("engine removed the volume %d times", n)
+	}
+}
