@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/daytona/server"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -53,4 +54,10 @@ func (localEngine) PublishPort(ctx context.Context, stateDir, id string, hostPor
 
 func (localEngine) UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error {
 	return local.UnpublishPort(ctx, stateDir, id, hostPort)
+}
+
+// newServer returns the server of agentbox serve: Daytona's control plane
+// over the local engine.
+func newServer(o cli.ServerOptions) (cli.Server, error) {
+	return server.New(server.Options{StateDir: o.StateDir, APIKeys: o.APIKeys, Logf: o.Logf})
 }

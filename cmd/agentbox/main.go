@@ -15,6 +15,7 @@
 //	agentbox image pull [--platform OS/ARCH] [--registry-mirror HOST]... [--insecure] IMAGE... | ls | rm IMAGE... | prune
 //	agentbox git clone [--id SANDBOX] [--branch B] [--commit C] [--depth N] [--username U --password-stdin] URL [DIR]
 //	agentbox image build [-f DOCKERFILE] [-t NAME]... [--build-arg K=V]... [--target STAGE] [--no-cache] [--network default|none] [CONTEXT]
+//	agentbox serve [--addr HOST:PORT] [--api-key-file FILE | --api-key KEY]
 //
 // --id names the sandbox. The ID of logs and kill is that of a background
 // process: the number spawn prints and ps lists in its ID column (1, 2,
@@ -74,9 +75,10 @@ func run(args []string) int {
 	// sandbox init) get the default disposition back.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return cli.Run(ctx, cli.Config{
-		Engine: localEngine{},
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
+		Engine:    localEngine{},
+		NewServer: newServer,
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
 	}, args)
 }

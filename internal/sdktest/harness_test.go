@@ -402,38 +402,18 @@ func (cp *controlPlane) run(t *testing.T, p nodeProject, alias string, features 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, p.node, "driver.mjs")
-	cmd.Dir = p.dir
-	// Only what the driver needs: no proxy variables, no user config.
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"DAYTONA_API_URL=" + cp.base + "/api",
-		"DAYTONA_API_KEY=" + apiKey,
-		"DAYTONA_TARGET=local",
-		// Wait by polling: the stub has no Socket.IO event stream.
-		"DAYTONA_USE_DEPRECATED_POLLING=true",
-		"AGENTBOX_SDK=" + alias,
-		"AGENTBOX_FEATURES=" + string(encoded),
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	runErr := cmd.Run()
+	stdout, runErr := p.runNode(t, "driver.mjs", cp.base, alias, "AGENTBOX_FEATURES="+string(encoded),
+		// Wait by polling: the stub has no Socket.IO event stream.
+		"DAYTONA_USE_DEPRECATED_POLLING=true")
 	elapsed := time.Since(start)
-	if stderr.Len() > 0 {
-		t.Logf("node stderr:\n%s", stderr.Bytes())
-	}
 	if u := cp.unexpectedRequests(); len(u) > 0 {
 		t.Logf("requests the control-plane stub does not serve: %s", strings.Join(u, ", "))
 	}
-	lines := bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte("\n"))
+	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
 	var rep report
 	if err := json.Unmarshal(lines[len(lines)-1], &rep); err != nil || runErr != nil {
-		t.Fatalf("node driver.mjs printed no report (exit: %v, decoding: %v):\n%s", runErr, errors.Join(err, ctx.Err()), stdout.Bytes())
+		t.Fatalf("node driver.mjs printed no report (exit: %v, decoding: %v):\n%s", runErr, err, stdout)
 	}
 	var timing strings.Builder
 	for _, f := range features {
@@ -444,4 +424,33 @@ func (cp *controlPlane) run(t *testing.T, p nodeProject, alias string, features 
 	}
 	t.Logf("node ran %v, SDK %s loaded in %d ms; steps:%s", elapsed.Round(time.Millisecond), rep.SDK, rep.ImportMs, timing.String())
 	return rep
+}
+
+// runNode runs the program script of testdata/node with the SDK release
+// alias against the control plane at base (DAYTONA_API_URL base/api, the
+// test's API key), with the extra environment variables env, and returns
+// its standard output and exit error; it logs its standard error.
+func (p nodeProject) runNode(t *testing.T, script, base, alias string, env ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.node, script)
+	cmd.Dir = p.dir
+	// Only what the program needs: no proxy variables, no user config.
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + t.TempDir(),
+		"DAYTONA_API_URL=" + base + "/api",
+		"DAYTONA_API_KEY=" + apiKey,
+		"DAYTONA_TARGET=local",
+		"AGENTBOX_SDK=" + alias,
+	}, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if stderr.Len() > 0 {
+		t.Logf("node %s stderr:\n%s", script, stderr.Bytes())
+	}
+	return stdout.Bytes(), errors.Join(err, ctx.Err())
 }

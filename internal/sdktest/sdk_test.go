@@ -13,9 +13,14 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentbox-dev/agentbox/local"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	local.Init() // agentbox serve's sandboxes re-execute the test binary as their init
+	goleak.VerifyTestMain(m)
+}
 
 // A feature is one module of testdata/node and the steps it reports.
 type feature struct {

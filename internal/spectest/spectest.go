@@ -41,6 +41,12 @@
 // declare (413, an unknown route's 404) to the ErrorResponse schema;
 // tests that move large bodies use SkipBodiesOver.
 //
+// The control-plane documents declare no error at all (no operation lists
+// an error status; there is no ErrorResponse schema): a Validator of
+// NewControlPlane checks every undeclared error status, ResponsesOnly or
+// not, against the body Daytona's API sends, {statusCode, error, message,
+// path, timestamp}.
+//
 // A test validates every exchange of a server it starts, on both sides:
 //
 //	v := spectest.Load(t)
@@ -64,6 +70,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,7 +114,11 @@ type Validator struct {
 	specs         []*spec
 	basePath      string
 	responsesOnly bool
-	maxBody       int64 // > 0: bodies above this size are not checked
+	// errorShape is the schema of errors the documents do not declare,
+	// checked whatever responsesOnly says; nil: such errors fail unless
+	// responsesOnly, which checks them against ErrorResponse.
+	errorShape *openapi3.Schema
+	maxBody    int64 // > 0: bodies above this size are not checked
 }
 
 type spec struct {
@@ -205,7 +216,28 @@ func New(dir string) (*Validator, error) {
 // start after the API base URL, which already ends in /api: combine with
 // WithBasePath("/api") for a server that serves them there.
 func NewControlPlane(dir string) (*Validator, error) {
-	return newValidator(dir, controlPlaneSpecs)
+	v, err := newValidator(dir, controlPlaneSpecs)
+	if err != nil {
+		return nil, err
+	}
+	v.errorShape = controlPlaneError()
+	return v, nil
+}
+
+// controlPlaneError is the schema of the control plane's errors, which
+// its documents declare nowhere (no operation lists an error status, and
+// there is no ErrorResponse schema): the body Daytona's NestJS API sends,
+// {statusCode, error, message, path, timestamp}, error being the HTTP
+// reason phrase (see reference/daytona-api.md §4).
+func controlPlaneError() *openapi3.Schema {
+	str := openapi3.NewStringSchema().NewRef()
+	return openapi3.NewObjectSchema().
+		WithProperty("statusCode", openapi3.NewIntegerSchema()).
+		WithPropertyRef("error", str).
+		WithPropertyRef("message", str).
+		WithPropertyRef("path", str).
+		WithPropertyRef("timestamp", str).
+		WithRequired([]string{"statusCode", "error", "message", "path", "timestamp"})
 }
 
 type specFile struct {
@@ -472,7 +504,7 @@ func (v *Validator) validateResponse(req *http.Request, resp *http.Response, bod
 	if handled, err := v.checkBinaryExec(req, resp, body, skipBody); handled {
 		return err
 	}
-	lenientError := v.responsesOnly && resp.StatusCode >= 400
+	lenientError := (v.responsesOnly || v.errorShape != nil) && resp.StatusCode >= 400
 	matches, rr, err := v.routes(req)
 	if err != nil {
 		if lenientError && errors.Is(err, ErrNoRoute) {
@@ -594,6 +626,12 @@ func (v *Validator) checkErrorShape(req *http.Request, resp *http.Response, body
 	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return fail("Content-Type %q, want application/json", resp.Header.Get("Content-Type"))
+	}
+	if v.errorShape != nil {
+		if err := checkJSON(v.errorShape, body, skipBody); err != nil {
+			return fail("%v", err)
+		}
+		return nil
 	}
 	var errs []error
 	for _, s := range v.specs {
@@ -819,6 +857,32 @@ func (v *Validator) Handler(t testing.TB, next http.Handler) http.Handler {
 		}
 	})
 }
+
+// ServerHandler returns middleware that validates the exchanges of a
+// Daytona-compatible server such as agentbox serve: toolbox requests
+// proxied at /toolbox/{sandboxId}/… with tb (which sees them with that
+// prefix stripped), every other request with cp (a control-plane
+// Validator, WithBasePath("/api") for a server with the API there) but
+// the Socket.IO event stream (a path ending in /socket.io/) and preview
+// requests (a host of the form {port}-{…}.{domain}, Daytona's preview
+// URLs), which no document describes and which pass unchecked.
+func ServerHandler(t testing.TB, cp, tb *Validator, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/socket.io/") || previewHost.MatchString(r.Host) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/toolbox/"); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			tb.WithBasePath("/toolbox/"+id).Handler(t, next).ServeHTTP(w, r)
+			return
+		}
+		cp.Handler(t, next).ServeHTTP(w, r)
+	})
+}
+
+// previewHost matches the host of a Daytona preview URL.
+var previewHost = regexp.MustCompile(`^[0-9]+-[^.]+\.`)
 
 // recorder passes a response through while keeping a copy.
 type recorder struct {

@@ -426,6 +426,18 @@ func TestControlPlane(t *testing.T) {
 	if err := v.ValidateRequest(jsonRequest("POST", "/api/sandbox", `{"cpu":"two"}`)); err == nil || !strings.Contains(err.Error(), "cpu") {
 		t.Fatalf("create with a string cpu: err = %v, want one naming cpu", err)
 	}
+	// Errors, which the documents never declare, have Daytona's shape.
+	get := httptest.NewRequest("GET", "/api/sandbox/abc", nil)
+	shaped := `{"statusCode":404,"error":"Not Found","message":"Sandbox with ID or name abc not found","path":"/api/sandbox/abc","timestamp":"2026-01-01T00:00:00.000Z"}`
+	if err := v.ValidateResponse(get, jsonResponse(404, shaped)); err != nil {
+		t.Fatalf("404 in Daytona's error shape rejected: %v", err)
+	}
+	if err := v.ValidateResponse(get, jsonResponse(404, `{"message":"nope"}`)); err == nil || !strings.Contains(err.Error(), "statusCode") {
+		t.Fatalf("404 without statusCode: err = %v, want one naming statusCode", err)
+	}
+	if err := v.ValidateResponse(get, jsonResponse(200, `{"id":"abc"}`)); err == nil {
+		t.Fatal("a Sandbox without its required fields was accepted")
+	}
 	if a, b := spectest.LoadControlPlane(t), spectest.LoadControlPlane(t); a != b {
 		t.Fatal("control-plane documents loaded twice")
 	}

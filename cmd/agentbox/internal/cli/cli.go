@@ -91,6 +91,9 @@ type Config struct {
 	// ImageBuilder returns the builder of `agentbox image build`; nil:
 	// image build fails saying it is not wired.
 	ImageBuilder ImageBuilderFunc
+	// NewServer returns the server of `agentbox serve`; nil: serve fails
+	// saying the build has none.
+	NewServer func(ServerOptions) (Server, error)
 }
 
 // Run executes the agentbox command line args (without the program name)
@@ -215,7 +218,7 @@ Every command works on the sandbox "default" unless given --id.
 	pf.StringVar(&a.stateDir, "state-dir", "", "the `DIR` holding the sandboxes (default: $"+StateDirEnv+", else "+cfg.Engine.DefaultStateDirHelp()+"); it must be private to you")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text, errors included (see 'agentbox help json')")
 
-	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(),
+	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(), a.serveCommand(),
 		// A help topic: 'agentbox help json'.
 		&cobra.Command{Use: "json", Short: "What --json prints: event streams, documents and error codes", Long: jsonHelp})
 	return root, a

@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// ServerOptions configures the server of `agentbox serve` ([Config.NewServer]).
+type ServerOptions struct {
+	// StateDir holds the sandboxes the server manages.
+	StateDir string
+	// APIKeys are the bearer tokens it accepts; none: every request.
+	APIKeys []string
+	// Logf logs what clients are not told.
+	Logf func(format string, args ...any)
+}
+
+// Server is the server of `agentbox serve`: Daytona's control plane.
+type Server interface {
+	http.Handler
+	// Close ends the server's background work, waiting for it until ctx
+	// is done; the sandboxes keep running.
+	Close(ctx context.Context) error
+}
+
+// DefaultServeAddr is where `agentbox serve` listens without --addr.
+const DefaultServeAddr = "127.0.0.1:3000"
+
+// serveShutdownTimeout bounds the wait for requests in flight when serve
+// stops.
+const serveShutdownTimeout = 10 * time.Second
+
+func (a *app) serveCommand() *cobra.Command {
+	var addr, key, keyFile string
+	c := &cobra.Command{
+		Use:   "serve [--addr HOST:PORT] [--api-key-file FILE | --api-key KEY]",
+		Short: "Serve Daytona's API over local sandboxes",
+		Long: `Serve Daytona's control-plane API (and each sandbox's toolbox API) over the
+sandboxes of the state dir, so that Daytona clients — the official SDKs,
+Mastra's DaytonaSandbox — run against this machine, offline. Point them at it:
+
+  DAYTONA_API_URL=http://127.0.0.1:3000/api DAYTONA_API_KEY=KEY
+
+Sandboxes present as Daytona's do: user daytona, home and working directory
+/home/daytona. They keep running when serve stops; the auto-stop and
+auto-delete intervals run while serve does.
+
+With an API key (--api-key-file, or --api-key, which other users can read in
+the process list) every request must carry it as "Authorization: Bearer
+KEY". Without one, serve accepts any request, so it listens on loopback only.
+
+It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
+		Example: `  agentbox serve
+  agentbox serve --addr 0.0.0.0:3000 --api-key-file ~/.config/agentbox/api-key`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			keys, err := apiKeys(cmd, key, keyFile)
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 && !loopbackAddr(addr) {
+				return usagef("refusing to serve %s without an API key: anyone who reaches it could run commands here; pass --api-key-file FILE, or listen on loopback (--addr %s)", addr, DefaultServeAddr)
+			}
+			return a.serve(cmd, addr, keys)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&addr, "addr", DefaultServeAddr, "the `HOST:PORT` to listen on")
+	f.StringVar(&keyFile, "api-key-file", "", "read the API key clients must send from `FILE` (its first line)")
+	f.StringVar(&key, "api-key", "", "the API `KEY` clients must send (visible to other users in the process list: prefer --api-key-file)")
+	return c
+}
+
+// apiKeys returns the API key of the flags, if any.
+func apiKeys(cmd *cobra.Command, key, keyFile string) ([]string, error) {
+	switch {
+	case cmd.Flags().Changed("api-key") && cmd.Flags().Changed("api-key-file"):
+		return nil, usagef("--api-key and --api-key-file exclude each other: give one")
+	case cmd.Flags().Changed("api-key"):
+		if strings.TrimSpace(key) == "" {
+			return nil, usagef("--api-key is empty")
+		}
+		return []string{strings.TrimSpace(key)}, nil
+	case keyFile != "":
+		data, err := os.ReadFile(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the API key: %w", err)
+		}
+		first, _, _ := strings.Cut(string(data), "\n")
+		if k := strings.TrimSpace(first); k != "" {
+			return []string{k}, nil
+		}
+		return nil, usagef("--api-key-file %s: the first line is empty; write the key there", keyFile)
+	}
+	return nil, nil
+}
+
+// loopbackAddr reports whether addr's host is a loopback address (or
+// localhost).
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serve runs the server on addr until the command's context ends.
+func (a *app) serve(cmd *cobra.Command, addr string, keys []string) error {
+	ctx, out, errw := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if a.cfg.NewServer == nil {
+		return errors.New("this build of agentbox has no server")
+	}
+	srv, err := a.cfg.NewServer(ServerOptions{
+		StateDir: a.stateDir,
+		APIKeys:  keys,
+		Logf:     func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) },
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownTimeout)
+		defer cancel()
+		if err := srv.Close(cctx); err != nil {
+			fmt.Fprintf(errw, "agentbox serve: %v\n", err)
+		}
+	}()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "agentbox serve: Daytona API at %s/api, sandboxes in %s\n", url, a.stateDir)
+	if len(keys) == 0 {
+		fmt.Fprintf(out, "agentbox serve: no API key: any process of this machine may use it (loopback only)\n")
+	}
+	shownKey := "any"
+	if len(keys) > 0 {
+		shownKey = "<your key>"
+	}
+	fmt.Fprintf(out, "  export DAYTONA_API_URL=%s/api DAYTONA_API_KEY=%s\n", url, shownKey)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	<-served
+	fmt.Fprintf(out, "agentbox serve: stopped; the sandboxes keep running\n")
+	return nil
+}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// An engine runs the sandboxes the server records: the local engine in
+// production (localEngine), an in-process stand-in in some tests. Every
+// id is a sandbox id of the server. Methods that find no such sandbox
+// return an error matching sandbox.ErrNotFound.
+type engine interface {
+	// create checks spec and returns the function that creates and
+	// starts sandbox id; a spec the engine refuses fails here, before
+	// anything exists.
+	create(id string, spec spec) (func(context.Context) (sizes, error), error)
+	// start starts the stopped sandbox id with the files it had, its
+	// commands getting env.
+	start(ctx context.Context, id string, env map[string]string) error
+	// stop ends every process of sandbox id and keeps its files.
+	stop(ctx context.Context, id string) error
+	// remove destroys sandbox id: processes and files.
+	remove(ctx context.Context, id string) error
+	// status says whether sandbox id runs and when its toolbox was last
+	// used.
+	status(ctx context.Context, id string) (engineStatus, error)
+	// setNetwork changes the network policy of sandbox id, live when it
+	// runs.
+	setNetwork(ctx context.Context, id string, n network) error
+	// dial connects to the toolbox API of the running sandbox id.
+	dial(ctx context.Context, id string) (net.Conn, error)
+	// removeVolume deletes the named volume's files.
+	removeVolume(ctx context.Context, name string) error
+	// forward returns an address of this host (host:port) that reaches
+	// TCP port of sandbox id, for as long as the sandbox exists.
+	forward(ctx context.Context, id string, port int) (string, error)
+}
+
+// spec is what a sandbox is created with.
+type spec struct {
+	name    string
+	user    string
+	env     map[string]string
+	network network
+	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default.
+	cpu, memoryGiB, diskGiB int
+	// volumes name the engine's volumes in VolumeID.
+	volumes  []volume
+	language string
+}
+
+// network is a sandbox's network policy, in Daytona's terms.
+type network struct {
+	blockAll        bool
+	allowList       string // CIDRs, comma-separated
+	domainAllowList string // names, comma-separated
+}
+
+// sizes are the resources a created sandbox has, in Daytona's units
+// (cores, GiB); 0 when unlimited or unknown.
+type sizes struct {
+	cpu, memoryGiB, diskGiB float64
+}
+
+// engineStatus is what status reports.
+type engineStatus struct {
+	running  bool
+	lastUsed time.Time // zero when never used
+}

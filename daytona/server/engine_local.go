@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// localEngine runs the server's sandboxes with package local, in one
+// state dir, under the server's sandbox ids.
+type localEngine struct {
+	stateDir string
+}
+
+func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, error), error) {
+	vols := make([]local.Volume, len(sp.volumes))
+	for i, v := range sp.volumes {
+		vols[i] = local.Volume{Name: v.VolumeID, MountPath: v.MountPath}
+	}
+	sb, err := local.New(local.Options{
+		ID:       id,
+		StateDir: e.stateDir,
+		Config: local.Config{
+			Name:     sp.name,
+			User:     sp.user,
+			Language: sp.language,
+			// The server's timers stop and delete the sandbox, so that
+			// the intervals can change while it runs.
+			AutoStopInterval: -1,
+			Volumes:          vols,
+			NetworkBlockAll:  sp.network.blockAll,
+			NetworkAllowList: sp.network.allowList,
+			DomainAllowList:  sp.network.domainAllowList,
+			Resources: local.Resources{
+				CPU:      float64(sp.cpu),
+				MemoryMB: int64(sp.memoryGiB) * 1024,
+				DiskMB:   int64(sp.diskGiB) * 1024,
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (sizes, error) {
+		defer sb.Close(context.WithoutCancel(ctx))
+		if _, err := sb.Start(ctx); err != nil {
+			return sizes{}, err
+		}
+		if err := applyEnv(ctx, sb.Client(), sp.env); err != nil {
+			return sizes{}, err
+		}
+		info, err := sb.Info(ctx)
+		if err != nil {
+			return sizes{}, err
+		}
+		var sz sizes
+		if l := info.Limits; l != nil {
+			sz = sizes{cpu: l.CPUCores, memoryGiB: float64(l.MemoryMB) / 1024, diskGiB: float64(l.DiskMB) / 1024}
+		}
+		return sz, nil
+	}, nil
+}
+
+// applyEnv gives the commands of a sandbox that just started the
+// environment it was created with: the local engine keeps no environment
+// of its own across a stop.
+func applyEnv(ctx context.Context, c *toolbox.Client, env map[string]string) error {
+	if len(env) == 0 {
+		return nil
+	}
+	if err := c.UpdateEnv(ctx, toolbox.UpdateEnvRequest{Set: env}); err != nil {
+		return fmt.Errorf("setting the sandbox's environment: %w", err)
+	}
+	return nil
+}
+
+func (e localEngine) start(ctx context.Context, id string, env map[string]string) error {
+	sb, err := local.New(local.Options{ID: id, StateDir: e.stateDir})
+	if err != nil {
+		return err
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+	if _, err := sb.Start(ctx); err != nil {
+		return err
+	}
+	return applyEnv(ctx, sb.Client(), env)
+}
+
+func (e localEngine) stop(ctx context.Context, id string) error {
+	return local.StopByID(ctx, e.stateDir, id)
+}
+
+func (e localEngine) remove(ctx context.Context, id string) error {
+	return local.Remove(ctx, e.stateDir, id)
+}
+
+func (e localEngine) status(ctx context.Context, id string) (engineStatus, error) {
+	info, err := local.Lookup(ctx, e.stateDir, id)
+	if err != nil {
+		return engineStatus{}, err
+	}
+	return engineStatus{running: info.Status == sandbox.StatusRunning, lastUsed: info.LastUsedAt}, nil
+}
+
+func (e localEngine) setNetwork(ctx context.Context, id string, n network) error {
+	return local.UpdateNetworkSettings(ctx, e.stateDir, id, local.NetworkSettings{
+		BlockAll: n.blockAll, AllowList: n.allowList, DomainAllowList: n.domainAllowList,
+	})
+}
+
+func (e localEngine) forward(ctx context.Context, id string, port int) (string, error) {
+	pp, err := local.PublishPort(ctx, e.stateDir, id, 0, port)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort)), nil
+}
+
+// removeVolume deletes the folder of the named volume, which package local
+// documents at <StateDir>/volumes/<name>.
+//
+// TODO: use an exported function of package local once it has one,
+// instead of knowing its layout.
+func (e localEngine) removeVolume(_ context.Context, name string) error {
+	if err := local.ValidateID(name); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(e.stateDir, "volumes", name))
+}
+
+// dial connects to the toolbox socket of sandbox id, which package local
+// documents at <StateDir>/sandboxes/<id>/toolbox.sock.
+//
+// TODO: use an exported dialer of package local once it has one, instead
+// of knowing its layout.
+func (e localEngine) dial(ctx context.Context, id string) (net.Conn, error) {
+	if err := local.ValidateID(id); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(e.stateDir, "sandboxes", id)
+	const sock = "toolbox.sock"
+	var d net.Dialer
+	if p := filepath.Join(dir, sock); len(p) < maxUnixPath {
+		return d.DialContext(ctx, "unix", p)
+	}
+	return dialLongPath(ctx, dir, sock)
+}
+
+// maxUnixPath bounds the paths used directly as unix socket addresses
+// (sun_path holds 108 bytes with its terminating NUL).
+const maxUnixPath = 100
+
+// errNotFound reports whether err says that the engine has no such
+// sandbox.
+func errNotFound(err error) bool { return errors.Is(err, sandbox.ErrNotFound) }

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/spectest"
+)
+
+// testKey is the API key of the test servers.
+const testKey = "dtn_serve-test-key"
+
+// harness is a Server on loopback whose every exchange is validated
+// against Daytona's spec files, with a client for it.
+type harness struct {
+	t      *testing.T
+	s      *Server
+	url    string
+	client *http.Client
+}
+
+// harnessOptions tune newHarness.
+type harnessOptions struct {
+	// badRequests: the test sends malformed requests on purpose, so only
+	// answers are checked.
+	badRequests bool
+	// now is the server's clock; default time.Now.
+	now func() time.Time
+}
+
+// newHarness starts a Server over eng, ended by the test's cleanup.
+func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
+	t.Helper()
+	if o.now == nil {
+		o.now = time.Now
+	}
+	s, err := newServer(Options{APIKeys: []string{testKey}}, eng, 5*time.Millisecond, o.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
+	// The toolbox's requests are the client's business; the proxy's
+	// own errors (no such sandbox, not started) have the shape of the
+	// toolbox's ErrorResponse, which no operation declares.
+	tb := spectest.Load(t).ResponsesOnly()
+	if o.badRequests {
+		cp = cp.ResponsesOnly()
+	}
+	srv := httptest.NewServer(spectest.ServerHandler(t, cp, tb, s))
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return &harness{t: t, s: s, url: srv.URL, client: srv.Client()}
+}
+
+// call sends method path (under /api) with body (JSON-encoded unless a
+// string or nil) and the test key, and decodes a JSON answer into out
+// (when not nil). It returns the status.
+func (h *harness) call(method, path string, body, out any) int {
+	h.t.Helper()
+	return h.callKey(testKey, method, path, body, out)
+}
+
+func (h *harness) callKey(key, method, path string, body, out any) int {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, h.url+"/api"+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			h.t.Fatalf("%s %s: %d %s: decoding: %v", method, path, resp.StatusCode, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// apiSandbox is a Sandbox as the tests read it.
+type apiSandbox = sandboxDTO
+
+// apiError is the error body.
+type apiError struct {
+	StatusCode int    `json:"statusCode"`
+	Error      string `json:"error"`
+	Message    string `json:"message"`
+}
+
+// create creates a sandbox with body and returns the answer.
+func (h *harness) create(body any) apiSandbox {
+	h.t.Helper()
+	var sb apiSandbox
+	if st := h.call("POST", "/sandbox", body, &sb); st != http.StatusOK {
+		h.t.Fatalf("create: status %d", st)
+	}
+	return sb
+}
+
+// get returns sandbox idOrName, or its status when not 200.
+func (h *harness) get(idOrName string) (apiSandbox, int) {
+	h.t.Helper()
+	var sb apiSandbox
+	st := h.call("GET", "/sandbox/"+idOrName, nil, &sb)
+	return sb, st
+}
+
+// waitState polls sandbox id until it is in state want ("gone": 404).
+func (h *harness) waitState(id, want string) apiSandbox {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var sb apiSandbox
+		st := h.call("GET", "/sandbox/"+id, nil, &sb)
+		if want == "gone" && st == http.StatusNotFound || st == http.StatusOK && sb.State == want {
+			return sb
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("sandbox %s: state %q (status %d, error %q), want %q", id, sb.State, st, sb.ErrorReason, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fakeClock is a clock tests move.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}

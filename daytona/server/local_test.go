@@ -1,0 +1,170 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// needRoot skips the test unless it runs as root (the local engine's
+// default network needs it), and fails it under AGENTBOX_REQUIRE_ALL=1.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	why := "needs root: the local engine's default network and limits"
+	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
+	}
+	t.Skip(why)
+}
+
+// newLocalStateDir returns a state dir whose sandboxes are all removed
+// when the test ends.
+func newLocalStateDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		infos, err := local.List(ctx, dir)
+		if err != nil {
+			t.Errorf("listing the sandboxes left: %v", err)
+		}
+		for _, info := range infos {
+			t.Errorf("sandbox %s left behind", info.ID)
+			if err := local.Remove(ctx, dir, info.ID); err != nil {
+				t.Errorf("removing %s: %v", info.ID, err)
+			}
+		}
+	})
+	return dir
+}
+
+// exec runs command through the toolbox client c and returns its output,
+// failing the test unless it exits 0.
+func exec(t *testing.T, c *toolbox.Client, command string) string {
+	t.Helper()
+	res, err := c.Execute(context.Background(), toolbox.ExecuteRequest{Command: command})
+	if err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("%s: exit %d: %s", command, res.ExitCode, res.Result)
+	}
+	return res.Result
+}
+
+func TestLocalEngine(t *testing.T) {
+	needRoot(t)
+	dir := newLocalStateDir(t)
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	var vol volumeDTO
+	if st := h.call("POST", "/volumes", map[string]string{"name": "shared"}, &vol); st != http.StatusOK {
+		t.Fatalf("create volume: %d", st)
+	}
+	sb := h.create(map[string]any{"name": "real", "env": map[string]string{"GREETING": "hello"}, "labels": map[string]string{"code-toolbox-language": "python"},
+		"volumes": []map[string]string{{"volumeId": vol.ID, "mountPath": "/data"}}})
+	got := h.waitState(sb.ID, stateStarted)
+	if got.CPU <= 0 || got.Memory <= 0 || got.Disk <= 0 {
+		t.Errorf("sizes of a started sandbox: cpu %v memory %v disk %v, want the limits in force", got.CPU, got.Memory, got.Disk)
+	}
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: sb.ToolboxProxyURL + "/" + sb.ID, Token: testKey, HTTPClient: h.client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	check := func(when string) {
+		t.Helper()
+		// The user shows in USER and the home; commands run as uid 0
+		// of the sandbox's user namespace, which id -un names root.
+		out := exec(t, c, `echo "$USER $HOME $PWD $GREETING"`)
+		if want := "daytona /home/daytona /home/daytona hello\n"; out != want {
+			t.Fatalf("%s: user, home, work dir and env = %q, want %q", when, out, want)
+		}
+	}
+	check("after create")
+	exec(t, c, "echo kept > ~/kept.txt; echo shared > /data/file")
+	if data, err := os.ReadFile(filepath.Join(dir, "volumes", "shared", "file")); err != nil || string(data) != "shared\n" {
+		t.Fatalf("the volume's file on the host: %q %v", data, err)
+	}
+
+	// A preview URL reaches a server in the sandbox.
+	ctx := context.Background()
+	if err := c.CreateSession(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SessionExecute(ctx, "web", toolbox.SessionExecuteRequest{
+		Command: "mkdir -p /tmp/site && echo previewed > /tmp/site/index.html && exec python3 -m http.server 8080 --bind 0.0.0.0 --directory /tmp/site", RunAsync: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var link portPreviewURL
+	if st := h.call("GET", "/sandbox/real/ports/8080/preview-url", nil, &link); st != http.StatusOK {
+		t.Fatalf("preview-url: %d", st)
+	}
+	u, err := url.Parse(link.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", h.url+"/", nil)
+		req.Host = u.Host
+		req.Header.Set(previewTokenHeader, link.Token)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if string(body) != "previewed\n" {
+				t.Fatalf("preview served %q", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("preview: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	h.call("POST", "/sandbox/real/stop", nil, nil)
+	h.waitState(sb.ID, stateStopped)
+	if info, err := local.Lookup(context.Background(), dir, sb.ID); err != nil || info.Status != sandbox.StatusStopped {
+		t.Fatalf("local engine after stop: %v %v", info, err)
+	}
+	h.call("POST", "/sandbox/real/start", nil, nil)
+	h.waitState(sb.ID, stateStarted)
+	check("after a restart")
+	if out := exec(t, c, "cat ~/kept.txt"); out != "kept\n" {
+		t.Fatalf("file after a restart: %q", out)
+	}
+
+	h.call("DELETE", "/sandbox/real", nil, nil)
+	h.waitState(sb.ID, "gone")
+	if _, err := local.Lookup(context.Background(), dir, sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("local engine after delete: %v, want not found", err)
+	}
+	if _, err := c.Version(context.Background()); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("toolbox of a deleted sandbox: %v", err)
+	}
+	if st := h.call("DELETE", "/volumes/"+vol.ID, nil, nil); st != http.StatusOK {
+		t.Fatalf("delete volume: %d", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "volumes", "shared")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the deleted volume's folder: %v", err)
+	}
+}

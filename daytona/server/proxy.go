@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"time"
+)
+
+// toolboxProxy forwards toolbox requests to the toolbox server of each
+// started sandbox, as Daytona's proxy does: the route's prefix stripped,
+// the credentials removed, WebSocket upgrades included. A request carries
+// an API key, or the sandbox's preview token (header
+// X-Daytona-Preview-Token or query parameter DAYTONA_SANDBOX_AUTH_KEY: what
+// browsers, which cannot set a WebSocket's headers, send).
+type toolboxProxy struct {
+	s         *Server
+	transport *http.Transport
+	rp        *httputil.ReverseProxy
+}
+
+// sandboxHost is the host name of the URL a proxied request is sent to:
+// <sandbox id>.sandboxHost; the transport dials the sandbox it names.
+const sandboxHost = "sandbox.agentbox"
+
+func newToolboxProxy(s *Server) *toolboxProxy {
+	p := &toolboxProxy{s: s}
+	p.transport = &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			return s.eng.dial(ctx, strings.TrimSuffix(host, "."+sandboxHost))
+		},
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // commands may run long before answering
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// The target is set by serve; only headers are fixed here.
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del(previewTokenHeader)
+		},
+		Transport:     p.transport,
+		FlushInterval: -1, // streams (logs, PTY output) pass at once
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, r, &httpError{Status: http.StatusBadGateway, Message: "the sandbox's toolbox did not answer", Err: err}, s.logf)
+		},
+	}
+	return p
+}
+
+// close releases the proxy's idle connections.
+func (p *toolboxProxy) close() { p.transport.CloseIdleConnections() }
+
+// serve proxies r to the toolbox of the sandbox {id}, at {path}.
+func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
+	s := p.s
+	s.mu.Lock()
+	rec, err := s.lookup(r.PathValue("id"))
+	var id, state, token string
+	if err == nil {
+		id, state, token = rec.id, rec.state, rec.previewToken
+	}
+	s.mu.Unlock()
+	if !s.authorized(r) && !hasPreviewToken(r, token) {
+		return errorf(http.StatusUnauthorized, "Unauthorized: send a valid API key as Authorization: Bearer KEY, or the sandbox's preview token")
+	}
+	if err != nil {
+		return err
+	}
+	if state != stateStarted {
+		return errorf(http.StatusConflict, "Sandbox %s is %s, not started: start it first", id, state)
+	}
+	out := r.Clone(r.Context())
+	out.URL.Scheme = "http"
+	out.URL.Host = id + "." + sandboxHost
+	out.URL.Path = "/" + r.PathValue("path")
+	out.URL.RawPath = ""
+	if rest, ok := restOfPath(r.URL.EscapedPath(), p.depth(r)); ok {
+		out.URL.RawPath = rest // keeps escapes such as %2F
+	}
+	out.Host = ""
+	out.RequestURI = ""
+	if q := out.URL.Query(); q.Has(previewTokenQuery) {
+		q.Del(previewTokenQuery)
+		out.URL.RawQuery = q.Encode()
+	}
+	p.rp.ServeHTTP(w, out)
+	return nil
+}
+
+// depth is the number of segments of r's route before the toolbox path:
+// 2 for /toolbox/{id}/…, 4 for /api/toolbox/{id}/toolbox/….
+func (p *toolboxProxy) depth(r *http.Request) int {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		return 4
+	}
+	return 2
+}
+
+// restOfPath returns the part of the escaped path after its first n
+// segments, from its slash on.
+func restOfPath(escaped string, n int) (string, bool) {
+	rest := escaped
+	for range n {
+		i := strings.IndexByte(rest[1:], '/')
+		if !strings.HasPrefix(rest, "/") || i < 0 {
+			return "", false
+		}
+		rest = rest[1+i:]
+	}
+	return rest, true
+}

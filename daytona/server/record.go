@@ -1,0 +1,121 @@
+package server
+
+import (
+	"maps"
+	"time"
+)
+
+// Sandbox states and desired states, as api.json's SandboxState and
+// SandboxDesiredState spell them (those the server uses).
+const (
+	stateCreating   = "creating"
+	stateStarting   = "starting"
+	stateStarted    = "started"
+	stateStopping   = "stopping"
+	stateStopped    = "stopped"
+	stateDestroying = "destroying"
+	stateArchiving  = "archiving"
+	stateArchived   = "archived"
+	stateRestoring  = "restoring"
+	stateDestroyed  = "destroyed"
+	stateError      = "error"
+	stateBuildFail  = "build_failed"
+)
+
+// sandboxStates are every value of api.json's SandboxState, which list
+// filters accept.
+var sandboxStates = []string{
+	"creating", "restoring", "destroyed", "destroying", "started", "stopped", "starting", "stopping",
+	"error", "build_failed", "pending_build", "building_snapshot", "unknown", "pulling_snapshot",
+	"archived", "archiving", "resizing", "snapshotting", "forking", "pausing", "paused", "resuming",
+}
+
+// A record is the server's view of one sandbox. Its fields are guarded by
+// the Server's mutex.
+type record struct {
+	id, name, org string
+	user          string
+	snapshot      string
+	target        string
+	env           map[string]string
+	labels        map[string]string
+	public        bool
+	previewToken  string
+	network       network
+	volumes       []volume
+	sizes         sizes
+	// Intervals in minutes, with Daytona's meaning: autoStop 0 never;
+	// autoDelete < 0 never, 0 as soon as stopped.
+	autoStop, autoArchive, autoDelete int
+
+	state, desired string
+	errorReason    string
+	// busy is set while an engine operation on the sandbox runs: the
+	// state is then transitional and other lifecycle calls get 409.
+	busy bool
+
+	createdAt, updatedAt time.Time
+	startedAt, stoppedAt time.Time
+	lastActivity         time.Time
+}
+
+// touch records a change at now.
+func (rec *record) touch(now time.Time) { rec.updatedAt = now }
+
+// errored reports whether the sandbox is in a failed state that start and
+// stop refuse.
+func (rec *record) errored() bool { return rec.state == stateError || rec.state == stateBuildFail }
+
+// item returns the sandbox as GET /sandbox lists it; proxyURL is the
+// toolbox proxy URL clients use.
+func (rec *record) item(proxyURL string) sandboxListItem {
+	it := sandboxListItem{
+		ID:                  rec.id,
+		OrganizationID:      rec.org,
+		Name:                rec.name,
+		Target:              rec.target,
+		SandboxClass:        "container",
+		State:               rec.state,
+		DesiredState:        rec.desired,
+		Snapshot:            rec.snapshot,
+		User:                rec.user,
+		ErrorReason:         rec.errorReason,
+		Public:              rec.public,
+		NetworkBlockAll:     rec.network.blockAll,
+		NetworkAllowList:    rec.network.allowList,
+		DomainAllowList:     rec.network.domainAllowList,
+		CPU:                 rec.sizes.cpu,
+		Memory:              rec.sizes.memoryGiB,
+		Disk:                rec.sizes.diskGiB,
+		Labels:              maps.Clone(rec.labels),
+		AutoStopInterval:    rec.autoStop,
+		AutoArchiveInterval: rec.autoArchive,
+		AutoDeleteInterval:  rec.autoDelete,
+		CreatedAt:           rec.createdAt.UTC().Format(timeLayout),
+		UpdatedAt:           rec.updatedAt.UTC().Format(timeLayout),
+		ToolboxProxyURL:     proxyURL,
+	}
+	if it.Labels == nil {
+		it.Labels = map[string]string{}
+	}
+	if rec.errored() {
+		no := false
+		it.Recoverable = &no
+	}
+	if !rec.lastActivity.IsZero() {
+		it.LastActivityAt = rec.lastActivity.UTC().Format(timeLayout)
+	}
+	return it
+}
+
+// dto returns the sandbox as GET /sandbox/{id} answers it.
+func (rec *record) dto(proxyURL string) sandboxDTO {
+	d := sandboxDTO{sandboxListItem: rec.item(proxyURL), Env: maps.Clone(rec.env), Volumes: rec.volumes}
+	if d.Env == nil {
+		d.Env = map[string]string{}
+	}
+	if d.Volumes == nil {
+		d.Volumes = []volume{}
+	}
+	return d
+}

@@ -1,0 +1,278 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
+)
+
+// Defaults of Options.
+const (
+	// DefaultOrganizationID is the organization every sandbox belongs to
+	// when Options.OrganizationID is empty.
+	DefaultOrganizationID = "agentbox"
+	// DefaultSnapshot is the snapshot the server creates sandboxes from,
+	// named in /config: the local engine's root built from the host's
+	// system folders.
+	DefaultSnapshot = "agentbox-host"
+	// DefaultUser is the user sandboxes present, as Daytona's do.
+	DefaultUser = "daytona"
+	// DefaultTarget is the target (region) of sandboxes created without one.
+	DefaultTarget = "local"
+)
+
+// defaultReconcileInterval is how often the server looks at running
+// sandboxes (stopped behind its back, idle past their auto-stop interval)
+// and stopped ones (past their auto-delete interval).
+const defaultReconcileInterval = time.Second
+
+// Options configures a Server. The zero value is valid.
+type Options struct {
+	// StateDir is the local engine's state dir the sandboxes live in.
+	// Default: local.DefaultStateDir().
+	StateDir string
+	// APIKeys are the bearer tokens the server accepts. Empty: every
+	// request is accepted (listen on loopback only then). Only their
+	// SHA-256 hashes are kept.
+	APIKeys []string
+	// OrganizationID is the organization of every sandbox. Default:
+	// DefaultOrganizationID.
+	OrganizationID string
+	// PublicURL is the server's URL as clients reach it (scheme, host,
+	// port; e.g. "http://127.0.0.1:3000"), from which the toolbox proxy
+	// URL of every sandbox is made. Default: "http://" and the Host of each
+	// request.
+	PublicURL string
+	// Logf logs what clients are not told (the causes of 500 answers,
+	// failures of background work). Default: nothing is logged.
+	Logf func(format string, args ...any)
+}
+
+// Server is Daytona's control plane over local sandboxes: an http.Handler
+// (see the package documentation for its routes). Its methods are safe for
+// concurrent use.
+type Server struct {
+	org       string
+	publicURL string
+	keys      [][sha256.Size]byte
+	logf      func(string, ...any)
+	eng       engine
+	mux       *http.ServeMux
+	proxy     *toolboxProxy
+	preview   *httputil.ReverseProxy
+	events    hub
+	now       func() time.Time
+	tick      time.Duration
+	// pingInterval is the event stream's heartbeat.
+	pingInterval time.Duration
+
+	// ctx is the context of lifecycle operations, cancelled when Close
+	// gives up waiting for them; timers ends the reconciler.
+	ctx          context.Context
+	cancel       context.CancelFunc
+	timers       context.Context
+	cancelTimers context.CancelFunc
+	wg           sync.WaitGroup // background work: operations and the reconciler
+
+	mu       sync.Mutex
+	byID     map[string]*record
+	byName   map[string]*record
+	signed   map[string]signedPreview // signed preview URLs' tokens
+	forwards map[string]string        // "id:port" → host address
+	// volumes by id and by name
+	volumes, volumesByName map[string]*volumeRecord
+	closing                bool // Close was called: no new operation starts
+}
+
+// New returns a Server over the local engine's sandboxes in
+// opts.StateDir. Close it to end its background work; the sandboxes keep
+// running.
+func New(opts Options) (*Server, error) {
+	if opts.StateDir == "" {
+		dir, err := local.DefaultStateDir()
+		if err != nil {
+			return nil, fmt.Errorf("agentbox serve: %w", err)
+		}
+		opts.StateDir = dir
+	}
+	if err := local.CheckStateDir(opts.StateDir); err != nil {
+		return nil, fmt.Errorf("agentbox serve: %w", err)
+	}
+	return newServer(opts, localEngine{stateDir: opts.StateDir}, defaultReconcileInterval, time.Now)
+}
+
+// newServer returns a Server running its sandboxes on eng, looking at them
+// every tick, reading the time from now.
+func newServer(opts Options, eng engine, tick time.Duration, now func() time.Time) (*Server, error) {
+	s := &Server{
+		org:           opts.OrganizationID,
+		publicURL:     strings.TrimSuffix(opts.PublicURL, "/"),
+		logf:          opts.Logf,
+		eng:           eng,
+		now:           now,
+		tick:          tick,
+		pingInterval:  defaultPingInterval,
+		byID:          map[string]*record{},
+		byName:        map[string]*record{},
+		signed:        map[string]signedPreview{},
+		forwards:      map[string]string{},
+		volumes:       map[string]*volumeRecord{},
+		volumesByName: map[string]*volumeRecord{},
+	}
+	if s.org == "" {
+		s.org = DefaultOrganizationID
+	}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+	for i, k := range opts.APIKeys {
+		if k == "" {
+			return nil, fmt.Errorf("agentbox serve: API key %d is empty", i+1)
+		}
+		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
+	s.proxy = newToolboxProxy(s)
+	s.preview = newPreviewProxy(s)
+	s.mux = s.routes()
+	s.wg.Add(1)
+	go s.reconcileLoop()
+	return s, nil
+}
+
+// Close ends the server's background work: it stops its timers, refuses
+// new lifecycle operations (503) and waits for those in flight to end,
+// until ctx is done; then it cancels them and returns ctx's error once
+// they have returned. Sandboxes keep running. Close does not stop serving:
+// shut the http.Server down first.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.cancelTimers()
+	defer s.proxy.close()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.cancel()
+		<-done
+		return fmt.Errorf("agentbox serve: lifecycle operations in flight cancelled: %w", context.Cause(ctx))
+	}
+}
+
+// ServeHTTP implements http.Handler. A request whose host is a preview
+// URL's goes to the sandbox's port; every other to the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if port, key, ok := parsePreviewHost(r.Host); ok {
+		if err := s.servePreview(w, r, port, key); err != nil {
+			writeError(w, r, err, s.logf)
+		}
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// handlerFunc is a handler that returns its error for the caller to answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// routes returns the server's router.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	api := func(pattern string, h handlerFunc) { mux.Handle(pattern, s.handle(h, true)) }
+	mux.Handle("GET /api/config", s.handle(s.getConfig, false))
+	// The key comes in the stream's CONNECT packet.
+	mux.Handle("GET /api/socket.io/", s.handle(s.serveEvents, false))
+	api("POST /api/sandbox", s.createSandbox)
+	api("GET /api/sandbox", s.listSandboxes)
+	api("GET /api/sandbox/paginated", s.listSandboxesPaginated)
+	api("GET /api/sandbox/{id}", s.getSandbox)
+	api("DELETE /api/sandbox/{id}", s.lifecycleCall(s.beginDestroy))
+	api("POST /api/sandbox/{id}/start", s.lifecycleCall(s.beginStart))
+	api("POST /api/sandbox/{id}/stop", s.stopSandbox)
+	api("POST /api/sandbox/{id}/archive", s.lifecycleCall(s.beginArchive))
+	api("PUT /api/sandbox/{id}/labels", s.replaceLabels)
+	api("POST /api/sandbox/{id}/autostop/{interval}", s.setInterval(func(rec *record, v int) { rec.autoStop = v }, 0))
+	api("POST /api/sandbox/{id}/autoarchive/{interval}", s.setInterval(func(rec *record, v int) { rec.autoArchive = v }, 0))
+	api("POST /api/sandbox/{id}/autodelete/{interval}", s.setInterval(func(rec *record, v int) { rec.autoDelete = v }, -1))
+	api("POST /api/sandbox/{id}/public/{isPublic}", s.setPublic)
+	api("POST /api/sandbox/{id}/network-settings", s.updateNetwork)
+	api("GET /api/sandbox/{id}/toolbox-proxy-url", s.getToolboxProxyURL)
+	api("POST /api/volumes", s.createVolume)
+	api("GET /api/volumes", s.listVolumes)
+	api("GET /api/volumes/{id}", s.getVolume)
+	api("GET /api/volumes/by-name/{name}", s.getVolume)
+	api("DELETE /api/volumes/{id}", s.deleteVolume)
+	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
+	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
+	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)
+	// The proxy checks the key itself: it also takes the sandbox's preview token.
+	mux.Handle("/api/toolbox/{id}/toolbox/{path...}", s.handle(s.proxy.serve, false))
+	mux.Handle("/toolbox/{id}/{path...}", s.handle(s.proxy.serve, false))
+	mux.Handle("/", s.handle(notFound, false))
+	return mux
+}
+
+// handle adapts h: it answers h's error, after checking the API key when
+// auth is set.
+func (s *Server) handle(h handlerFunc, auth bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth && !s.authorized(r) {
+			writeError(w, r, errorf(http.StatusUnauthorized, "Unauthorized: send a valid API key as Authorization: Bearer KEY"), nil)
+			return
+		}
+		if err := h(w, r); err != nil {
+			writeError(w, r, err, s.logf)
+		}
+	})
+}
+
+// notFound answers routes the server does not have as NestJS does.
+func notFound(_ http.ResponseWriter, r *http.Request) error {
+	return errorf(http.StatusNotFound, "Cannot %s %s", r.Method, r.URL.Path)
+}
+
+// baseURL returns the server's URL as the client of r reaches it.
+func (s *Server) baseURL(r *http.Request) string {
+	if s.publicURL != "" {
+		return s.publicURL
+	}
+	return "http://" + r.Host
+}
+
+// toolboxProxyURL returns the toolbox proxy URL of every sandbox.
+func (s *Server) toolboxProxyURL(r *http.Request) string { return s.baseURL(r) + "/toolbox" }
+
+func (s *Server) getConfig(w http.ResponseWriter, r *http.Request) error {
+	base := s.baseURL(r)
+	host := strings.TrimPrefix(strings.TrimPrefix(base, "http://"), "https://")
+	writeJSON(w, configuration{
+		Version:                "agentbox",
+		ProxyTemplateURL:       "http://{{PORT}}-{{sandboxId}}." + host,
+		ProxyToolboxURL:        base + "/toolbox",
+		DefaultSnapshot:        DefaultSnapshot,
+		DashboardURL:           base,
+		MaxAutoArchiveInterval: maxAutoArchiveInterval,
+		Environment:            "agentbox",
+	})
+	return nil
+}
+
+// maxAutoArchiveInterval is the longest auto-archive interval in minutes
+// (30 days, self-hosted Daytona's default), which 0 means.
+const maxAutoArchiveInterval = 43200
+
+// errClosed is the error of lifecycle calls after Close.
+var errClosed = errors.New("agentbox serve is shutting down")

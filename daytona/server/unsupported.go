@@ -1,0 +1,51 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+)
+
+// unsupported returns the error answering a create request that asks for
+// what the server does not support yet, or nil. It is the one place that
+// knows: wiring images and snapshots to the local engine (issue 9) starts
+// here.
+func unsupported(req *createSandbox) error {
+	var what []string
+	if req.Snapshot != "" && req.Snapshot != DefaultSnapshot {
+		what = append(what, "snapshot "+quote(req.Snapshot)+" (only the default snapshot "+quote(DefaultSnapshot)+" exists)")
+	}
+	if req.BuildInfo != nil {
+		what = append(what, "images and buildInfo (dockerfileContent)")
+	}
+	if req.GPU != nil && *req.GPU > 0 {
+		what = append(what, "GPUs")
+	}
+	if req.AutoPauseInterval != nil && *req.AutoPauseInterval > 0 {
+		what = append(what, "autoPauseInterval (VM classes only)")
+	}
+	if req.TTLMinutes != nil && *req.TTLMinutes > 0 {
+		what = append(what, "ttlMinutes")
+	}
+	if req.LinkedSandbox != "" {
+		what = append(what, "linkedSandbox")
+	}
+	if len(req.Secrets) > 0 {
+		what = append(what, "secrets")
+	}
+	if req.OutboundProxyURL != "" {
+		what = append(what, "outboundProxyUrl")
+	}
+	for _, v := range req.Volumes {
+		if v.Subpath != "" {
+			what = append(what, "volume subpaths")
+			break
+		}
+	}
+	if len(what) == 0 {
+		return nil
+	}
+	return errorf(http.StatusNotImplemented, "agentbox serve does not support %s yet: create the sandbox without it", strings.Join(what, ", "))
+}
+
+// quote quotes s for a message.
+func quote(s string) string { return `"` + s + `"` }
