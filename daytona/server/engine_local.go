@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/agentbox-dev/agentbox/local"
@@ -124,39 +122,15 @@ func (e localEngine) forward(ctx context.Context, id string, port int) (string, 
 	return net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort)), nil
 }
 
-// removeVolume deletes the folder of the named volume, which package local
-// documents at <StateDir>/volumes/<name>.
-//
-// TODO: use an exported function of package local once it has one,
-// instead of knowing its layout.
-func (e localEngine) removeVolume(_ context.Context, name string) error {
-	if err := local.ValidateID(name); err != nil {
-		return err
-	}
-	return os.RemoveAll(filepath.Join(e.stateDir, "volumes", name))
+// removeVolume deletes the named volume and its files.
+func (e localEngine) removeVolume(ctx context.Context, name string) error {
+	return local.RemoveVolume(ctx, e.stateDir, name)
 }
 
-// dial connects to the toolbox socket of sandbox id, which package local
-// documents at <StateDir>/sandboxes/<id>/toolbox.sock.
-//
-// TODO: use an exported dialer of package local once it has one, instead
-// of knowing its layout.
+// dial connects to the toolbox server of sandbox id.
 func (e localEngine) dial(ctx context.Context, id string) (net.Conn, error) {
-	if err := local.ValidateID(id); err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(e.stateDir, "sandboxes", id)
-	const sock = "toolbox.sock"
-	var d net.Dialer
-	if p := filepath.Join(dir, sock); len(p) < maxUnixPath {
-		return d.DialContext(ctx, "unix", p)
-	}
-	return dialLongPath(ctx, dir, sock)
+	return local.DialToolbox(ctx, e.stateDir, id)
 }
-
-// maxUnixPath bounds the paths used directly as unix socket addresses
-// (sun_path holds 108 bytes with its terminating NUL).
-const maxUnixPath = 100
 
 // errNotFound reports whether err says that the engine has no such
 // sandbox.
