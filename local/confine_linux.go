@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,26 @@ func (c Confinement) keptCapabilities() []int {
 		return []int{unix.CAP_SETFCAP}
 	}
 	return nil
+}
+
+// keptCapabilities returns the capabilities commands of the sandbox keep:
+// Docker's default set (DefaultCapabilities) with a writable root made of
+// an image, else those its Confinement needs.
+func (cfg *initConfig) keptCapabilities() []int {
+	kept := cfg.Confinement.keptCapabilities()
+	if cfg.Root == nil {
+		return kept
+	}
+	for _, c := range []int{
+		unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_FSETID, unix.CAP_FOWNER, unix.CAP_MKNOD,
+		unix.CAP_NET_RAW, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_SETFCAP, unix.CAP_SETPCAP,
+		unix.CAP_NET_BIND_SERVICE, unix.CAP_SYS_CHROOT, unix.CAP_KILL, unix.CAP_AUDIT_WRITE,
+	} {
+		if !slices.Contains(kept, c) {
+			kept = append(kept, c)
+		}
+	}
+	return kept
 }
 
 // makeUndumpable clears the init's dumpable flag. Commands run as the same

@@ -1,9 +1,12 @@
 package local
 
 import (
+	"context"
 	"net/netip"
 	"path/filepath"
 	"strconv"
+
+	"github.com/agentbox-dev/agentbox/local/image"
 )
 
 // HostIDLimit ends the pool of host id ranges.
@@ -81,4 +84,14 @@ func NetworkLink(s *Sandbox) int {
 		return 0
 	}
 	return m.Network.Link
+}
+
+// SaveImage records img in the image store of stateDir, as pulling or
+// building it would.
+func SaveImage(ctx context.Context, stateDir string, img *image.Image) (*image.Image, error) {
+	st, err := openImages(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	return st.Save(ctx, img)
 }
