@@ -23,7 +23,7 @@ const imageOSRelease = "ID=agentboxtest\nNAME=\"agentbox test image\"\n"
 // and links that name host paths (/etc/hostlink → /etc/os-release,
 // /etc/rellink → ../../../../etc/os-release), which must resolve inside
 // the sandbox.
-func testRootfs(t *testing.T) string {
+func testRootfs(t testing.TB) string {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.Chmod(root, 0o755); err != nil {
@@ -36,7 +36,7 @@ func testRootfs(t *testing.T) string {
 			}
 		}
 	}
-	for _, prog := range []string{"sh", "cat", "ls", "id", "mkdir", "rm", "touch", "stat", "chown", "grep", "env", "pwd", "sleep"} {
+	for _, prog := range []string{"sh", "cat", "ls", "id", "mkdir", "rm", "touch", "stat", "chown", "grep", "env", "pwd", "sleep", "ln"} {
 		p, err := exec.LookPath(prog)
 		if err != nil {
 			t.Skipf("the test image needs %s: %v", prog, err)
@@ -69,7 +69,7 @@ func testRootfs(t *testing.T) string {
 
 // copyIntoRootfs copies the host file p (its content, at the path its
 // links lead to) into root, with a link from p's own name when it is one.
-func copyIntoRootfs(t *testing.T, root, p string) {
+func copyIntoRootfs(t testing.TB, root, p string) {
 	t.Helper()
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
@@ -197,7 +197,7 @@ func TestSnapshot(t *testing.T) {
 	state := t.TempDir()
 	rootfs := testRootfs(t)
 	a := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Image: rootfs}})
-	mustRun(t, a, "mkdir -p /opt/tool && echo v1 > /opt/tool/version && chown -R 1000:1000 /opt/tool && rm /usr/share/marker && echo home > ~/notroot")
+	mustRun(t, a, "mkdir -p /opt/tool && echo v1 > /opt/tool/version && chown -R 1000:1000 /opt/tool && rm /usr/share/marker && echo home > ~/notroot && ln -s /etc/shadow /etc/evil")
 	snap, err := local.CreateSnapshot(ctx, state, a.ID(), "snap1")
 	if err != nil {
 		t.Fatal(err)
@@ -205,11 +205,16 @@ func TestSnapshot(t *testing.T) {
 	if snap.Kind != image.KindSnapshot || snap.Base == "" {
 		t.Errorf("snapshot %+v: want kind snapshot over the image", snap)
 	}
+	// The snapshot's layer keeps the sandbox's link as a link: freezing
+	// never follows it to the host's file.
+	if target, err := os.Readlink(filepath.Join(snap.Layers[len(snap.Layers)-1], "etc/evil")); err != nil || target != "/etc/shadow" {
+		t.Errorf("the snapshot's etc/evil: link to %q (%v), want the link to /etc/shadow kept as it is", target, err)
+	}
 	if _, err := local.CreateSnapshot(ctx, state, a.ID(), "snap1"); !errors.Is(err, image.ErrExists) {
 		t.Errorf("second snapshot of the same name: %v, want ErrExists", err)
 	}
 	b := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Snapshot: "snap1"}})
-	if got := mustRun(t, b, "cat /opt/tool/version; stat -c %u /opt/tool/version; ls /usr/share; ls ~"); got != "v1\n1000\n" {
+	if got := mustRun(t, b, "cat /opt/tool/version; stat -c %u /opt/tool/version; ls /usr/share; ls ~; cat /etc/evil 2>/dev/null || true"); got != "v1\n1000\n" {
 		t.Errorf("sandbox from the snapshot: %q, want its file (owner 1000), the deletion, and a fresh home", got)
 	}
 	if err := local.RemoveSnapshot(ctx, state, "snap1"); !errors.Is(err, image.ErrInUse) {
