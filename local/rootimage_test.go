@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // imageOSRelease is the /etc/os-release of the test images.
@@ -104,6 +105,15 @@ func copyIntoRootfs(t testing.TB, root, p string) {
 	}
 }
 
+// newImageSandbox starts a sandbox made of a testRootfs image in a new
+// state dir.
+func newImageSandbox(t *testing.T) (stateDir, rootfs string, sb *local.Sandbox) {
+	t.Helper()
+	needImages(t)
+	stateDir, rootfs = t.TempDir(), testRootfs(t)
+	return stateDir, rootfs, newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{Image: rootfs}})
+}
+
 // needImages skips (or fails, in CI) a test of images, which need root.
 func needImages(t *testing.T) {
 	t.Helper()
@@ -116,11 +126,8 @@ func needImages(t *testing.T) {
 // persists across stop and start without reaching the image or another
 // sandbox made of it.
 func TestImageRoot(t *testing.T) {
-	needImages(t)
 	ctx := context.Background()
-	state := t.TempDir()
-	rootfs := testRootfs(t)
-	sb := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Image: rootfs}})
+	state, rootfs, sb := newImageSandbox(t)
 
 	if got := mustRun(t, sb, "cat /etc/os-release"); got != imageOSRelease {
 		t.Fatalf("/etc/os-release = %q, want the image's", got)
@@ -192,11 +199,8 @@ func TestImageConfig(t *testing.T) {
 // snapshot cannot be removed while that sandbox exists, nor its name
 // taken again.
 func TestSnapshot(t *testing.T) {
-	needImages(t)
 	ctx := context.Background()
-	state := t.TempDir()
-	rootfs := testRootfs(t)
-	a := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Image: rootfs}})
+	state, _, a := newImageSandbox(t)
 	mustRun(t, a, "mkdir -p /opt/tool && echo v1 > /opt/tool/version && chown -R 1000:1000 /opt/tool && rm /usr/share/marker && echo home > ~/notroot && ln -s /etc/shadow /etc/evil")
 	snap, err := local.CreateSnapshot(ctx, state, a.ID(), "snap1")
 	if err != nil {
@@ -225,5 +229,25 @@ func TestSnapshot(t *testing.T) {
 	}
 	if err := local.RemoveSnapshot(ctx, state, "snap1"); err != nil {
 		t.Errorf("removing the snapshot no sandbox uses: %v", err)
+	}
+}
+
+// TestImageUnknown: a sandbox of an image the store cannot find is not
+// created, and leaves nothing behind.
+func TestImageUnknown(t *testing.T) {
+	needImages(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	for _, c := range []local.Config{{Image: "/no/such/rootfs"}, {Snapshot: "nosuchsnapshot"}} {
+		sb, err := local.New(local.Options{StateDir: state, Config: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sb.Start(ctx); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("%+v: start: %v, want an error matching sandbox.ErrNotFound", c, err)
+		}
+		if infos, err := local.List(ctx, state); err != nil || len(infos) != 0 {
+			t.Errorf("%+v: sandboxes left: %v (%v)", c, infos, err)
+		}
 	}
 }
