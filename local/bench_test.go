@@ -43,6 +43,13 @@ func BenchmarkCreateToFirstCommandVolume(b *testing.B) {
 	benchCreate(b, local.Config{Volumes: []local.Volume{{Name: "v", MountPath: "/v"}}})
 }
 
+// BenchmarkCreateToFirstCommandImage is BenchmarkCreateToFirstCommand
+// with a root made of an image (a small rootfs folder): an overlay of its
+// ID-mapped layer with a writable upper.
+func BenchmarkCreateToFirstCommandImage(b *testing.B) {
+	benchCreate(b, local.Config{Image: testRootfs(b)})
+}
+
 // benchCreate measures New + the first command of sandboxes shaped by c.
 func benchCreate(b *testing.B, c local.Config) {
 	ctx := context.Background()

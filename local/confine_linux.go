@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,22 @@ func (c Confinement) keptCapabilities() []int {
 		return []int{unix.CAP_SETFCAP}
 	}
 	return nil
+}
+
+// keptCapabilities returns the capabilities commands of the sandbox keep:
+// Docker's default set (DefaultCapabilities) with a writable root made of
+// an image, else those its Confinement needs.
+func (cfg *initConfig) keptCapabilities() []int {
+	kept := cfg.Confinement.keptCapabilities()
+	if cfg.Root == nil {
+		return kept
+	}
+	for _, c := range dockerCapabilities {
+		if !slices.Contains(kept, c.value) {
+			kept = append(kept, c.value)
+		}
+	}
+	return kept
 }
 
 // makeUndumpable clears the init's dumpable flag. Commands run as the same

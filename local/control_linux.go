@@ -47,6 +47,10 @@ type initConfig struct {
 	MetricsCgroupFDs []int `json:"metricsCgroupFDs,omitempty"`
 	// Net is what the init does about its network.
 	Net initNet `json:"net"`
+	// RootFD, when >= 0, indexes the descriptors: the sandbox's writable
+	// root (mountRoot), made of the image Root.
+	RootFD int         `json:"rootFD"`
+	Root   *rootRecord `json:"root,omitempty"`
 
 	// handOver are the descriptors the init sends the host with its "ok".
 	handOver []*os.File
@@ -70,7 +74,7 @@ type bindSpec struct {
 // c, without binds: the one place where a Config becomes what the init is
 // told.
 func newInitConfig(id string, c Config) *initConfig {
-	return &initConfig{Config: c, ID: id, StampsFD: -1}
+	return &initConfig{Config: c, ID: id, StampsFD: -1, RootFD: -1}
 }
 
 // hostname returns the sandbox's host name: its id, cut to the 63 bytes a
@@ -86,7 +90,7 @@ func (cfg *initConfig) env() []string {
 		"SHELL=/bin/bash", "LANG=C.UTF-8", "TERM=xterm-256color",
 		"HOSTNAME=" + cfg.hostname(), "TMPDIR=" + sandboxTmp,
 	}
-	return append(env, egressEnv(&cfg.Config)...)
+	return append(cfg.Root.imageEnv(env), egressEnv(&cfg.Config)...)
 }
 
 // sendConfig sends cfg and files (the descriptors its binds name) to the

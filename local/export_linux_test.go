@@ -1,9 +1,14 @@
 package local
 
 import (
+	"context"
+	"fmt"
 	"net/netip"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+
+	"github.com/agentbox-dev/agentbox/local/image"
 )
 
 // HostIDLimit ends the pool of host id ranges.
@@ -81,4 +86,30 @@ func NetworkLink(s *Sandbox) int {
 		return 0
 	}
 	return m.Network.Link
+}
+
+// SaveImage records img in the image store of stateDir, as pulling or
+// building it would: its Layers are folders anywhere, copied into the
+// store as layers first.
+func SaveImage(ctx context.Context, stateDir string, img *image.Image) (*image.Image, error) {
+	st, err := openImages(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	in := *img
+	in.Layers = nil
+	for _, src := range img.Layers {
+		layer, err := st.AddLayer(ctx, func(dir string) error {
+			out, err := exec.CommandContext(ctx, "cp", "-a", src+"/.", dir).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("copy %s: %v: %s", src, err, out)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		in.Layers = append(in.Layers, layer)
+	}
+	return st.Save(ctx, &in)
 }

@@ -159,7 +159,8 @@ type pid1 struct {
 func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 	d, err := daemon.New(daemon.Options{
 		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.home(), Env: env, DropCapabilities: true,
-		KeepCapabilities: cfg.Confinement.keptCapabilities(),
+		KeepCapabilities: cfg.keptCapabilities(),
+		Entrypoint:       cfg.Root.entrypoint(),
 		Cgroups:          cfg.metricsCgroups(fds),
 		// The init was cloned into a cgroup namespace rooted where it was
 		// born; on cgroup v1 the host moves it into its own cgroups only

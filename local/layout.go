@@ -18,7 +18,11 @@ import "path/filepath"
 //	                                        holds home/, tmp/, workdir/ and toolbox/ (the
 //	                                        latter's on the host keeps only the exit record
 //	                                        and the activity stamp)
+//	<StateDir>/sandboxes/<id>/rootfs/       with an Image or Snapshot: upper/ and work/ of its
+//	                                        writable root (root.go), on disk.img when it has one
 //	<StateDir>/templates/ext4-<N>M.img      formatted images that new disk images copy
+//	<StateDir>/images/                      the image store: layers, images, snapshots and the
+//	                                        sandboxes holding them (imagestore.go)
 //
 // One file holds everything a host process needs: creating files is the
 // slowest step of a start on some disks.

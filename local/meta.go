@@ -48,6 +48,9 @@ type meta struct {
 	// Ports are the published ports, kept across stops and put in place
 	// at every start.
 	Ports []sandbox.PublishedPort `json:"ports,omitempty"`
+	// Root is the image (or snapshot) the sandbox's root is made of, as
+	// resolved at its creation; nil for the default root (root.go).
+	Root *rootRecord `json:"root,omitempty"`
 }
 
 // idRange is a range of host uids (and the same gids).
@@ -193,6 +196,13 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 		info.Metadata[k] = v
 	}
 	info.Identity, info.Network = describe(c, m.HostIDs)
+	info.Identity.Capabilities = m.Root.capabilities()
+	if m.Root != nil {
+		ref, what := rootRef(c)
+		info.Metadata[what] = ref
+		info.Metadata["imageId"] = m.Root.Image
+		info.Metadata["rootfs"] = "writable overlay of the image"
+	}
 	info.Limits = limitsOf(dir, m).info()
 	info.Metadata["language"] = c.Language
 	info.Metadata["ephemeral"] = strconv.FormatBool(c.Ephemeral)

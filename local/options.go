@@ -165,6 +165,24 @@ type Config struct {
 	// safe default; Info (Metadata "syscallFilter" and "landlock") and
 	// Instructions say what is in force.
 	Confinement Confinement `json:"confinement,omitzero"`
+	// Image is the image the sandbox's root file system is made of: a
+	// reference the image store resolves (a registry reference such as
+	// "python:3.12-slim", "oci:DIR[:tag]", a `docker save` tarball, or an
+	// absolute rootfs folder), pulled when the store lacks it. The root is
+	// then an overlay of the image's layers, ID-mapped onto the sandbox's
+	// ids, with a writable layer of the sandbox's own (on its disk image,
+	// so the disk limit covers it) that persists across Stop and Start;
+	// the image's Env, WorkingDir and Entrypoint/Cmd apply (root.go).
+	// Commands then hold Docker's default capabilities inside the
+	// sandbox's user namespace (DefaultCapabilities). Needs root. Empty:
+	// the host's system folders, read-only, as described in the package
+	// documentation.
+	Image string `json:"image,omitempty"`
+	// Snapshot creates the sandbox from a snapshot (see [CreateSnapshot])
+	// instead: its root is the snapshot's base image with the frozen
+	// writable layer on top. It wins over Image, as Daytona's snapshot
+	// wins over its image. Needs root.
+	Snapshot string `json:"snapshot,omitempty"`
 	// Resources limits the sandbox's CPU, memory, processes and disk; the
 	// zero value gives every default this host can enforce (see
 	// [Resources]). Info (Limits) and Instructions say what is enforced.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/agentbox-dev/agentbox/local/image"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -88,3 +89,11 @@ func egressServes(context.Context, string, string) bool { return false }
 
 // healEgress does nothing: no sandbox has an egress proxy here.
 func (s *Sandbox) healEgress(context.Context) {}
+
+// writableRootAvailable is false: images need Linux.
+func writableRootAvailable() bool { return false }
+
+// CreateSnapshot fails: local sandboxes need Linux.
+func CreateSnapshot(context.Context, string, string, string) (*image.Image, error) {
+	return nil, checkPlatform(runtime.GOOS)
+}

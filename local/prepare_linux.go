@@ -19,7 +19,7 @@ import (
 // mounted (mountInBackground).
 func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pending *pendingDisk) (*initConfig, []*os.File, error) {
 	cfg := newInitConfig(m.ID, m.Config)
-	own, err := newOwnership(m.HostIDs, pid, len(m.Config.Volumes) > 0)
+	own, err := newOwnership(m.HostIDs, pid, len(m.Config.Volumes) > 0 || m.Root != nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,6 +59,16 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 			spec.FD = len(files) - 1
 		}
 		cfg.Binds = append(cfg.Binds, spec)
+	}
+	if m.Root != nil {
+		f, err := mountRoot(m.Root, data, own)
+		if err != nil {
+			closeFiles(files)
+			return nil, nil, err
+		}
+		files = append(files, f)
+		cfg.RootFD, cfg.Root = len(files)-1, m.Root
+		cfg.WorkingDirectory = m.Root.workingDirectory(&m.Config)
 	}
 	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
 		closeFiles(files)

@@ -1,7 +1,9 @@
 package local
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,14 +67,33 @@ func (r *rootfs) openSources() error {
 	return nil
 }
 
-// mountRoot mounts the tmpfs of the new root.
+// mountRoot mounts the tmpfs of the new root, or moves the writable root
+// made of an image (mountRoot, host side) there.
 func (r *rootfs) mountRoot() error {
+	if r.image() {
+		if err := unix.MoveMount(r.fds[r.cfg.RootFD], "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return err
+		}
+		// The image's /run is the sandbox's, fresh at each start.
+		if err := os.MkdirAll(r.at("run"), 0o755); err != nil {
+			return err
+		}
+		return unix.Mount("agentbox-run", r.at("run"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m")
+	}
 	return unix.Mount("agentbox-root", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m")
 }
 
+// image reports whether the root is made of an image: writable, with the
+// image's system folders.
+func (r *rootfs) image() bool { return r.cfg.RootFD >= 0 }
+
 // bindSystem binds the host's system folders, to be made read-only, and
-// recreates those that are symlinks (e.g. /bin → usr/bin).
+// recreates those that are symlinks (e.g. /bin → usr/bin). A root made of
+// an image has its own.
 func (r *rootfs) bindSystem() error {
+	if r.image() {
+		return nil
+	}
 	for _, d := range []string{"usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt"} {
 		if err := r.bindSystemFolder("/" + d); err != nil {
 			return err
@@ -111,7 +132,7 @@ func (r *rootfs) bindSystemFolder(d string) error {
 
 // mountProc mounts a /proc of the sandbox's pid namespace.
 func (r *rootfs) mountProc() error {
-	if err := os.Mkdir(r.at("proc"), 0o555); err != nil {
+	if err := mkdirNew(r.at("proc"), 0o555); err != nil {
 		return err
 	}
 	return unix.Mount("proc", r.at("proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
@@ -121,7 +142,7 @@ func (r *rootfs) mountProc() error {
 // private devpts and /dev/shm.
 func (r *rootfs) makeDev() error {
 	dev := r.at("dev")
-	if err := os.Mkdir(dev, 0o755); err != nil {
+	if err := mkdirNew(dev, 0o755); err != nil {
 		return err
 	}
 	if err := unix.Mount("agentbox-dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
@@ -217,10 +238,18 @@ func (r *rootfs) makeFolders() error {
 	if err := os.MkdirAll(r.at("var"), 0o755); err != nil {
 		return err
 	}
-	if err := os.Symlink("../tmp", r.at("var/tmp")); err != nil {
+	if err := os.Symlink("../tmp", r.at("var/tmp")); err != nil && !(r.image() && errors.Is(err, fs.ErrExist)) {
 		return err
 	}
 	return os.MkdirAll(r.at("run"), 0o755)
+}
+
+// mkdirNew makes the folder dir, or finds it made (in an image).
+func mkdirNew(dir string, perm os.FileMode) error {
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 // bindResolvConf gives the sandbox the resolver the host chose for it
@@ -228,6 +257,9 @@ func (r *rootfs) makeFolders() error {
 // names when it links into /run (systemd-resolved), so that name
 // resolution works. Without it the sandbox only lacks name resolution.
 func (r *rootfs) bindResolvConf() error {
+	if r.image() {
+		return r.imageResolvConf()
+	}
 	if ns := r.cfg.Net.Nameserver; ns != "" {
 		return r.ownResolvConf("# agentbox: DNS through the host (see Info)\nnameserver " + ns + "\n")
 	}
@@ -275,6 +307,33 @@ func (r *rootfs) ownResolvConf(content string) error {
 	return nil
 }
 
+// imageResolvConf gives a root made of an image the resolver the host
+// chose for the sandbox, or the host's own resolv.conf: a file of its
+// /run bound over its /etc/resolv.conf (made a plain file if the image
+// has none, or a link).
+func (r *rootfs) imageResolvConf() error {
+	content := []byte("# agentbox: DNS through the host (see Info)\nnameserver " + r.cfg.Net.Nameserver + "\n")
+	if r.cfg.Net.Nameserver == "" {
+		b, err := os.ReadFile("/etc/resolv.conf")
+		if err != nil {
+			return nil // the host has none: no name resolution
+		}
+		content = b
+	}
+	src := r.at("run/resolv.conf")
+	if err := os.WriteFile(src, content, 0o644); err != nil {
+		return err
+	}
+	dst := r.at("etc/resolv.conf")
+	if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
+		_ = os.Remove(dst)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+	}
+	return bindFile(src, dst, 0o644)
+}
+
 // remountReadOnly makes every mount at or under the read-only targets
 // read-only, keeping the flags a user namespace may not clear.
 func (r *rootfs) remountReadOnly() error {
@@ -319,7 +378,7 @@ func readOnlyRemountFlags(statfs int64) uintptr {
 // pivot makes newRoot the root and detaches the host's.
 func (r *rootfs) pivot() error {
 	const old = ".oldroot"
-	if err := os.Mkdir(r.at(old), 0o700); err != nil {
+	if err := mkdirNew(r.at(old), 0o700); err != nil {
 		return err
 	}
 	if err := unix.PivotRoot(newRoot, r.at(old)); err != nil {
@@ -336,5 +395,8 @@ func (r *rootfs) pivot() error {
 
 // rootReadOnly makes the (pivoted) root tmpfs read-only.
 func (r *rootfs) rootReadOnly() error {
+	if r.image() {
+		return nil // the writable root
+	}
 	return unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
 }

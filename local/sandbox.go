@@ -304,6 +304,10 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 		}
 	} else {
 		m = s.newMeta()
+		if m.Root, err = resolveRoot(ctx, stateDir, s.opts.ID, &m.Config); err != nil {
+			_ = removeAll(l.path)
+			return "", err
+		}
 	}
 
 	// Finding the sandbox, running or stopped, is "connected" (as Mastra
@@ -320,6 +324,7 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 			// Never leave a half-made sandbox behind.
 			if removeAll(l.path) == nil {
 				_ = releaseHostIDs(cctx, stateDir, s.opts.ID)
+				_ = releaseRoot(stateDir, s.opts.ID, m.Root)
 			}
 		} else {
 			m.Status = sandbox.StatusStopped

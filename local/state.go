@@ -279,7 +279,8 @@ func Remove(ctx context.Context, stateDir, id string) error {
 }
 
 func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
-	if m, err := readMeta(l.path); err == nil {
+	m, merr := readMeta(l.path)
+	if merr == nil {
 		if err := killInit(ctx, l.path, &m); err != nil {
 			return err
 		}
@@ -296,6 +297,11 @@ func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
 	// A range not returned now (the pool is locked past ctx, or not
 	// writable) is reclaimed by the next allocation: its folder is gone.
 	_ = releaseHostIDs(ctx, stateDir, filepath.Base(l.path))
+	if merr == nil {
+		if err := releaseRoot(stateDir, filepath.Base(l.path), m.Root); err != nil {
+			return fmt.Errorf("sandbox removed; releasing its image failed: %w", err)
+		}
+	}
 	return nil
 }
 

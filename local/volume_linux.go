@@ -43,15 +43,17 @@ import (
 type ownership struct {
 	ids *idRange // the sandbox's host ids
 	// userns is the sandbox's user namespace, the ID mapping of its
-	// volumes' mounts; nil without a range of its own or volumes.
+	// volumes' and image layers' mounts; nil without a range of its own
+	// or such mounts.
 	userns *os.File
 }
 
 // newOwnership returns the ownership of the folders of a sandbox whose
-// ids map to ids and whose init is pid, with volumes or not.
-func newOwnership(ids *idRange, pid int, volumes bool) (*ownership, error) {
+// ids map to ids and whose init is pid; mapped says whether it has
+// ID-mapped mounts (volumes, image layers).
+func newOwnership(ids *idRange, pid int, mapped bool) (*ownership, error) {
 	o := &ownership{ids: ids}
-	if o.shifted() && volumes {
+	if o.shifted() && mapped {
 		f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
 		if err != nil {
 			return nil, fmt.Errorf("open the sandbox's user namespace: %w", err)

@@ -6,6 +6,7 @@ import (
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/daytona/server"
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/local/image"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -21,7 +22,7 @@ func (localEngine) DefaultStateDirHelp() string {
 func (localEngine) CheckStateDir(stateDir string) error { return local.CheckStateDir(stateDir) }
 
 func (localEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
-	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{NetworkBlockAll: o.NetworkBlockAll}})
+	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{NetworkBlockAll: o.NetworkBlockAll, Image: o.Image, Snapshot: o.Snapshot}})
 	if err != nil {
 		return nil, err
 	}
@@ -60,4 +61,16 @@ func (localEngine) UnpublishPort(ctx context.Context, stateDir, id string, hostP
 // over the local engine.
 func newServer(o cli.ServerOptions) (cli.Server, error) {
 	return server.New(server.Options{StateDir: o.StateDir, APIKeys: o.APIKeys, Logf: o.Logf})
+}
+
+func (localEngine) CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Image, error) {
+	return local.CreateSnapshot(ctx, stateDir, id, name)
+}
+
+func (localEngine) Snapshots(ctx context.Context, stateDir string) ([]*image.Image, error) {
+	return local.Snapshots(ctx, stateDir)
+}
+
+func (localEngine) RemoveSnapshot(ctx context.Context, stateDir, name string) error {
+	return local.RemoveSnapshot(ctx, stateDir, name)
 }

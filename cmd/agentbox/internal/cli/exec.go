@@ -71,6 +71,8 @@ func (a *app) execCommand() *cobra.Command {
 	var (
 		f        commandFlags
 		blockNet bool
+		img      string
+		snap     string
 		stdin    bool
 	)
 	c := &cobra.Command{
@@ -142,13 +144,15 @@ command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 			}
 			opts.MaxRetainedBytes = streamTail
 			return out.explain(a.exec(out.ctx, cmd.ErrOrStderr(), events, OpenOptions{
-				StateDir: a.stateDir, ID: f.id, NetworkBlockAll: blockNet,
+				StateDir: a.stateDir, ID: f.id, NetworkBlockAll: blockNet, Image: img, Snapshot: snap,
 			}, command, args, opts))
 		},
 	}
 	fs := c.Flags()
 	f.add(fs, "kill the command after this long, e.g. 30s or 5m (0 = never; default: the sandbox's, 5m)")
 	fs.BoolVarP(&stdin, "stdin", "i", false, "pass standard input to COMMAND; without COMMAND, run the script read from standard input")
+	fs.StringVar(&img, "image", "", "create the sandbox with its root made of this `IMAGE` (a registry reference, oci:DIR, a docker-save tarball or a rootfs folder; needs root); ignored for an existing sandbox unless it differs")
+	fs.StringVar(&snap, "snapshot", "", "create the sandbox from this `SNAPSHOT` (see 'agentbox snapshot ls'; needs root)")
 	fs.BoolVar(&blockNet, "block-network", false, "run without network access: create the sandbox so, or block the network of an existing one first (live; 'agentbox sandbox network ID --default' undoes it)")
 	return c
 }

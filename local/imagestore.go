@@ -1,0 +1,45 @@
+package local
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/agentbox-dev/agentbox/local/image"
+)
+
+// imagesDir is the image store's folder in the state dir.
+const imagesDir = "images"
+
+// imageStore is what the engine uses of the image store: the methods of
+// package image's Store, with its pull options left at their defaults.
+type imageStore interface {
+	// Resolve returns the image ref names, pulling it when the store
+	// lacks it.
+	Resolve(ctx context.Context, ref string) (*image.Image, error)
+	Get(ctx context.Context, ref string) (*image.Image, error)
+	List(ctx context.Context) ([]*image.Image, error)
+	Remove(ctx context.Context, ref string) error
+	AddLayer(ctx context.Context, fill func(dir string) error) (string, error)
+	Save(ctx context.Context, img *image.Image) (*image.Image, error)
+	Hold(holder, ref string) (*image.Image, error)
+	Release(holder string) error
+}
+
+// openImages opens the image store of stateDir (its folder imagesDir).
+func openImages(stateDir string) (imageStore, error) {
+	s, err := image.Open(filepath.Join(stateDir, imagesDir))
+	if err != nil {
+		return nil, err
+	}
+	return defaultPulls{s}, nil
+}
+
+// defaultPulls is an image store whose Resolve pulls with the default
+// options: credentials from ~/.docker/config.json and its helpers, this
+// machine's platform.
+type defaultPulls struct{ *image.Store }
+
+// Resolve returns the image ref names, pulling it when the store lacks it.
+func (s defaultPulls) Resolve(ctx context.Context, ref string) (*image.Image, error) {
+	return s.Store.Resolve(ctx, ref, image.PullOptions{})
+}

@@ -1,0 +1,215 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// CreateSnapshot freezes the writable root of the sandbox id of stateDir
+// into the snapshot name: a new read-only layer, a copy of the sandbox's
+// upper folder (the files it changed, made and deleted in its root, not
+// its home, /tmp or volumes) over the layers of its image. A running
+// sandbox is stopped first, so that the copy is consistent, and left
+// stopped; start it again to go on. The copy gives files the owners they
+// have inside the sandbox (its host ids shifted back to 0-based ones) and
+// keeps overlayfs's deletion marks. [Config.Snapshot] creates sandboxes
+// from it. It fails with an error matching image.ErrExists when the name
+// is taken, and [sandbox.ErrInvalidArgument] when the sandbox was created
+// without an Image or Snapshot (its root is not writable).
+func CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Image, error) {
+	if err := ValidateID(name); err != nil {
+		return nil, fmt.Errorf("snapshot name: %w", err)
+	}
+	stateDir, l, err := lockExisting(ctx, stateDir, id)
+	if err != nil {
+		return nil, err
+	}
+	defer l.unlock()
+	m, err := readMeta(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
+	}
+	if m.Root == nil {
+		return nil, fmt.Errorf("%w: sandbox %s has no writable root to snapshot: create it with an Image or a Snapshot", sandbox.ErrInvalidArgument, id)
+	}
+	st, err := openImages(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Get(ctx, name); err == nil {
+		return nil, fmt.Errorf("snapshot %s: %w: choose another name or remove it first", name, image.ErrExists)
+	} else if !errors.Is(err, image.ErrNotFound) {
+		return nil, err
+	}
+	if m.alive() {
+		if err := stopLocked(ctx, l.path, &m); err != nil {
+			return nil, err
+		}
+	}
+	layer, err := freezeUpper(ctx, st, l.path, m.HostIDs)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s of sandbox %s: %w", name, id, err)
+	}
+	return st.Save(ctx, &image.Image{
+		Kind:   image.KindSnapshot,
+		Names:  []string{name},
+		Layers: append(slices.Clone(m.Root.Layers), layer),
+		Config: m.Root.Config,
+		Base:   m.Root.Image,
+	})
+}
+
+// freezeUpper copies the upper folder of the stopped sandbox folder dir
+// (on its disk image when it has one) into a new layer of st, with owners
+// shifted from ids back to 0-based ones, and returns the layer.
+func freezeUpper(ctx context.Context, st imageStore, dir string, ids *idRange) (string, error) {
+	data := dir
+	if imageMB(dir) > 0 {
+		disk, err := mountDisk(dir)
+		if err != nil {
+			return "", err
+		}
+		data = "/proc/self/fd/" + strconv.Itoa(int(disk.Fd()))
+		defer func() {
+			disk.Close()
+			_ = waitDiskReleased(ctx, dir) // the next start mounts it again
+		}()
+	}
+	upper := filepath.Join(data, rootFS, "upper")
+	if _, err := os.Lstat(upper); errors.Is(err, fs.ErrNotExist) {
+		upper = "" // never started: an empty layer
+	}
+	return st.AddLayer(ctx, func(layer string) error {
+		if upper == "" {
+			return nil
+		}
+		return copyShifted(upper, layer, ids)
+	})
+}
+
+// copyShifted copies the overlayfs upper folder src into the empty
+// folder dst: folders, files, symbolic links and whiteouts (0/0
+// character devices), with their modes, times, overlayfs xattrs
+// (trusted.overlay.opaque) and user.* xattrs, and owners in the range
+// ids shifted to 0-based ones (others become 0). Sockets and FIFOs are
+// left out. src is not in use (its sandbox is stopped).
+func copyShifted(src, dst string, ids *idRange) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		t := filepath.Join(dst, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		var sys unix.Stat_t
+		if err := unix.Lstat(p, &sys); err != nil {
+			return err
+		}
+		switch mode := fi.Mode(); {
+		case rel == ".":
+		case mode.IsDir():
+			err = os.Mkdir(t, 0o700)
+		case mode.IsRegular():
+			err = copyFile(p, t)
+		case mode&fs.ModeSymlink != 0:
+			var target string
+			if target, err = os.Readlink(p); err == nil {
+				err = os.Symlink(target, t)
+			}
+		case mode&fs.ModeCharDevice != 0 && sys.Rdev == 0:
+			err = unix.Mknod(t, unix.S_IFCHR, 0) // a whiteout
+		default:
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return copyMeta(p, t, &sys, ids)
+	})
+}
+
+// copyFile copies the regular file src to the new file dst.
+func copyFile(src, dst string) error {
+	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// copyMeta gives dst the xattrs, owner (shifted out of ids), mode and
+// times of src, whose lstat is sys.
+func copyMeta(src, dst string, sys *unix.Stat_t, ids *idRange) error {
+	if err := copyXattrs(src, dst); err != nil {
+		return err
+	}
+	shift := func(id uint32) int {
+		if ids != nil && int(id) >= ids.First && int(id) < ids.First+ids.Count {
+			return int(id) - ids.First
+		}
+		return 0
+	}
+	if err := os.Lchown(dst, shift(sys.Uid), shift(sys.Gid)); err != nil {
+		return err
+	}
+	if sys.Mode&unix.S_IFMT != unix.S_IFLNK {
+		if err := unix.Fchmodat(unix.AT_FDCWD, dst, sys.Mode&0o7777, 0); err != nil {
+			return err
+		}
+	}
+	ts := []unix.Timespec{sys.Atim, sys.Mtim}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// copyXattrs copies the overlayfs and user xattrs of src to dst (neither
+// followed if a link). Others (security.capability, which names the
+// sandbox's root, overlayfs's origin and index records) stay behind.
+func copyXattrs(src, dst string) error {
+	size, err := unix.Llistxattr(src, nil)
+	if err != nil || size == 0 {
+		return nil // none, or a file system without xattrs
+	}
+	buf := make([]byte, size)
+	if size, err = unix.Llistxattr(src, buf); err != nil {
+		return err
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
+		if name != "trusted.overlay.opaque" && !strings.HasPrefix(name, "user.") {
+			continue
+		}
+		val := make([]byte, 4096)
+		n, err := unix.Lgetxattr(src, name, val)
+		if err != nil {
+			return fmt.Errorf("read xattr %s of %s: %w", name, src, err)
+		}
+		if err := unix.Lsetxattr(dst, name, val[:n], 0); err != nil {
+			return fmt.Errorf("copy xattr %s: %w", name, err)
+		}
+	}
+	return nil
+}
