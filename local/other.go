@@ -97,3 +97,8 @@ func writableRootAvailable() bool { return false }
 func CreateSnapshot(context.Context, string, string, string) (*image.Image, error) {
 	return nil, checkPlatform(runtime.GOOS)
 }
+
+// freezeLayer fails: local sandboxes need Linux.
+func freezeLayer(context.Context, string, string) (string, error) {
+	return "", checkPlatform(runtime.GOOS)
+}

@@ -54,12 +54,7 @@ func CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Imag
 	} else if !errors.Is(err, image.ErrNotFound) {
 		return nil, err
 	}
-	if m.alive() {
-		if err := stopLocked(ctx, l.path, &m); err != nil {
-			return nil, err
-		}
-	}
-	layer, err := freezeUpper(ctx, st, l.path, m.HostIDs)
+	layer, err := stopAndFreeze(ctx, st, l.path, &m)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s of sandbox %s: %w", name, id, err)
 	}
@@ -70,6 +65,41 @@ func CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Imag
 		Config: m.Root.Config,
 		Base:   m.Root.Image,
 	})
+}
+
+// stopAndFreeze stops the sandbox of the locked folder dir (metadata m)
+// when it runs, and copies its upper folder into a new layer of st
+// (freezeUpper).
+func stopAndFreeze(ctx context.Context, st imageStore, dir string, m *meta) (string, error) {
+	if m.alive() {
+		if err := stopLocked(ctx, dir, m); err != nil {
+			return "", err
+		}
+	}
+	return freezeUpper(ctx, st, dir, m.HostIDs)
+}
+
+// freezeLayer stops the sandbox id of stateDir, whose root is made of an
+// image, and copies what it changed in its root into a new layer of the
+// state dir's image store, which it returns.
+func freezeLayer(ctx context.Context, stateDir, id string) (string, error) {
+	stateDir, l, err := lockExisting(ctx, stateDir, id)
+	if err != nil {
+		return "", err
+	}
+	defer l.unlock()
+	m, err := readMeta(l.path)
+	if err != nil {
+		return "", fmt.Errorf("sandbox %q: read metadata: %w", id, err)
+	}
+	if m.Root == nil {
+		return "", fmt.Errorf("%w: sandbox %s has no writable root", sandbox.ErrInvalidArgument, id)
+	}
+	st, err := openImages(stateDir)
+	if err != nil {
+		return "", err
+	}
+	return stopAndFreeze(ctx, st, l.path, &m)
 }
 
 // freezeUpper copies the upper folder of the stopped sandbox folder dir

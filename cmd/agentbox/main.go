@@ -43,6 +43,8 @@ import (
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/local/image/build"
 )
 
 func main() {
@@ -77,8 +79,11 @@ func run(args []string) int {
 	return cli.Run(ctx, cli.Config{
 		Engine:    localEngine{},
 		NewServer: newServer,
-		Stdin:     os.Stdin,
-		Stdout:    os.Stdout,
-		Stderr:    os.Stderr,
+		ImageBuilder: func(_ context.Context, stateDir string) (*build.Builder, error) {
+			return local.NewImageBuilder(stateDir, image.PullOptions{})
+		},
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
 	}, args)
 }
