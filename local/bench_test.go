@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/local/image"
 )
 
 // osExecTrue returns the mean time of n runs of `true` through os/exec.
@@ -44,16 +45,60 @@ func BenchmarkCreateToFirstCommandVolume(b *testing.B) {
 }
 
 // BenchmarkCreateToFirstCommandImage is BenchmarkCreateToFirstCommand
-// with a root made of an image (a small rootfs folder): an overlay of its
-// ID-mapped layer with a writable upper.
+// with a root made of an image of the store (a small rootfs, its layer
+// unpacked already): an overlay of its ID-mapped layer with a writable
+// upper.
 func BenchmarkCreateToFirstCommandImage(b *testing.B) {
-	benchCreate(b, local.Config{Image: testRootfs(b)})
+	benchCreateIn(b, imageStateDir(b), local.Config{Image: benchImage})
+}
+
+// BenchmarkCreateToFirstCommandSnapshot is BenchmarkCreateToFirstCommand
+// with a root made of a snapshot: the image's layer and the snapshot's.
+func BenchmarkCreateToFirstCommandSnapshot(b *testing.B) {
+	benchCreateIn(b, snapshotStateDir(b), local.Config{Snapshot: benchSnapshot})
+}
+
+// The image and snapshot of the benchmarks' state dirs.
+const (
+	benchImage    = "bench/image:1"
+	benchSnapshot = "bench-snapshot"
+)
+
+// imageStateDir returns a new state dir whose image store holds the test
+// image (testRootfs) as benchImage.
+func imageStateDir(b *testing.B) string {
+	b.Helper()
+	skipUnless(b, os.Geteuid() == 0, "needs root: a root made of an image is an overlay the host mounts")
+	stateDir := newStateDir(b)
+	if _, err := local.SaveImage(context.Background(), stateDir, &image.Image{Names: []string{benchImage}, Layers: []string{testRootfs(b)}}); err != nil {
+		b.Fatal(err)
+	}
+	return stateDir
+}
+
+// snapshotStateDir returns imageStateDir with benchSnapshot: a sandbox
+// of benchImage that wrote a file into its /usr, frozen.
+func snapshotStateDir(b *testing.B) string {
+	b.Helper()
+	ctx := context.Background()
+	stateDir := imageStateDir(b)
+	sb := newSandbox(b, local.Options{ID: "snapshot-source", StateDir: stateDir, Config: local.Config{Image: benchImage}})
+	mustRun(b, sb, "mkdir -p /usr/share/bench && echo frozen > /usr/share/bench/file")
+	if _, err := local.CreateSnapshot(ctx, stateDir, sb.ID(), benchSnapshot); err != nil {
+		b.Fatal(err)
+	}
+	if err := sb.Destroy(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return stateDir
 }
 
 // benchCreate measures New + the first command of sandboxes shaped by c.
-func benchCreate(b *testing.B, c local.Config) {
+func benchCreate(b *testing.B, c local.Config) { benchCreateIn(b, newStateDir(b), c) }
+
+// benchCreateIn is benchCreate in the state dir stateDir.
+func benchCreateIn(b *testing.B, stateDir string, c local.Config) {
 	ctx := context.Background()
-	stateDir := newStateDir(b)
 	path, err := exec.LookPath("true")
 	if err != nil {
 		b.Fatal(err)
@@ -128,9 +173,19 @@ func BenchmarkExecuteTrue(b *testing.B) {
 // summed from /proc and divided by 100, as MB-PSS/sandbox; the same for
 // the inits alone as MB-PSS/init, and the resident set size (RSS) of all.
 // It runs once whatever b.N.
-func BenchmarkIdleMemory(b *testing.B) {
+func BenchmarkIdleMemory(b *testing.B) { benchIdleMemory(b, newStateDir(b), local.Config{}) }
+
+// BenchmarkIdleMemoryImage is BenchmarkIdleMemory with sandboxes made of
+// an image.
+func BenchmarkIdleMemoryImage(b *testing.B) {
+	benchIdleMemory(b, imageStateDir(b), local.Config{Image: benchImage})
+}
+
+// benchIdleMemory measures the memory of 100 idle sandboxes of stateDir
+// shaped by cfg.
+func benchIdleMemory(b *testing.B, stateDir string, cfg local.Config) {
 	const n = 100
-	boxes := idleSandboxes(b, n, local.Config{})
+	boxes := idleSandboxes(b, stateDir, n, cfg)
 	var pss, rss, initPSS, procs int64 // KiB, KiB, KiB, count
 	for _, sb := range boxes {
 		pid := local.InitPID(sb)
@@ -153,9 +208,8 @@ func BenchmarkIdleMemory(b *testing.B) {
 // idleSandboxes starts n sandboxes shaped by cfg, runs one command in
 // each, and returns them a second later, idle; they are destroyed when
 // the benchmark ends.
-func idleSandboxes(b *testing.B, n int, cfg local.Config) []*local.Sandbox {
+func idleSandboxes(b *testing.B, stateDir string, n int, cfg local.Config) []*local.Sandbox {
 	ctx := context.Background()
-	stateDir := newStateDir(b)
 	var boxes []*local.Sandbox
 	b.Cleanup(func() {
 		for _, sb := range boxes {

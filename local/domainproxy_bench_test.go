@@ -102,7 +102,7 @@ func curlTime(b *testing.B, out string) time.Duration {
 // reported whole (MB-PSS/proxy, MB-RSS/proxy). It runs once whatever b.N.
 func BenchmarkIdleMemoryDomainAllowList(b *testing.B) {
 	const n = 100
-	boxes := idleSandboxes(b, n, local.Config{DomainAllowList: "example.com,*.example.org"})
+	boxes := idleSandboxes(b, newStateDir(b), n, local.Config{DomainAllowList: "example.com,*.example.org"})
 	var pss int64
 	proxy := local.EgressProxyPID(boxes[0])
 	for _, sb := range boxes {
