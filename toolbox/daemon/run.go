@@ -68,6 +68,9 @@ func (ss *session) run(c *command) {
 	ss.mu.Unlock()
 
 	if rs == nil {
+		rs = ss.takeSpare() // the first command came before the session readied its shell
+	}
+	if rs == nil {
 		var err error
 		if rs, err = ss.startReadyShell(before); err != nil {
 			c.log.write(streamStderr, fmt.Appendf(nil, "agentbox: cannot start the command: %v\n", err))

@@ -39,6 +39,7 @@ type session struct {
 	deleted  bool
 	dead     bool          // Daytona mode: a command killed the shell (daytona.go)
 	ready    *readyShell   // shell ready for the next command, or nil
+	spare    *spareShell   // the server's spare shell, until the first command or the session's readying takes it
 	killedCh chan struct{} // closed when the session is deleted
 }
 
@@ -114,20 +115,20 @@ func (s *Server) newSession(id string) (*session, error) {
 		state:    shellState{cwd: s.workDir, env: normalizeEnv(s.environ())},
 		cmds:     make(map[string]*command),
 		killedCh: make(chan struct{}),
+		spare:    spare,
 	}
 	ss.turn <- struct{}{}
-	// Have a shell ready for the first command.
+	// Have a shell ready for the first command: the spare shell, or one
+	// of its own. Whichever comes first, this or the first command, takes
+	// the spare shell (both hold the turn).
 	s.bg.Go(func() {
 		select {
 		case <-ss.turn:
 		case <-ss.killedCh:
-			if spare != nil {
-				spare.dismiss()
-			}
-			return
+			return // destroy dismissed the spare shell
 		}
-		if spare != nil {
-			ss.adopt(spare)
+		if rs := ss.takeSpare(); rs != nil {
+			ss.keepReadyShell(rs)
 		} else {
 			ss.prepareReadyShell()
 		}
@@ -223,9 +224,14 @@ func (ss *session) destroy() {
 	cmds := append([]*command(nil), ss.order...)
 	rs := ss.ready
 	ss.ready = nil
+	spare := ss.spare
+	ss.spare = nil
 	ss.mu.Unlock()
 	if rs != nil {
 		rs.dismiss()
+	}
+	if spare != nil {
+		spare.dismiss()
 	}
 
 	var pgids []int

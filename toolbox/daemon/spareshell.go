@@ -55,21 +55,24 @@ func (s *Server) takeSpare() *spareShell {
 	return sp
 }
 
-// adopt makes the spare shell sp the ready shell of ss, which was made
-// with sp's token and dir, when ss is still in the state sp was started
-// in; otherwise it dismisses sp and readies a shell of ss's own. The caller
-// holds the session's turn.
-func (ss *session) adopt(sp *spareShell) {
-	<-sp.done
+// takeSpare returns the spare shell the session ss was made with (with
+// its token and dir), once it has started, when ss is still in the state
+// it was started in; otherwise, or when it was taken already, nil (a spare
+// shell not used is dismissed). The caller holds the session's turn.
+func (ss *session) takeSpare() *readyShell {
 	ss.mu.Lock()
-	st := ss.state
+	sp, st := ss.spare, ss.state
+	ss.spare = nil
 	ss.mu.Unlock()
+	if sp == nil {
+		return nil
+	}
+	<-sp.done
 	if sp.rs != nil && st.equal(sp.state) {
-		ss.keepReadyShell(sp.rs)
-		return
+		return sp.rs
 	}
 	sp.dismiss()
-	ss.prepareReadyShell()
+	return nil
 }
 
 // dismiss ends the spare shell, once it has started, unless it is used.
