@@ -33,20 +33,10 @@ func NewImageBuilder(stateDir string, pull image.PullOptions) (*build.Builder, e
 		return nil, err
 	}
 	return &build.Builder{
-		Store:    buildStore{st, pull},
+		Store:    pullingStore{st, pull},
 		Runner:   buildRunner{stateDir, st},
 		CacheDir: filepath.Join(dir, "build-cache"),
 	}, nil
-}
-
-// buildStore is the image store as a build.Store.
-type buildStore struct {
-	*image.Store
-	pull image.PullOptions
-}
-
-func (s buildStore) Resolve(ctx context.Context, ref string) (*image.Image, error) {
-	return s.Store.Resolve(ctx, ref, s.pull)
 }
 
 // buildRunner runs the RUN steps of builds in sandboxes of a state dir: a

@@ -31,15 +31,19 @@ func openImages(stateDir string) (imageStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return defaultPulls{s}, nil
+	// The default pull options: credentials from ~/.docker/config.json
+	// and its helpers, this machine's platform.
+	return pullingStore{s, image.PullOptions{}}, nil
 }
 
-// defaultPulls is an image store whose Resolve pulls with the default
-// options: credentials from ~/.docker/config.json and its helpers, this
-// machine's platform.
-type defaultPulls struct{ *image.Store }
+// pullingStore is an image store whose Resolve pulls with fixed options
+// (an imageStore, and a build.Store).
+type pullingStore struct {
+	*image.Store
+	pull image.PullOptions
+}
 
 // Resolve returns the image ref names, pulling it when the store lacks it.
-func (s defaultPulls) Resolve(ctx context.Context, ref string) (*image.Image, error) {
-	return s.Store.Resolve(ctx, ref, image.PullOptions{})
+func (s pullingStore) Resolve(ctx context.Context, ref string) (*image.Image, error) {
+	return s.Store.Resolve(ctx, ref, s.pull)
 }
