@@ -27,15 +27,14 @@ func NewImageBuilder(stateDir string, pull image.PullOptions) (*build.Builder, e
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(stateDir, imagesDir)
-	st, err := image.Open(dir)
+	st, err := OpenImageStore(stateDir)
 	if err != nil {
 		return nil, err
 	}
 	return &build.Builder{
 		Store:    pullingStore{st, pull},
 		Runner:   buildRunner{stateDir, st},
-		CacheDir: filepath.Join(dir, "build-cache"),
+		CacheDir: filepath.Join(st.Dir(), "build-cache"),
 	}, nil
 }
 

@@ -2,9 +2,12 @@ package local
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // imagesDir is the image store's folder in the state dir.
@@ -46,4 +49,35 @@ type pullingStore struct {
 // Resolve returns the image ref names, pulling it when the store lacks it.
 func (s pullingStore) Resolve(ctx context.Context, ref string) (*image.Image, error) {
 	return s.Store.Resolve(ctx, ref, s.pull)
+}
+
+// OpenImageStore opens the image store of stateDir ("" is
+// DefaultStateDir): the images and snapshots sandboxes of the state dir
+// are made of (Config.Image, Config.Snapshot).
+func OpenImageStore(stateDir string) (*image.Store, error) {
+	stateDir, err := useStateDir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	return image.Open(filepath.Join(stateDir, imagesDir))
+}
+
+// LookupImage returns the image or snapshot ref (a name, an id or an id
+// prefix) of the image store of stateDir ("" is DefaultStateDir), without
+// pulling it. It fails with an error matching both sandbox.ErrNotFound
+// and image.ErrNotFound when the store has none.
+func LookupImage(ctx context.Context, stateDir, ref string) (*image.Image, error) {
+	stateDir, err := useStateDir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openImages(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	img, err := st.Get(ctx, ref)
+	if errors.Is(err, image.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrNotFound, err)
+	}
+	return img, err
 }

@@ -6,104 +6,21 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/local/image"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // imageOSRelease is the /etc/os-release of the test images.
-const imageOSRelease = "ID=agentboxtest\nNAME=\"agentbox test image\"\n"
+const imageOSRelease = testrootfs.OSRelease
 
-// testRootfs makes a small root file system folder, owned by root: a few
-// of the host's programs with their libraries, its own /etc/os-release,
-// and links that name host paths (/etc/hostlink → /etc/os-release,
-// /etc/rellink → ../../../../etc/os-release), which must resolve inside
-// the sandbox.
-func testRootfs(t testing.TB) string {
-	t.Helper()
-	root := t.TempDir()
-	if err := os.Chmod(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, top := range []string{"bin", "lib", "lib64", "sbin"} {
-		if target, err := os.Readlink("/" + top); err == nil {
-			if err := os.Symlink(target, filepath.Join(root, top)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, prog := range []string{"sh", "cat", "ls", "id", "mkdir", "rm", "touch", "stat", "chown", "grep", "env", "pwd", "sleep", "ln"} {
-		p, err := exec.LookPath(prog)
-		if err != nil {
-			t.Skipf("the test image needs %s: %v", prog, err)
-		}
-		copyIntoRootfs(t, root, p)
-		out, _ := exec.Command("ldd", p).Output()
-		for _, line := range strings.Split(string(out), "\n") {
-			for _, f := range strings.Fields(line) {
-				if strings.HasPrefix(f, "/") {
-					copyIntoRootfs(t, root, f)
-				}
-			}
-		}
-	}
-	for name, content := range map[string]string{"etc/os-release": imageOSRelease, "usr/share/marker": "image\n"} {
-		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, target := range map[string]string{"etc/hostlink": "/etc/os-release", "etc/rellink": "../../../../etc/os-release"} {
-		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
-// copyIntoRootfs copies the host file p (its content, at the path its
-// links lead to) into root, with a link from p's own name when it is one.
-func copyIntoRootfs(t testing.TB, root, p string) {
-	t.Helper()
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := filepath.Join(root, real)
-	if _, err := os.Lstat(dst); err != nil {
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(real)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir, err := filepath.EvalSymlinks(filepath.Dir(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if link := filepath.Join(root, dir, filepath.Base(p)); link != dst {
-		if _, err := os.Lstat(link); err != nil {
-			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(real, link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
+// testRootfs makes a small root file system folder (testrootfs.Make).
+func testRootfs(t testing.TB) string { return testrootfs.Make(t) }
 
 // newImageSandbox starts a sandbox made of a testRootfs image in a new
 // state dir.

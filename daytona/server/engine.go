@@ -32,6 +32,9 @@ type engine interface {
 	dial(ctx context.Context, id string) (net.Conn, error)
 	// removeVolume deletes the named volume's files.
 	removeVolume(ctx context.Context, name string) error
+	// hasImage reports whether the engine has the image or snapshot ref
+	// (spec.image).
+	hasImage(ctx context.Context, ref string) (bool, error)
 	// forward returns an address of this host (host:port) that reaches
 	// TCP port of sandbox id, for as long as the sandbox exists.
 	forward(ctx context.Context, id string, port int) (string, error)
@@ -48,6 +51,9 @@ type spec struct {
 	// volumes name the engine's volumes in VolumeID.
 	volumes  []volume
 	language string
+	// image is the image or snapshot of the engine's store the sandbox's
+	// root is made of (Daytona's snapshot); "" for the default root.
+	image string
 }
 
 // network is a sandbox's network policy, in Daytona's terms.

@@ -30,6 +30,7 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			Name:     sp.name,
 			User:     sp.user,
 			Language: sp.language,
+			Image:    sp.image,
 			// The server's timers stop and delete the sandbox, so that
 			// the intervals can change while it runs.
 			AutoStopInterval: -1,
@@ -135,3 +136,12 @@ func (e localEngine) dial(ctx context.Context, id string) (net.Conn, error) {
 // errNotFound reports whether err says that the engine has no such
 // sandbox.
 func errNotFound(err error) bool { return errors.Is(err, sandbox.ErrNotFound) }
+
+// hasImage reports whether the local engine's image store has ref.
+func (e localEngine) hasImage(ctx context.Context, ref string) (bool, error) {
+	_, err := local.LookupImage(ctx, e.stateDir, ref)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -322,3 +322,6 @@ func (e *fakeEngine) mounts(id string) []volume {
 	}
 	return b.spec.volumes
 }
+
+// hasImage knows no image: the fake engine has only the default root.
+func (e *fakeEngine) hasImage(context.Context, string) (bool, error) { return false, nil }

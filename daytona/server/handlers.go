@@ -58,6 +58,15 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if sp.image != "" {
+		ok, err := s.eng.hasImage(r.Context(), sp.image)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errorf(http.StatusBadRequest, "Snapshot %s not found: pull, build or snapshot it first (agentbox image pull|build, agentbox snapshot create)", sp.image)
+		}
+	}
 	start, err := s.eng.create(rec.id, sp)
 	if err != nil {
 		return engineError(err)
@@ -135,6 +144,9 @@ func (s *Server) newRecord(req *createSandbox) (*record, spec, error) {
 	}
 	sp := spec{name: rec.name, user: rec.user, env: rec.env, network: rec.network, volumes: rec.volumes,
 		language: rec.labels["code-toolbox-language"]}
+	if req.Snapshot != "" && req.Snapshot != DefaultSnapshot {
+		rec.snapshot, sp.image = req.Snapshot, req.Snapshot
+	}
 	for _, res := range []struct {
 		name string
 		v    *int

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/local/image"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -167,4 +169,42 @@ func TestLocalEngine(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "volumes", "shared")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the deleted volume's folder: %v", err)
 	}
+}
+
+// A create with a snapshot of the local engine's image store makes the
+// sandbox's root of it; an unknown one is refused before anything exists.
+func TestLocalSnapshot(t *testing.T) {
+	needRoot(t)
+	dir := newLocalStateDir(t)
+	ctx := context.Background()
+	st, err := local.OpenImageStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := st.Pull(ctx, testrootfs.Make(t), image.PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Save(ctx, &image.Image{Names: []string{"team/tools:1"}, Layers: img.Layers, Config: img.Config}); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	var e apiError
+	if code := h.call("POST", "/sandbox", map[string]any{"snapshot": "team/nope:1"}, &e); code != http.StatusBadRequest || !strings.Contains(e.Message, "team/nope:1 not found") {
+		t.Fatalf("create with an unknown snapshot: %d %+v", code, e)
+	}
+	sb := h.create(map[string]any{"name": "from-snapshot", "snapshot": "team/tools:1"})
+	if got := h.waitState(sb.ID, stateStarted); got.Snapshot != "team/tools:1" {
+		t.Errorf("the sandbox's snapshot: %q", got.Snapshot)
+	}
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: sb.ToolboxProxyURL + "/" + sb.ID, Token: testKey, HTTPClient: h.client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if out := exec(t, c, "cat /etc/os-release"); out != testrootfs.OSRelease {
+		t.Errorf("/etc/os-release in a sandbox of the snapshot: %q", out)
+	}
+	h.call("DELETE", "/sandbox/"+sb.ID, nil, nil)
+	h.waitState(sb.ID, "gone")
 }

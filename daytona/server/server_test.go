@@ -179,7 +179,7 @@ func TestBadInput(t *testing.T) {
 		{"negative interval", "POST", "/sandbox", `{"autoStopInterval":-1}`, 400, "autoStopInterval"},
 		{"name with a slash", "POST", "/sandbox", `{"name":"a/b"}`, 400, "name"},
 		{"engine refuses", "POST", "/sandbox", `{"cpu":100}`, 400, "more than the host has"},
-		{"snapshot", "POST", "/sandbox", `{"snapshot":"ubuntu:22.04"}`, 501, `snapshot "ubuntu:22.04"`},
+		{"unknown snapshot", "POST", "/sandbox", `{"snapshot":"ubuntu:22.04"}`, 400, "Snapshot ubuntu:22.04 not found"},
 		{"image", "POST", "/sandbox", `{"buildInfo":{"dockerfileContent":"FROM alpine\n"}}`, 501, "buildInfo"},
 		{"gpu", "POST", "/sandbox", `{"gpu":1}`, 501, "GPUs"},
 		{"bad state filter", "GET", "/sandbox?states=running", nil, 400, "states"},

@@ -7,13 +7,10 @@ import (
 
 // unsupported returns the error answering a create request that asks for
 // what the server does not support yet, or nil. It is the one place that
-// knows: wiring images and snapshots to the local engine (issue 9) starts
-// here.
+// knows. (A snapshot is an image or snapshot of the local engine's store:
+// spec.image.)
 func unsupported(req *createSandbox) error {
 	var what []string
-	if req.Snapshot != "" && req.Snapshot != DefaultSnapshot {
-		what = append(what, "snapshot "+quote(req.Snapshot)+" (only the default snapshot "+quote(DefaultSnapshot)+" exists)")
-	}
 	if req.BuildInfo != nil {
 		what = append(what, "images and buildInfo (dockerfileContent)")
 	}
