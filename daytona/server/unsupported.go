@@ -43,6 +43,3 @@ func unsupported(req *createSandbox) error {
 	}
 	return errorf(http.StatusNotImplemented, "agentbox serve does not support %s yet: create the sandbox without it", strings.Join(what, ", "))
 }
-
-// quote quotes s for a message.
-func quote(s string) string { return `"` + s + `"` }
