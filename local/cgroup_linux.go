@@ -389,3 +389,55 @@ func readInt(path string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
 }
+
+// cgroupParents returns the folders of the hierarchies sandboxes use (h's
+// version) that hold the sandboxes' cgroups (cgroupParent, below this
+// process's own cgroup on v1, as newCgroupSetV1 places them).
+func (h cgroupHost) cgroupParents() []string {
+	var out []string
+	switch h.version {
+	case 1:
+		own := ownCgroups()
+		for _, m := range h.v1 {
+			out = append(out, filepath.Join(m.dir, own[m.controllers[0]], cgroupParent))
+		}
+	case 2:
+		out = append(out, filepath.Join(h.v2.dir, cgroupParent))
+	}
+	return out
+}
+
+// sweepCgroups removes the cgroups of the sandboxes of stateDir whose
+// folder is gone: a process that died while it created or removed a
+// sandbox leaves them. A sandbox's folder exists (locked) before its
+// cgroups are made and goes only after they are removed, so a cgroup of
+// this state dir without a folder belongs to no sandbox. Only empty
+// cgroups can go (rmdir refuses others); errors are ignored: the next
+// sweep tries again.
+func sweepCgroups(h cgroupHost, stateDir string) {
+	prefix := cgroupKey(stateDir, "")
+	for _, parent := range h.cgroupParents() {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			id, ok := strings.CutPrefix(e.Name(), prefix)
+			if !ok || !e.IsDir() || ValidateID(id) != nil {
+				continue
+			}
+			if _, err := os.Lstat(sandboxDir(stateDir, id)); !errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			dir := filepath.Join(parent, e.Name())
+			if subs, err := os.ReadDir(dir); err == nil {
+				for _, s := range subs {
+					if s.IsDir() {
+						_ = unix.Rmdir(filepath.Join(dir, s.Name()))
+					}
+				}
+			}
+			_ = unix.Rmdir(dir)
+		}
+	}
+}

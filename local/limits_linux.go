@@ -26,6 +26,9 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	if off := r.explicit() & l.unenforced(); off != 0 {
 		return nil, fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s", ErrLimitUnavailable, orList(off.names()), l.Why)
 	}
+	if newSandbox {
+		sweepCgroups(h.cgroups, s.opts.StateDir)
+	}
 	cg, err := newCgroupSet(h.cgroups, cgroupKey(s.opts.StateDir, m.ID), &l)
 	if err != nil {
 		if r.explicit()&(limitCPU|limitMemory|limitPIDs) != 0 {

@@ -254,3 +254,58 @@ func BenchmarkDiskImage(b *testing.B) {
 	b.ReportMetric(float64(base.Microseconds())/1000/float64(b.N), "ms/os-exec")
 	b.ReportMetric(float64(create)/float64(base), "x-os-exec")
 }
+
+// TestSweepCgroups: creating a sandbox removes the cgroups of this state
+// dir's sandboxes whose folder is gone (left by a process that died while
+// it made or removed one), and leaves those of sandboxes that exist and
+// of other state dirs.
+func TestSweepCgroups(t *testing.T) {
+	h := probeCgroups()
+	if h.version == 0 {
+		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+			t.Fatal("cannot run (AGENTBOX_REQUIRE_ALL=1): needs root and cgroups")
+		}
+		t.Skip("needs root and cgroups")
+	}
+	stateDir := t.TempDir()
+	if err := os.Chmod(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	parents := h.cgroupParents()
+	orphan := cgroupKey(stateDir, "ghost")
+	foreign := cgroupKey(stateDir+"-other", "ghost")
+	for _, p := range parents {
+		for _, d := range []string{filepath.Join(p, orphan, cmdsCgroup), filepath.Join(p, foreign)} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range parents {
+			_ = os.Remove(filepath.Join(p, orphan, cmdsCgroup))
+			_ = os.Remove(filepath.Join(p, orphan))
+			_ = os.Remove(filepath.Join(p, foreign))
+		}
+	})
+	sb, err := New(Options{ID: "sweeper", StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := sb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	for _, p := range parents {
+		if _, err := os.Stat(filepath.Join(p, orphan)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the orphan cgroup %s is still there: %v", filepath.Join(p, orphan), err)
+		}
+		if _, err := os.Stat(filepath.Join(p, foreign)); err != nil {
+			t.Errorf("another state dir's cgroup %s was removed: %v", filepath.Join(p, foreign), err)
+		}
+		if _, err := os.Stat(filepath.Join(p, cgroupKey(stateDir, "sweeper"))); err != nil {
+			t.Errorf("the new sandbox's cgroup %s: %v", filepath.Join(p, cgroupKey(stateDir, "sweeper")), err)
+		}
+	}
+}
