@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/atomicfile"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -105,17 +107,7 @@ func readJSON(path string, v any) error {
 }
 
 // writeJSON writes v to path atomically.
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func writeJSON(path string, v any) error { return atomicfile.WriteJSON(path, v) }
 
 // readMeta reads the metadata of the sandbox folder dir.
 func readMeta(dir string) (meta, error) {

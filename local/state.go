@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/lockfile"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -44,7 +46,7 @@ func lockSandbox(ctx context.Context, stateDir, id string, create bool) (*locked
 			}
 			return nil, stateDirError(stateDir, err)
 		}
-		if err := flockCtx(ctx, f); err != nil {
+		if err := lockfile.Lock(ctx, f, unix.LOCK_EX); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -74,28 +76,11 @@ func lockStateFile(ctx context.Context, stateDir, name string) (*os.File, error)
 	if err != nil {
 		return nil, stateDirError(stateDir, err)
 	}
-	if err := flockCtx(ctx, f); err != nil {
+	if err := lockfile.Lock(ctx, f, unix.LOCK_EX); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
-}
-
-func flockCtx(ctx context.Context, f *os.File) error {
-	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("lock %s: %w", f.Name(), err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-	}
 }
 
 func (l *lockedDir) unlock() {

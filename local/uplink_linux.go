@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/internal/lockfile"
+
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
@@ -90,7 +92,7 @@ func openUplink(ctx context.Context, path string) (*uplink, error) {
 		return nil, fmt.Errorf("sandbox network: open the uplink namespace: %w", err)
 	}
 	u.lock = f
-	if err := flockCtx(ctx, f); err != nil {
+	if err := lockfile.Lock(ctx, f, unix.LOCK_EX); err != nil {
 		u.close()
 		return nil, err
 	}

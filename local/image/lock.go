@@ -2,10 +2,10 @@ package image
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/lockfile"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,28 +22,11 @@ func lockFile(ctx context.Context, path string, how int) (*fileLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock: %w", err)
 	}
-	// flock cannot be interrupted by a context: try without blocking and
-	// poll, backing off, until the holder lets go or ctx ends.
-	wait := time.Millisecond
-	for {
-		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
-		if err == nil {
-			return &fileLock{f: f}, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			f.Close()
-			return nil, fmt.Errorf("wait for lock %s: %w", path, context.Cause(ctx))
-		case <-t.C:
-		}
-		wait = min(2*wait, 50*time.Millisecond)
+	if err := lockfile.Lock(ctx, f, how); err != nil {
+		f.Close()
+		return nil, err
 	}
+	return &fileLock{f: f}, nil
 }
 
 // tryLockFile takes how on path without waiting; ok is false when another
@@ -53,12 +36,9 @@ func tryLockFile(path string, how int) (l *fileLock, ok bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("open lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
+	if ok, err = lockfile.TryLock(f, how); !ok {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+		return nil, false, err
 	}
 	return &fileLock{f: f}, true, nil
 }

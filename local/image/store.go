@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/atomicfile"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -162,27 +164,8 @@ func readRecord(path string) (*record, error) {
 	return &r, nil
 }
 
-// writeFileAtomic writes data to path through a temporary file renamed
-// into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp-" + randomHex()
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
+// writeJSON writes v to path atomically.
+func writeJSON(path string, v any) error { return atomicfile.WriteJSON(path, v) }
 
 func randomHex() string {
 	var b [8]byte

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentbox-dev/agentbox/internal/atomicfile"
 )
 
 // cacheEntry is what the step cache records for a key: the layer the step
@@ -56,24 +58,8 @@ func (c cache) put(key string, e cacheEntry) error {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return fmt.Errorf("build cache: %w", err)
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(c.dir, ".tmp-")
-	if err != nil {
+	if err := atomicfile.WriteJSON(c.path(key), e); err != nil {
 		return fmt.Errorf("build cache: %w", err)
-	}
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), c.path(key))
-	}
-	if werr != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("build cache: %w", werr)
 	}
 	return nil
 }
