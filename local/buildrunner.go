@@ -48,12 +48,19 @@ type buildRunner struct {
 // Run runs step in a new sandbox made of base, then freezes what the
 // command changed in the sandbox's root into a layer of the store and
 // removes the sandbox. A base the store does not have yet (the image of a
-// build's previous step) is saved first, as an intermediate image named
-// for its content (intermediateName), which later builds reuse.
+// build's previous step), or one with an entrypoint, is saved first, as an
+// intermediate image without entrypoint named for its content
+// (intermediateName), which later builds reuse.
 func (r buildRunner) Run(ctx context.Context, base *image.Image, step build.RunStep, logs io.Writer) (layer string, err error) {
+	// A RUN step runs in the image without its entrypoint (as Docker's
+	// does): the step's sandbox is made of an intermediate image without
+	// one, so that no server of the image runs and writes into the layer.
+	step0 := &image.Image{Layers: base.Layers, Config: base.Config}
+	step0.Config.Entrypoint, step0.Config.Cmd = nil, nil
 	ref := base.ID
-	if ref == "" {
-		saved, err := r.store.Save(ctx, &image.Image{Names: []string{intermediateName(base)}, Layers: base.Layers, Config: base.Config})
+	if ref == "" || len(base.Config.Entrypoint)+len(base.Config.Cmd) > 0 {
+		step0.Names = []string{intermediateName(step0)}
+		saved, err := r.store.Save(ctx, step0)
 		if err != nil {
 			return "", err
 		}

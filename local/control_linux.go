@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -51,6 +52,9 @@ type initConfig struct {
 	// root (mountRoot), made of the image Root.
 	RootFD int         `json:"rootFD"`
 	Root   *rootRecord `json:"root,omitempty"`
+	// RunAs is the user commands run as (the image's USER); nil: the
+	// sandbox's root.
+	RunAs *runAs `json:"runAs,omitempty"`
 
 	// handOver are the descriptors the init sends the host with its "ok".
 	handOver []*os.File
@@ -83,7 +87,10 @@ func (cfg *initConfig) hostname() string { return cfg.ID[:min(len(cfg.ID), 63)] 
 
 // env returns the environment of the toolbox server and of every command.
 func (cfg *initConfig) env() []string {
-	home, user := cfg.home(), cfg.User
+	home, user := cfg.userHome(), cfg.User
+	if cfg.RunAs != nil {
+		user = cfg.RunAs.Name
+	}
 	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=" + home, "USER=" + user, "LOGNAME=" + user,
@@ -91,6 +98,28 @@ func (cfg *initConfig) env() []string {
 		"HOSTNAME=" + cfg.hostname(), "TMPDIR=" + sandboxTmp,
 	}
 	return append(cfg.Root.imageEnv(env), egressEnv(&cfg.Config)...)
+}
+
+// userHome is the HOME of commands: the image user's home from its
+// passwd entry, else the sandbox's home.
+func (cfg *initConfig) userHome() string {
+	if cfg.RunAs != nil {
+		return cfg.RunAs.Home
+	}
+	return cfg.home()
+}
+
+// credential is who commands run as: nil for the sandbox's root.
+func (cfg *initConfig) credential() *syscall.Credential {
+	u := cfg.RunAs
+	if u == nil {
+		return nil
+	}
+	c := &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID)}
+	for _, g := range u.Groups {
+		c.Groups = append(c.Groups, uint32(g))
+	}
+	return c
 }
 
 // sendConfig sends cfg and files (the descriptors its binds name) to the

@@ -99,3 +99,26 @@ func TestImageBuildUnsupported(t *testing.T) {
 		t.Errorf("sandboxes left: %v, %v", boxes, err)
 	}
 }
+
+// TestImageBuildSkipsEntrypoint: a RUN step does not start the image's
+// entrypoint (as with Docker), so nothing it runs writes into the step's
+// layer: the step watches for the entrypoint's mark for 3s.
+func TestImageBuildSkipsEntrypoint(t *testing.T) {
+	needImages(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	if _, err := local.SaveImage(ctx, state, &image.Image{Names: []string{"test/served:1"}, Layers: []string{testRootfs(t)},
+		Config: image.Config{Entrypoint: []string{"sh", "-c", "touch /entrypoint-ran; exec sleep 1000"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dir := buildContext(t, "FROM test/served:1\nRUN i=0; while [ $i -lt 30 ]; do if [ -e /entrypoint-ran ]; then echo the entrypoint ran; exit 1; fi; sleep 0.1; i=$((i+1)); done\n")
+	b, err := local.NewImageBuilder(state, image.PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	if _, err := b.Build(ctx, build.Options{ContextDir: dir, Names: []string{"test/served-app:1"}, Logs: &logs}); err != nil {
+		t.Fatalf("build: %v\n%s", err, logs.String())
+	}
+}

@@ -158,8 +158,9 @@ type pid1 struct {
 // newPID1 makes the init's toolbox server, not serving yet.
 func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 	d, err := daemon.New(daemon.Options{
-		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.home(), Env: env, DropCapabilities: true,
+		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.userHome(), Env: env, DropCapabilities: true,
 		KeepCapabilities: cfg.keptCapabilities(),
+		Credential:       cfg.credential(),
 		Entrypoint:       cfg.Root.entrypoint(),
 		Cgroups:          cfg.metricsCgroups(fds),
 		// The init was cloned into a cgroup namespace rooted where it was

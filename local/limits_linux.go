@@ -111,7 +111,7 @@ func (d *pendingDisk) release() {
 func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner int, cg *cgroupSet) ([]*os.File, error) {
 	if disk {
 		stamps := filepath.Join(dir, toolboxDir)
-		if err := ensureOwned(stamps, false, owner); err != nil {
+		if err := ensureOwned(stamps, 0, owner, owner); err != nil {
 			return files, err
 		}
 		f, err := os.OpenFile(stamps, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

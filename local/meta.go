@@ -53,6 +53,9 @@ type meta struct {
 	// Root is the image (or snapshot) the sandbox's root is made of, as
 	// resolved at its creation; nil for the default root (root.go).
 	Root *rootRecord `json:"root,omitempty"`
+	// RunAs is the user commands ran as when the sandbox last started
+	// (its image's USER, resolved in its root); nil for its root.
+	RunAs *runAs `json:"runAs,omitempty"`
 }
 
 // idRange is a range of host uids (and the same gids).
@@ -187,8 +190,8 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	for k, v := range c.Labels {
 		info.Metadata[k] = v
 	}
-	info.Identity, info.Network = describe(c, m.HostIDs)
-	info.Identity.Capabilities = m.Root.capabilities()
+	info.Identity, info.Network = describe(c, m.RunAs, m.HostIDs)
+	info.Identity.Capabilities = m.Root.capabilities(m.RunAs)
 	if m.Root != nil {
 		ref, what := rootRef(c)
 		info.Metadata[what] = ref
@@ -268,11 +271,15 @@ func limitsOf(dir string, m *meta) *limits {
 	return &l
 }
 
-// describe states who commands of the sandbox shaped by c run as and its
-// network access; ids are the host ids its ids map to (when nil, those of
-// the next start, if known before it). limitsOf states its limits.
-func describe(c *Config, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo) {
+// describe states who commands of the sandbox shaped by c run as (u, its
+// image's user, when not its root) and its network access; ids are the
+// host ids its ids map to (when nil, those of the next start, if known
+// before it). limitsOf states its limits.
+func describe(c *Config, u *runAs, ids *idRange) (*sandbox.Identity, *sandbox.NetworkInfo) {
 	id := &sandbox.Identity{User: c.User, UID: 0, GID: 0, Home: c.home(), Capabilities: "none"}
+	if u != nil {
+		id.User, id.UID, id.GID, id.Home = u.Name, u.UID, u.GID, u.Home
+	}
 	if ids == nil {
 		ids = nextHostIDs()
 	}

@@ -12,7 +12,8 @@ import (
 
 // prepare makes the folders of the sandbox in dir and the toolbox socket,
 // and returns the init's configuration with the descriptors to send it:
-// the listening socket first, then one detached mount per bind when the
+// the listening socket first, then the writable root of a sandbox made of
+// an image (whose USER it resolves, in m too), then one detached mount per bind when the
 // sandbox has a host id range of its own (otherwise the init opens the
 // bind sources by path), then those of its limits (limitFiles) and its
 // cgroups cg. pid is the started init's; pending is its disk image being
@@ -42,12 +43,31 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 			return nil, nil, fmt.Errorf("disk image: %w", err)
 		}
 	}
-	binds := stateBinds(data, stateDir, &m.Config)
+	var root *os.File
+	if m.Root != nil {
+		if root, err = mountRoot(m.Root, data, own); err != nil {
+			return nil, nil, err
+		}
+		if cfg.RunAs, err = imageUser(root, m.Root.Config.User, own.ids); err != nil {
+			root.Close()
+			return nil, nil, err
+		}
+		m.RunAs = cfg.RunAs
+	}
+	binds := stateBinds(data, stateDir, &m.Config, cfg.RunAs)
 	ln, err := listenToolbox(dir)
 	if err != nil {
+		if root != nil {
+			root.Close()
+		}
 		return nil, nil, err
 	}
 	files := []*os.File{ln}
+	if root != nil {
+		files = append(files, root)
+		cfg.RootFD, cfg.Root = len(files)-1, m.Root
+		cfg.WorkingDirectory = m.Root.workingDirectory(&m.Config)
+	}
 	for _, b := range binds {
 		spec, f, err := bindSource(b, stateDir, own)
 		if err != nil {
@@ -60,16 +80,6 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		}
 		cfg.Binds = append(cfg.Binds, spec)
 	}
-	if m.Root != nil {
-		f, err := mountRoot(m.Root, data, own)
-		if err != nil {
-			closeFiles(files)
-			return nil, nil, err
-		}
-		files = append(files, f)
-		cfg.RootFD, cfg.Root = len(files)-1, m.Root
-		cfg.WorkingDirectory = m.Root.workingDirectory(&m.Config)
-	}
 	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
 		closeFiles(files)
 		return nil, nil, err
@@ -80,9 +90,13 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 // hostBind is a folder of the host to bind into the sandbox.
 type hostBind struct {
 	host string
-	// private folders (the home) are kept at mode 0700: no other user of
-	// the host, or of the sandbox, may read them.
-	private bool
+	// perm is the folder's mode, set back at every start when not 0 (then
+	// 0755): 0700 for the home, which no other user of the host, or of the
+	// sandbox, may read; 01777 for /tmp.
+	perm uint32
+	// owner, when set, owns the folder inside (the home and working
+	// directory of an image's USER); otherwise the sandbox's root does.
+	owner *runAs
 	// volume folders are shared between sandboxes: their files keep
 	// canonical owners (volume_linux.go).
 	volume bool
@@ -92,12 +106,13 @@ type hostBind struct {
 // stateBinds lists the folders a sandbox writes, each bound in from the
 // folder data (its state folder, or the root of its disk image): home,
 // /tmp, the toolbox server's files, the working directory unless one of
-// those holds it; and the volumes, from the state dir.
-func stateBinds(data, stateDir string, c *Config) []hostBind {
+// those holds it; and the volumes, from the state dir. The home and
+// working directory are user's, when set (an image's USER).
+func stateBinds(data, stateDir string, c *Config, user *runAs) []hostBind {
 	home, wd := c.home(), c.WorkingDirectory
 	binds := []hostBind{
-		{host: filepath.Join(data, homeDir), private: true, bindSpec: bindSpec{Target: home}},
-		{host: filepath.Join(data, tmpDir), bindSpec: bindSpec{Target: sandboxTmp}},
+		{host: filepath.Join(data, homeDir), perm: 0o700, owner: user, bindSpec: bindSpec{Target: home}},
+		{host: filepath.Join(data, tmpDir), perm: 0o1777, bindSpec: bindSpec{Target: sandboxTmp}},
 		{host: filepath.Join(data, toolboxDir), bindSpec: bindSpec{Target: initTmpDir}},
 	}
 	covered := within(wd, home) || within(wd, sandboxTmp)
@@ -106,7 +121,7 @@ func stateBinds(data, stateDir string, c *Config) []hostBind {
 		covered = covered || within(wd, v.MountPath)
 	}
 	if !covered {
-		binds = append(binds, hostBind{host: filepath.Join(data, workDir), bindSpec: bindSpec{Target: wd}})
+		binds = append(binds, hostBind{host: filepath.Join(data, workDir), owner: user, bindSpec: bindSpec{Target: wd}})
 	}
 	return binds
 }

@@ -169,10 +169,10 @@ func (r *rootRecord) workingDirectory(c *Config) string {
 }
 
 // capabilities states, for Info, the capabilities commands of the sandbox
-// hold.
-func (r *rootRecord) capabilities() string {
-	if r == nil {
-		return "none"
+// hold when they run as u (nil: the sandbox's root).
+func (r *rootRecord) capabilities(u *runAs) string {
+	if r == nil || u != nil {
+		return "none" // a user other than root holds none after exec
 	}
 	return strings.Join(DefaultCapabilities(), ",")
 }

@@ -231,8 +231,17 @@ func (r *rootfs) bindStateFolder(b bindSpec, fd int) error {
 // /tmp) and /run, where the state folders do not provide them.
 func (r *rootfs) makeFolders() error {
 	for _, d := range []string{r.cfg.home(), r.cfg.WorkingDirectory} {
+		_, err := os.Lstat(r.at(d))
+		made := errors.Is(err, fs.ErrNotExist)
 		if err := os.MkdirAll(r.at(d), 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
+		}
+		// A working directory an image lacks is its user's, as Docker
+		// makes it.
+		if u := r.cfg.RunAs; made && u != nil && d == r.cfg.WorkingDirectory {
+			if err := os.Lchown(r.at(d), u.UID, u.GID); err != nil {
+				return fmt.Errorf("create %s: %w", d, err)
+			}
 		}
 	}
 	if err := os.MkdirAll(r.at("var"), 0o755); err != nil {

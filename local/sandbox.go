@@ -199,19 +199,23 @@ func (s *Sandbox) Instructions() string {
 		m = s.newMeta()
 	}
 	c, ids := m.Config, m.HostIDs
-	id, _ := describe(&c, ids)
+	id, _ := describe(&c, m.RunAs, ids)
 	parts := []string{
 		fmt.Sprintf("Local sandbox with isolated execution (%s runtime) on this Linux machine.", c.Language),
 		fmt.Sprintf("Default working directory: %s.", c.WorkingDirectory),
 		fmt.Sprintf("Command timeout: %ds.", int(math.Ceil(s.opts.Timeout.Seconds()))),
-		fmt.Sprintf("Commands run as user %s, uid 0: root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=%s.", id.User, id.Home),
+		identitySentence(id, m.Root != nil),
 	}
 	if id.HostUIDCount > 1 {
 		parts = append(parts, fmt.Sprintf("On the host, the sandbox's uids 0-%d are uids %d-%d.", id.HostUIDCount-1, id.HostUID, id.HostUID+id.HostUIDCount-1))
 	} else if id.HostUIDCount == 1 {
 		parts = append(parts, fmt.Sprintf("On the host, uid 0 inside is uid %d, the only uid the sandbox has.", id.HostUID))
 	}
-	parts = append(parts, "/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.")
+	if m.Root != nil {
+		parts = append(parts, "The root file system is the image's and writable: packages may be installed, and changes persist across stop and start and stay in this sandbox.")
+	} else {
+		parts = append(parts, "/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.")
+	}
 	if c.Ephemeral {
 		parts = append(parts, "The sandbox is ephemeral: it and its files are deleted when it stops.")
 	} else {
@@ -432,4 +436,16 @@ func (s *Sandbox) waitInits() {
 	s.mu.Lock()
 	s.waits = append(s.waits, keep...)
 	s.mu.Unlock()
+}
+
+// identitySentence tells an agent who its commands run as: id, in a
+// sandbox made of an image or not.
+func identitySentence(id *sandbox.Identity, image bool) string {
+	switch {
+	case id.UID != 0 || id.GID != 0:
+		return fmt.Sprintf("Commands run as the image's user %s (uid %d, gid %d), not root; HOME=%s.", id.User, id.UID, id.GID, id.Home)
+	case image:
+		return fmt.Sprintf("Commands run as user %s, uid 0: root of the sandbox's own user namespace with Docker's default capabilities inside it (unprivileged on the host); HOME=%s.", id.User, id.Home)
+	}
+	return fmt.Sprintf("Commands run as user %s, uid 0: root of the sandbox's own user namespace with no capabilities (unprivileged on the host); HOME=%s.", id.User, id.Home)
 }

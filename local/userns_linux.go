@@ -92,31 +92,31 @@ func legacyOwned(dir string) bool {
 	return unix.Lstat(dir+"/"+homeDir, &st) == nil && st.Uid == legacyIDBase && st.Gid == legacyIDBase
 }
 
-// ensureOwned creates dir (and parents) and gives it to owner (uid and
-// gid) unless owner is negative. A private dir is made, or set back to,
-// mode 0700.
-func ensureOwned(dir string, private bool, owner int) error {
-	perm := uint32(0o755)
-	if private {
-		perm = 0o700
+// ensureOwned creates dir (and parents) with mode perm (0755 when 0) and
+// gives it to uid and gid unless uid is negative. An existing dir is set
+// back to perm when perm is given (0700 for a private one, 01777 for /tmp).
+func ensureOwned(dir string, perm uint32, uid, gid int) error {
+	want := perm
+	if want == 0 {
+		want = 0o755
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err == nil {
-		if private && st.Mode&0o7777 != perm {
-			if err := os.Chmod(dir, os.FileMode(perm)); err != nil {
-				return err
-			}
+	if err := unix.Stat(dir, &st); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
 		}
-		if owner < 0 || (int(st.Uid) == owner && int(st.Gid) == owner) {
-			return nil
+		st.Mode, st.Uid, st.Gid = 0o755, ^uint32(0), ^uint32(0)
+		perm = want
+	}
+	if perm != 0 && st.Mode&0o7777 != perm {
+		if err := unix.Chmod(dir, perm); err != nil {
+			return &os.PathError{Op: "chmod", Path: dir, Err: err}
 		}
-	} else if err := os.MkdirAll(dir, os.FileMode(perm)); err != nil {
-		return err
 	}
-	if owner >= 0 {
-		return os.Lchown(dir, owner, owner)
+	if uid < 0 || (int(st.Uid) == uid && int(st.Gid) == gid) {
+		return nil
 	}
-	return nil
+	return os.Lchown(dir, uid, gid)
 }
 
 // checkUserns explains why user namespaces are unavailable, or returns nil.
@@ -136,13 +136,20 @@ func checkUserns() error {
 }
 
 // setIDMappings maps the ids of the sandbox's user namespace to ids: the
-// whole range, with uid and gid 0 as the init's own, or this process's
-// own ids alone.
+// whole range, with uid and gid 0 as the init's own and setgroups allowed,
+// or this process's own ids alone (setgroups denied, as the kernel
+// requires of an unprivileged mapping).
 func setIDMappings(attr *syscall.SysProcAttr, ids *idRange) {
 	if ids.Count > 1 {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: ids.First, Size: ids.Count}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: ids.First, Size: ids.Count}}
 		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+		// The sandbox's root may set the groups of its processes (as
+		// runc lets a container's): commands of an image's USER get its
+		// groups, and package managers drop to their own users. Only the
+		// sandbox's own ids can be named, and its init holds no
+		// supplementary group whose denials dropping one would escape.
+		attr.GidMappingsEnableSetgroups = true
 		return
 	}
 	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}

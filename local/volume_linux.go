@@ -86,7 +86,11 @@ func (o *ownership) close() {
 // volume, converted first from the shared-range era.
 func (o *ownership) prepareFolder(b hostBind) error {
 	if !b.volume {
-		return ensureOwned(b.host, b.private, o.owner())
+		uid, gid := o.owner(), o.owner()
+		if b.owner != nil && o.shifted() {
+			uid, gid = o.ids.First+b.owner.UID, o.ids.First+b.owner.GID
+		}
+		return ensureOwned(b.host, b.perm, uid, gid)
 	}
 	if err := ensurePrivateDir(filepath.Dir(b.host)); err != nil {
 		return err
@@ -96,7 +100,7 @@ func (o *ownership) prepareFolder(b hostBind) error {
 			return err
 		}
 	}
-	return ensureOwned(b.host, false, -1)
+	return ensureOwned(b.host, 0, -1, -1)
 }
 
 // setMountAttr makes the detached mount fd of b read-only if b says so

@@ -72,7 +72,7 @@ const maxParallelLayers = 3
 //     "registry:5000/img@sha256:…", with o's platform and credentials;
 //   - "oci:DIR" or "oci:DIR:TAG": an image of an OCI image layout folder;
 //   - the path of a `docker save` tarball (absolute, ./ or ../, or ending
-//     in .tar) holding one image;
+//     in .tar, .tar.gz or .tgz), gzip-compressed or not, holding one image;
 //   - an absolute path of a folder: a root file system, taken as one layer.
 //
 // Layer digests are verified, and the uncompressed stream against the

@@ -5,6 +5,7 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"net/http"
@@ -291,6 +292,37 @@ func TestPullLocalSources(t *testing.T) {
 	if got, err := s.Get(ctx, "example.com/tools:saved"); err != nil || got.ID != img.ID {
 		t.Errorf("Get by the tarball's tag: %v, %v", got, err)
 	}
+
+	// `docker save | gzip > saved.tar.gz`
+	gzTag, _ := name.NewTag("example.com/tools:gz")
+	plain := filepath.Join(dir, "gz.tar")
+	must(t, tarball.WriteToFile(plain, gzTag, src))
+	gzPath := filepath.Join(dir, "saved.tar.gz")
+	must(t, gzipFile(plain, gzPath))
+	fromGz, err := s.Pull(ctx, gzPath, PullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromGz.ID != img.ID || !slices.Contains(fromGz.Names, "example.com/tools:gz") {
+		t.Errorf("from the gzipped tarball: id %s names %v; want %s and its tag", fromGz.ID, fromGz.Names, img.ID)
+	}
+}
+
+// gzipFile writes the gzip compression of the file src to dst.
+func gzipFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, buf.Bytes(), 0o644)
 }
 
 func errString(err error) string {

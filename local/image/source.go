@@ -1,6 +1,7 @@
 package image
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,7 @@ type source struct {
 // rather than a registry reference.
 func isLocalPath(ref string) bool {
 	return filepath.IsAbs(ref) || strings.HasPrefix(ref, "./") || strings.HasPrefix(ref, "../") ||
-		strings.HasSuffix(ref, ".tar")
+		strings.HasSuffix(ref, ".tar") || strings.HasSuffix(ref, ".tar.gz") || strings.HasSuffix(ref, ".tgz")
 }
 
 // splitOCI splits "oci:DIR[:TAG]" into an absolute DIR and TAG.
@@ -272,7 +273,16 @@ func openTarball(ref string) (*source, error) {
 	if err != nil {
 		return nil, err
 	}
+	gz, err := isGzip(p)
+	if err != nil {
+		return nil, fmt.Errorf("read docker save tarball %s: %w", p, notExist(err))
+	}
 	opener := func() (io.ReadCloser, error) { return os.Open(p) }
+	if gz {
+		// `docker save | gzip`: each file of the tarball is found by
+		// reading it from the start again, decompressed as it is read.
+		opener = func() (io.ReadCloser, error) { return openGzip(p) }
+	}
 	m, err := tarball.LoadManifest(opener)
 	if err != nil {
 		return nil, fmt.Errorf("read docker save tarball %s: %w", p, notExist(err))
@@ -292,6 +302,35 @@ func openTarball(ref string) (*source, error) {
 		names = []string{p}
 	}
 	return &source{img: img, names: names, uncompressed: true}, nil
+}
+
+// isGzip reports whether the file p starts with gzip's magic number.
+func isGzip(p string) (bool, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var magic [2]byte
+	n, _ := io.ReadFull(f, magic[:])
+	return n == 2 && magic == [2]byte{0x1f, 0x8b}, nil
+}
+
+// openGzip opens the gzip-compressed file p for reading decompressed.
+func openGzip(p string) (io.ReadCloser, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{zr, f}, nil
 }
 
 // notExist marks a missing file or folder as ErrNotFound too.

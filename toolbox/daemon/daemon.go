@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/goroutine"
@@ -74,6 +75,15 @@ type Options struct {
 	// image's entrypoint here. It runs like a session command, in the work
 	// dir with Env. Empty: no entrypoint (those routes answer 404).
 	Entrypoint []string
+	// Credential, when set, is the user (and groups) every command runs
+	// as, e.g. an image's USER; the server keeps its own ids. The server
+	// then acts as that user on the files it makes or changes for a client
+	// (uploads, new folders, moves, git checkouts, its scripts for the
+	// commands) with that user's file system ids, so that they are the
+	// user's, as with Daytona's daemon, which runs as its sandbox's user.
+	// Needs Linux and the capabilities to change ids (CAP_SETUID,
+	// CAP_SETGID). Default: commands run as the server.
+	Credential *syscall.Credential
 	// Daytona turns on the Daytona-behaviour mode, for tests: the server
 	// behaves as Daytona's own daemon does where a client can tell, so
 	// that a client (and every engine built on one) can be tested against
@@ -119,13 +129,14 @@ type Server struct {
 	tmpDir   string
 	mux      *http.ServeMux
 	users    idCache
-	cgroups  []string        // Options.Cgroups
-	cpu      cpuSampler      // GET /system/metrics's previous sample
-	starter  *starter        // nil: commands start directly
-	argv0    string          // the shell's argv[0]: its base name, as a user's `bash -c` has it
-	program  string          // the ready shells' program (see readyShellProgram)
-	boot     string          // under bash, their -c argument, which reads the program (bashBootstrap)
-	ctx      context.Context // cancelled by Close
+	cgroups  []string            // Options.Cgroups
+	cpu      cpuSampler          // GET /system/metrics's previous sample
+	starter  *starter            // nil: commands start directly
+	cred     *syscall.Credential // Options.Credential (runas.go)
+	argv0    string              // the shell's argv[0]: its base name, as a user's `bash -c` has it
+	program  string              // the ready shells' program (see readyShellProgram)
+	boot     string              // under bash, their -c argument, which reads the program (bashBootstrap)
+	ctx      context.Context     // cancelled by Close
 	cancel   context.CancelFunc
 	bg       goroutine.Group // every goroutine the server starts
 	mu       sync.Mutex
@@ -214,8 +225,11 @@ func New(opts Options) (*Server, error) {
 	if s.starter, err = newStarter(opts.DropCapabilities, opts.KeepCapabilities, opts.StartThreadSetup); err != nil {
 		return nil, err
 	}
-	s.tmpDir, err = os.MkdirTemp("", "agentbox-toolbox-")
-	if err != nil {
+	if opts.Credential != nil {
+		c := *opts.Credential
+		s.cred = &c
+	}
+	if s.tmpDir, err = s.makeTmpDir(); err != nil {
 		s.starter.close()
 		return nil, fmt.Errorf("daemon: creating the log dir: %w", err)
 	}
@@ -245,12 +259,12 @@ func (s *Server) routes() {
 	for _, table := range [][]route{
 		s.infoRoutes(),
 		s.processRoutes(),
-		s.fileRoutes(),
-		s.codeRunRoutes(),
+		s.asUserRoutes(s.fileRoutes()),
+		s.asUserRoutes(s.codeRunRoutes()),
 		s.interpreterRoutes(),
 		s.entrypointRoutes(),
 		s.ptyRoutes(),
-		s.gitRoutes(),
+		s.asUserRoutes(s.gitRoutes()),
 		s.unsupportedRoutes(),
 		s.systemRoutes(),
 		{{"/", func(w http.ResponseWriter, r *http.Request) error {

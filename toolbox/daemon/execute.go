@@ -173,7 +173,7 @@ func (s *Server) runOneShot(ctx context.Context, o *oneShot, command, cwd string
 		Stderr:      pw,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := s.starter.start(cmd); err != nil {
+	if err := s.startCommand(cmd); err != nil {
 		pw.Close()
 		return toolbox.ExecuteResponse{ExitCode: exitNotStarted, Result: err.Error()}, nil
 	}

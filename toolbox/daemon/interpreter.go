@@ -127,7 +127,7 @@ func (s *Server) pythonFor() (python, script string, err error) {
 	}
 	s.interp.once.Do(func() {
 		p := filepath.Join(s.tmpDir, "agentbox_interpreter.py")
-		if err := os.WriteFile(p, []byte(interpreterWorker), 0o600); err != nil {
+		if err := s.asUser(func() error { return os.WriteFile(p, []byte(interpreterWorker), 0o600) }); err != nil {
 			s.interp.scriptErr = fmt.Errorf("writing the interpreter program: %w", err)
 			return
 		}

@@ -86,7 +86,7 @@ func (s *Server) startWorker(python, script, cwd string) (*worker, error) {
 		ExtraFiles:  []*os.File{reqR, evW},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := s.starter.start(w.cmd); err != nil {
+	if err := s.startCommand(w.cmd); err != nil {
 		closeFiles(outR, errR, reqW, evR)
 		return nil, fmt.Errorf("interpreter: starting %s: %w", python, err)
 	}

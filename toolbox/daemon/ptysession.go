@@ -306,7 +306,7 @@ func (ps *ptySession) start() error {
 		// slave: job control, Ctrl-C and SIGWINCH work as in a terminal.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0},
 	}
-	err = srv.starter.start(cmd)
+	err = srv.startCommand(cmd)
 	slave.Close() // the child has its copies: EIO on the master once they are all closed
 	if err != nil {
 		master.Close()

@@ -105,7 +105,7 @@ func (ss *session) startReadyShell(st shellState) (*readyShell, error) {
 		}),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	err = srv.starter.start(rs.cmd)
+	err = srv.startCommand(rs.cmd)
 	closeFiles(command.r, stdin.r, restore.r) // the child's ends
 	if err != nil {
 		closeFiles(command.w, stdin.w, stdout.r, stderr.r, state.r, restore.w, stdout.w, stderr.w, state.w)

@@ -121,7 +121,7 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 	text := ss.shellText(c)
 	if rs.script != "" {
 		defer os.Remove(rs.script)
-		if err := os.WriteFile(rs.script, []byte(text), 0o600); err != nil {
+		if err := srv.asUser(func() error { return os.WriteFile(rs.script, []byte(text), 0o600) }); err != nil {
 			rs.dismiss()
 			c.log.write(streamStderr, fmt.Appendf(nil, "agentbox: cannot start the command: %v\n", err))
 			return exitNotStarted, nil
@@ -291,7 +291,7 @@ func (s *Server) shellArgs(script, dir, name string) ([]string, func(), error) {
 		return []string{s.argv0, "-c", script}, func() {}, nil
 	}
 	p := filepath.Join(dir, name+".sh")
-	if err := os.WriteFile(p, []byte(script), 0o600); err != nil {
+	if err := s.asUser(func() error { return os.WriteFile(p, []byte(script), 0o600) }); err != nil {
 		return nil, nil, fmt.Errorf("writing the script file: %w", err)
 	}
 	return []string{s.argv0, p}, func() { os.Remove(p) }, nil

@@ -102,7 +102,7 @@ func (s *Server) newSession(id string) (*session, error) {
 	} else {
 		token = randomHex(8)
 		dir = filepath.Join(s.tmpDir, token)
-		if err := os.Mkdir(dir, 0o700); err != nil {
+		if err := s.asUser(func() error { return os.Mkdir(dir, 0o700) }); err != nil {
 			return nil, fmt.Errorf("creating the session dir: %w", err)
 		}
 	}

@@ -29,7 +29,7 @@ type spareShell struct {
 func (s *Server) startSpare() {
 	token := randomHex(8)
 	dir := filepath.Join(s.tmpDir, token)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := s.asUser(func() error { return os.Mkdir(dir, 0o700) }); err != nil {
 		return // the first session readies its own shell
 	}
 	sp := &spareShell{

@@ -24,7 +24,7 @@ read-only by every sandbox that uses them. An image is one of:
 
   alpine:3.20, ghcr.io/org/img:tag, host:5000/img@sha256:…   a registry image
   oci:DIR or oci:DIR:TAG                                    an OCI image layout
-  ./img.tar, /path/img.tar                                  a 'docker save' tarball
+  ./img.tar, /path/img.tar.gz                               a 'docker save' tarball, gzipped or not
   /path/rootfs                                              a root file system folder
 
 Registry credentials come from ~/.docker/config.json and its credential

@@ -1,0 +1,68 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// maxUserTable caps what is read of a root's /etc/passwd or /etc/group.
+const maxUserTable = 4 << 20
+
+// imageUser resolves an image's USER spec in root (the sandbox's writable
+// root, a detached mount) for a sandbox whose ids map to the host ids ids:
+// nil for root. Every id must be one of the sandbox's.
+func imageUser(root *os.File, spec string, ids *idRange) (*runAs, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	r, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(int(root.Fd())))
+	if err != nil {
+		return nil, fmt.Errorf("writable root: %w", err)
+	}
+	defer r.Close()
+	passwd, err := readUserTable(r, "etc/passwd")
+	if err != nil {
+		return nil, err
+	}
+	group, err := readUserTable(r, "etc/group")
+	if err != nil {
+		return nil, err
+	}
+	u, err := resolveImageUser(spec, passwd, group)
+	if err != nil || u == nil {
+		return u, err
+	}
+	count := 1
+	if ids != nil {
+		count = ids.Count
+	}
+	for _, id := range append([]int{u.UID, u.GID}, u.Groups...) {
+		if id >= count {
+			return nil, fmt.Errorf("%w: image user %q: id %d is outside the sandbox's %d ids (0-%d); use an image whose user has a smaller uid", sandbox.ErrInvalidArgument, spec, id, count, count-1)
+		}
+	}
+	return u, nil
+}
+
+// readUserTable reads the file name of r, empty when it does not exist.
+func readUserTable(r *os.Root, name string) ([]byte, error) {
+	f, err := r.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("image user: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxUserTable))
+	if err != nil {
+		return nil, fmt.Errorf("image user: reading /%s: %w", name, err)
+	}
+	return b, nil
+}
