@@ -23,7 +23,8 @@
 //
 // Global flags: --state-dir DIR (default $AGENTBOX_STATE_DIR, else
 // $XDG_STATE_HOME/agentbox, else ~/.local/state/agentbox, else
-// $XDG_RUNTIME_DIR/agentbox; it must be private to the user) and --json
+// $XDG_RUNTIME_DIR/agentbox; it must be private to the user), --engine
+// NAME (default $AGENTBOX_ENGINE, else local) and --json
 // for machine-readable output: event streams for exec and logs -f, JSON
 // errors with a stable code ("agentbox help json"). Run "agentbox help
 // COMMAND" for details, exit codes included.

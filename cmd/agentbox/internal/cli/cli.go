@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -23,6 +24,13 @@ const DefaultID = "default"
 // StateDirEnv is the environment variable that overrides the default state
 // dir; the --state-dir flag overrides it in turn.
 const StateDirEnv = "AGENTBOX_STATE_DIR"
+
+// EngineEnv is the environment variable that selects the engine by name
+// (see Config.Engines); the --engine flag overrides it in turn.
+const EngineEnv = "AGENTBOX_ENGINE"
+
+// DefaultEngineName is the name --engine gives Config.Engine.
+const DefaultEngineName = "local"
 
 // Engine is the sandbox engine the commands drive. Every id is the logical
 // id of a sandbox inside stateDir.
@@ -84,7 +92,11 @@ type Box interface {
 
 // Config is what [Run] needs from its surroundings.
 type Config struct {
+	// Engine is the default engine, named DefaultEngineName.
 	Engine Engine
+	// Engines are the other engines, by the name --engine (or
+	// AGENTBOX_ENGINE) selects them with.
+	Engines map[string]Engine
 	// Stdin is read by `agentbox exec -i` only; nil means no input.
 	Stdin  io.Reader
 	Stdout io.Writer
@@ -163,9 +175,11 @@ func jsonRequested(args []string) bool {
 
 // app carries the configuration and global flags to the commands.
 type app struct {
-	cfg      Config
-	stateDir string
-	json     bool
+	cfg        Config
+	engine     Engine // the engine --engine selects (selectEngine)
+	engineName string
+	stateDir   string
+	json       bool
 }
 
 // NewRootCommand returns the agentbox command tree bound to cfg. Its errors
@@ -204,6 +218,9 @@ Every command works on the sandbox "default" unless given --id.
 			if cmd.Name() == "help" {
 				return nil // the only command that needs no state dir
 			}
+			if err := a.selectEngine(cmd); err != nil {
+				return err
+			}
 			if err := a.resolveStateDir(cmd); err != nil {
 				return err
 			}
@@ -219,6 +236,7 @@ Every command works on the sandbox "default" unless given --id.
 	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.stateDir, "state-dir", "", "the `DIR` holding the sandboxes (default: $"+StateDirEnv+", else "+cfg.Engine.DefaultStateDirHelp()+"); it must be private to you")
+	pf.StringVar(&a.engineName, "engine", "", "the `ENGINE` that runs the sandboxes: "+strings.Join(engineNames(cfg), ", ")+" (default: $"+EngineEnv+", else "+DefaultEngineName+")")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text, errors included (see 'agentbox help json')")
 
 	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(), a.serveCommand(), a.snapshotCommand(),
@@ -234,6 +252,36 @@ func orEmpty(r io.Reader) io.Reader {
 	return r
 }
 
+// engineNames lists the names of the engines of cfg, the default first.
+func engineNames(cfg Config) []string {
+	names := []string{DefaultEngineName}
+	for n := range cfg.Engines {
+		if n != DefaultEngineName {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names[1:])
+	return names
+}
+
+// selectEngine sets a.engine from --engine, else AGENTBOX_ENGINE, else
+// the default engine.
+func (a *app) selectEngine(cmd *cobra.Command) error {
+	name := a.engineName
+	if !cmd.Flags().Changed("engine") {
+		name = a.cfg.Getenv(EngineEnv)
+	}
+	if name == "" || name == DefaultEngineName {
+		a.engine = a.cfg.Engine
+		return nil
+	}
+	if e, ok := a.cfg.Engines[name]; ok {
+		a.engine = e
+		return nil
+	}
+	return usagef("unknown engine %q: this agentbox has %s", name, strings.Join(engineNames(a.cfg), ", "))
+}
+
 func (a *app) resolveStateDir(cmd *cobra.Command) error {
 	if cmd.Flags().Changed("state-dir") {
 		if a.stateDir == "" {
@@ -245,7 +293,7 @@ func (a *app) resolveStateDir(cmd *cobra.Command) error {
 		a.stateDir = d
 		return nil
 	}
-	d, err := a.cfg.Engine.DefaultStateDir()
+	d, err := a.engine.DefaultStateDir()
 	if err != nil {
 		return withKind(KindStateDir, 0, fmt.Errorf("%w, or pass --state-dir DIR", err))
 	}
@@ -255,7 +303,7 @@ func (a *app) resolveStateDir(cmd *cobra.Command) error {
 
 // checkStateDir fails unless the state dir is safe to use.
 func (a *app) checkStateDir() error {
-	if err := a.cfg.Engine.CheckStateDir(a.stateDir); err != nil {
+	if err := a.engine.CheckStateDir(a.stateDir); err != nil {
 		return withKind(KindStateDir, 0, fmt.Errorf("%w (pass --state-dir DIR or set %s to use another)", err, StateDirEnv))
 	}
 	return nil

@@ -804,3 +804,52 @@ func TestNetworkAndPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineSelection: --engine, else AGENTBOX_ENGINE, picks the engine of
+// every command; "local" is the default one; an unknown name is a usage
+// error that lists the engines.
+func TestEngineSelection(t *testing.T) {
+	def, other := newFakeEngine(t), newFakeEngine(t)
+	run := func(env map[string]string, args ...string) result {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), Config{
+			Engine: def, Engines: map[string]Engine{"other": other},
+			Stdout: &stdout, Stderr: &stderr,
+			Getenv: func(k string) string { return env[k] },
+		}, args)
+		return result{code, stdout.String(), stderr.String()}
+	}
+	ids := func(e *fakeEngine) []string {
+		t.Helper()
+		infos, err := e.List(context.Background(), e.defaultDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, in := range infos {
+			out = append(out, in.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if r := run(nil, "--engine", "other", "exec", "--id", "by-flag", "--", "true"); r.code != 0 {
+		t.Fatalf("exec --engine other: %v", r)
+	}
+	if r := run(map[string]string{EngineEnv: "other"}, "exec", "--id", "by-env", "--", "true"); r.code != 0 {
+		t.Fatalf("exec with %s=other: %v", EngineEnv, r)
+	}
+	if r := run(map[string]string{EngineEnv: "other"}, "--engine", "local", "exec", "--id", "flag-wins", "--", "true"); r.code != 0 {
+		t.Fatalf("exec --engine local: %v", r)
+	}
+	if got := ids(other); !slices.Equal(got, []string{"by-env", "by-flag"}) {
+		t.Errorf("the other engine has %v, want by-env and by-flag", got)
+	}
+	if got := ids(def); !slices.Equal(got, []string{"flag-wins"}) {
+		t.Errorf("the default engine has %v, want flag-wins", got)
+	}
+	r := run(nil, "--engine", "nope", "sandbox", "ls")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, `unknown engine "nope": this agentbox has local, other`) {
+		t.Errorf("an unknown engine: %v, want a usage error listing local, other", r)
+	}
+}

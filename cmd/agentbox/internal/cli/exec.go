@@ -244,7 +244,7 @@ func (a *app) exec(ctx context.Context, stderr io.Writer, events *eventStream, o
 			return err
 		}
 	}
-	box, err := a.cfg.Engine.Open(ctx, oo)
+	box, err := a.engine.Open(ctx, oo)
 	if err != nil {
 		return fmt.Errorf("open sandbox %q: %w", oo.ID, err)
 	}
@@ -308,7 +308,7 @@ func startFailed(ctx context.Context, id string, err error) error {
 // sandboxGone returns the error saying that the sandbox id was stopped or
 // removed while a command ran, or nil when it runs.
 func (a *app) sandboxGone(ctx context.Context, id string) error {
-	info, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	info, err := a.engine.Lookup(ctx, a.stateDir, id)
 	var what string
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
@@ -324,11 +324,11 @@ func (a *app) sandboxGone(ctx context.Context, id string) error {
 // blockNetwork switches the sandbox id, when it exists with network
 // access, to NetworkBlockAll (live when it runs), saying so on stderr.
 func (a *app) blockNetwork(ctx context.Context, stderr io.Writer, id string) error {
-	info, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	info, err := a.engine.Lookup(ctx, a.stateDir, id)
 	if err != nil || info.Network == nil || info.Network.Mode == sandbox.NetworkBlocked {
 		return nil // none yet (it will be made blocked), or the engine checks at start
 	}
-	if err := a.cfg.Engine.UpdateNetwork(ctx, a.stateDir, id, NetworkSettings{BlockAll: true}); err != nil {
+	if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, NetworkSettings{BlockAll: true}); err != nil {
 		return withKind(KindConfigConflict, 0, fmt.Errorf("sandbox %q has network access (%s), and --block-network could not block it: %w", id, networkText(info.Network.Mode), err))
 	}
 	if !a.json {

@@ -110,7 +110,7 @@ func (a *app) gitClone(ctx context.Context, stdout io.Writer, stdin io.Reader, o
 			return usagef("--password-stdin: standard input holds no password")
 		}
 	}
-	box, err := a.cfg.Engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: o.id})
+	box, err := a.engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: o.id})
 	if err != nil {
 		return fmt.Errorf("open sandbox %q: %w", o.id, err)
 	}

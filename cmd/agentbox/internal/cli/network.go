@@ -66,7 +66,7 @@ prints the sandbox's network.`,
 			}
 			if n == 1 {
 				s := NetworkSettings{BlockAll: blockAll, AllowList: cidrs, DomainAllowList: names}
-				if err := a.cfg.Engine.UpdateNetwork(ctx, a.stateDir, id, s); err != nil {
+				if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, s); err != nil {
 					return notFound(err, id)
 				}
 			}
@@ -83,7 +83,7 @@ prints the sandbox's network.`,
 
 // printNetwork prints the network of the sandbox id.
 func (a *app) printNetwork(ctx context.Context, w io.Writer, id string) error {
-	in, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	in, err := a.engine.Lookup(ctx, a.stateDir, id)
 	if err != nil {
 		return notFound(err, id)
 	}
@@ -160,7 +160,7 @@ need root, and a sandbox with the default network or an --allow-cidr list.`,
 				if err != nil {
 					return err
 				}
-				p, err := a.cfg.Engine.PublishPort(cmd.Context(), a.stateDir, args[0], host, inside)
+				p, err := a.engine.PublishPort(cmd.Context(), a.stateDir, args[0], host, inside)
 				if err != nil {
 					return notFound(err, args[0])
 				}
@@ -177,7 +177,7 @@ need root, and a sandbox with the default network or an --allow-cidr list.`,
 			Short:   "List the published ports of a sandbox",
 			Args:    exactArgs(1, "a sandbox id"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				in, err := a.cfg.Engine.Lookup(cmd.Context(), a.stateDir, args[0])
+				in, err := a.engine.Lookup(cmd.Context(), a.stateDir, args[0])
 				if err != nil {
 					return notFound(err, args[0])
 				}
@@ -208,7 +208,7 @@ need root, and a sandbox with the default network or an --allow-cidr list.`,
 				if err != nil {
 					return usagef("PORT %q is not a number", args[1])
 				}
-				if err := a.cfg.Engine.UnpublishPort(cmd.Context(), a.stateDir, args[0], port); err != nil {
+				if err := a.engine.UnpublishPort(cmd.Context(), a.stateDir, args[0], port); err != nil {
 					return err
 				}
 				if !a.json {

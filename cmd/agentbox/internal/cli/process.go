@@ -125,7 +125,7 @@ type spawnResult struct {
 }
 
 func (a *app) spawn(ctx context.Context, w io.Writer, id, line string, opts *sandbox.ExecOptions) error {
-	box, err := a.cfg.Engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})
+	box, err := a.engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})
 	if err != nil {
 		return fmt.Errorf("open sandbox %q: %w", id, err)
 	}
@@ -193,14 +193,14 @@ func processStatus(running bool, exitCode *int) string {
 // restarting it. It returns a nil Box when the sandbox exists but is not
 // running: it then has no processes. The caller detaches the Box.
 func (a *app) attach(ctx context.Context, id string) (Box, error) {
-	info, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	info, err := a.engine.Lookup(ctx, a.stateDir, id)
 	if err != nil {
 		return nil, notFound(err, id)
 	}
 	if info.Status != sandbox.StatusRunning {
 		return nil, nil
 	}
-	box, err := a.cfg.Engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})
+	box, err := a.engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("open sandbox %q: %w", id, err)
 	}

@@ -45,7 +45,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 			Short: "Stop sandboxes: end their processes, keep their files",
 			Args:  minArgs(1, "at least one sandbox id (see 'agentbox sandbox ls')"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "stopped", a.cfg.Engine.StopByID)
+				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "stopped", a.engine.StopByID)
 			},
 		},
 		&cobra.Command{
@@ -54,7 +54,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 			Short:   "Remove sandboxes: their processes, files and state",
 			Args:    minArgs(1, "at least one sandbox id (see 'agentbox sandbox ls')"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "removed", a.cfg.Engine.Remove)
+				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "removed", a.engine.Remove)
 			},
 		},
 		a.networkCommand(),
@@ -82,7 +82,7 @@ func notFound(err error, id string) error {
 }
 
 func (a *app) sandboxList(ctx context.Context, w io.Writer) error {
-	infos, err := a.cfg.Engine.List(ctx, a.stateDir)
+	infos, err := a.engine.List(ctx, a.stateDir)
 	if err != nil {
 		return fmt.Errorf("list sandboxes in %s: %w", a.stateDir, err)
 	}
@@ -102,7 +102,7 @@ func (a *app) sandboxList(ctx context.Context, w io.Writer) error {
 }
 
 func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
-	in, err := a.cfg.Engine.Lookup(ctx, a.stateDir, id)
+	in, err := a.engine.Lookup(ctx, a.stateDir, id)
 	if err != nil {
 		return notFound(err, id)
 	}

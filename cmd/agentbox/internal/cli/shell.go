@@ -93,7 +93,7 @@ goes to the sandbox).`,
 // shell runs an interactive terminal in the sandbox o names, over the
 // local terminal t, reading keys from in and writing the output to out.
 func (a *app) shell(ctx context.Context, t terminal, in io.Reader, out io.Writer, o shellOptions) error {
-	box, err := a.cfg.Engine.Open(ctx, o.open)
+	box, err := a.engine.Open(ctx, o.open)
 	if err != nil {
 		return fmt.Errorf("open sandbox %q: %w", o.open.ID, err)
 	}

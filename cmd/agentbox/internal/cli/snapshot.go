@@ -99,7 +99,7 @@ func (a *app) snapshotCommand() *cobra.Command {
 
 // snapshots returns the engine's snapshots, or why it has none.
 func (a *app) snapshots() (SnapshotEngine, error) {
-	se, ok := a.cfg.Engine.(SnapshotEngine)
+	se, ok := a.engine.(SnapshotEngine)
 	if !ok {
 		return nil, errors.New("this engine has no snapshots")
 	}
