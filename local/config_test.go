@@ -273,13 +273,14 @@ func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 }
 
 // TestInfoIdentityTrue checks what Info and Instructions say about who
-// commands run as against what a command sees, and that they describe the
+// commands run as against what a command sees (uid 0 goes by the user's
+// name), and that they describe the
 // sandbox as it is, not as the handle asked.
 func TestInfoIdentityTrue(t *testing.T) {
 	ctx := context.Background()
 	stateDir := newStateDir(t)
 	sb := newSandbox(t, local.Options{ID: "who", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
-	got := mustRun(t, sb, "id -u; id -g; echo $USER $HOME; grep ^CapEff: /proc/self/status; cat /proc/self/uid_map")
+	got := mustRun(t, sb, "id -u; id -g; echo $(id -un) $HOME; grep ^CapEff: /proc/self/status; cat /proc/self/uid_map")
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	info, err := sb.Info(ctx)
 	if err != nil {

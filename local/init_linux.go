@@ -68,6 +68,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 		{"open bind sources", r.openSources},
 		{"mount the root tmpfs", r.mountRoot},
 		{"bind system folders", r.bindSystem},
+		{"name the sandbox's user", r.nameUser},
 		{"mount /proc", r.mountProc},
 		{"make /dev", r.makeDev},
 		{"mask host-wide /proc files", r.maskProc},

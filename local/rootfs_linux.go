@@ -20,7 +20,8 @@ import (
 //
 //   - a small tmpfs becomes the new root;
 //   - the host's system folders (/usr, /etc, /bin, /lib …) are bound in,
-//     read-only, or recreated as the same symlinks;
+//     read-only, or recreated as the same symlinks, with a copy of
+//     /etc/passwd that names uid 0 as the sandbox's user;
 //   - /proc is fresh for the sandbox's pid namespace, /dev minimal;
 //   - the state folders (home, /tmp, the working directory, the toolbox's
 //     files) and the volumes are bound in from the state dir;
@@ -127,6 +128,48 @@ func (r *rootfs) bindSystemFolder(d string) error {
 		return fmt.Errorf("bind %s: %w", d, err)
 	}
 	r.readOnly = append(r.readOnly, r.at(d))
+	return nil
+}
+
+// nameUser makes uid 0 of a sandbox with the host's system folders go by
+// the sandbox's user name (Config.User), as $USER and $HOME say: its
+// /etc/passwd is the host's with a first entry for uid 0 of that name and
+// home, bound over the host's file (whoami, id -un and ls -l then agree
+// with $USER). The copy lives in the sandbox's /run, read-only with the
+// root.
+func (r *rootfs) nameUser() error {
+	user := r.cfg.User
+	if r.image() || user == "" || user == "root" {
+		return nil
+	}
+	host, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return nil // a host without one: nothing to name
+	}
+	shell := "/bin/sh"
+	var rest []string
+	for _, line := range strings.Split(strings.TrimRight(string(host), "\n"), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 7 && f[2] == "0" && shell == "/bin/sh" && f[6] != "" {
+			shell = f[6] // root's shell
+		}
+		if f[0] != user {
+			rest = append(rest, line)
+		}
+	}
+	text := fmt.Sprintf("%s:x:0:0:%s:%s:%s\n%s\n", user, user, r.cfg.home(), shell, strings.Join(rest, "\n"))
+	dir := r.at("run/agentbox")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, "passwd")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		return err
+	}
+	if err := unix.Mount(p, r.at("etc/passwd"), "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s over /etc/passwd: %w", p, err)
+	}
+	r.readOnly = append(r.readOnly, r.at("etc/passwd"))
 	return nil
 }
 

@@ -89,10 +89,10 @@ func TestLocalEngine(t *testing.T) {
 	defer c.Close()
 	check := func(when string) {
 		t.Helper()
-		// The user shows in USER and the home; commands run as uid 0
-		// of the sandbox's user namespace, which id -un names root.
-		out := exec(t, c, `echo "$USER $HOME $PWD $GREETING"`)
-		if want := "daytona /home/daytona /home/daytona hello\n"; out != want {
+		// The user shows in USER, id -un and the home; commands run as
+		// uid 0 of the sandbox's user namespace, named daytona.
+		out := exec(t, c, `echo "$USER $(id -un) $HOME $PWD $GREETING"`)
+		if want := "daytona daytona /home/daytona /home/daytona hello\n"; out != want {
 			t.Fatalf("%s: user, home, work dir and env = %q, want %q", when, out, want)
 		}
 	}
