@@ -31,6 +31,9 @@ var (
 	// ErrCorrupt: content does not match its digest, or a layer is not a
 	// valid or safe tar stream.
 	ErrCorrupt = errors.New("image content is corrupt")
+	// ErrNoSpace: unpacking a layer would leave the store's disk all but
+	// full (a layer far larger unpacked than its blob, or a full disk).
+	ErrNoSpace = errors.New("not enough free disk space to unpack the image")
 )
 
 // Kind tells images from snapshots.

@@ -54,6 +54,28 @@ type unpacker struct {
 	dirTimes  []entryTimes
 	size      int64
 	buf       []byte
+	// reserve is the free space of the store's disk that unpacking
+	// leaves untouched (see checkSpace).
+	reserve int64
+}
+
+// checkSpace fails with ErrNoSpace when writing n more bytes would leave
+// less than u.reserve free on the disk: a decompression bomb (a layer that
+// unpacks to terabytes) stops there rather than fill the host's disk.
+func (u *unpacker) checkSpace(n int64) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(u.rootFd, &st); err != nil {
+		return nil // no figures: the write's own error will tell
+	}
+	free := int64(st.Bavail) * st.Bsize
+	if u.reserve < 0 {
+		// min(1 GiB, 5% of the disk)
+		u.reserve = min(1<<30, int64(st.Blocks)*st.Bsize/20)
+	}
+	if n > free-u.reserve {
+		return fmt.Errorf("%w: a file of %d bytes, with %d bytes free on the store's disk of which %d are kept free; free some space (agentbox image prune) or move the state dir", ErrNoSpace, n, free, u.reserve)
+	}
+	return nil
 }
 
 // entryTimes is a folder's times, set once every entry is written (writing
@@ -70,7 +92,7 @@ func unpack(ctx context.Context, r io.Reader, dst string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("open %s: %w", dst, err)
 	}
-	u := &unpacker{rootFd: fd, cachedFd: -1, buf: make([]byte, 256<<10)}
+	u := &unpacker{rootFd: fd, cachedFd: -1, buf: make([]byte, 256<<10), reserve: -1}
 	defer u.close()
 	tr := tar.NewReader(r)
 	for {
@@ -338,6 +360,9 @@ func (u *unpacker) rootMeta(hdr *tar.Header) error {
 }
 
 func (u *unpacker) file(pfd int, base string, hdr *tar.Header, r io.Reader) error {
+	if err := u.checkSpace(hdr.Size); err != nil {
+		return err
+	}
 	fd := -1
 	err := u.create(pfd, base, func() (err error) {
 		fd, err = unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)

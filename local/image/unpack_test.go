@@ -6,6 +6,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -239,5 +241,41 @@ func TestUnpackReplaces(t *testing.T) {
 	mustLstat(t, filepath.Join(layer, "ro"), &st)
 	if st.Mtim.Sec != 1700000000 {
 		t.Errorf("ro's mtime is %d; want the tar's 1700000000 (set after its content)", st.Mtim.Sec)
+	}
+}
+
+// zeros is an endless stream of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestUnpackBomb: a layer holding a file far larger than the store's disk
+// (a decompression bomb: its blob would be a few kilobytes) is refused
+// with ErrNoSpace before anything of it is written, on a 64 MiB disk.
+func TestUnpackBomb(t *testing.T) {
+	requireRoot(t)
+	disk := t.TempDir()
+	if err := unix.Mount("tmpfs", disk, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mount a small tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(disk, unix.MNT_DETACH) })
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		const size = 1 << 40 // 1 TiB of zeros
+		if err := tw.WriteHeader(&tar.Header{Name: "bomb", Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+			pw.CloseWithError(err)
+			return
+		}
+		_, err := io.CopyN(tw, zeros{}, size)
+		pw.CloseWithError(err)
+	}()
+	_, err := unpack(context.Background(), pr, disk)
+	pr.Close()
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("unpack of a 1 TiB file onto 64 MiB: %v, want ErrNoSpace", err)
+	}
+	if _, err := os.Lstat(filepath.Join(disk, "bomb")); err == nil {
+		t.Error("the bomb's file was created")
 	}
 }
