@@ -34,6 +34,11 @@ type harnessOptions struct {
 	badRequests bool
 	// now is the server's clock; default time.Now.
 	now func() time.Time
+	// stateDir holds the server's records; default a new temporary
+	// folder.
+	stateDir string
+	// keys are API keys besides testKey.
+	keys []string
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -42,7 +47,10 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}}, eng, 5*time.Millisecond, o.now)
+	if o.stateDir == "" {
+		o.stateDir = t.TempDir()
+	}
+	s, err := newServer(Options{APIKeys: append([]string{testKey}, o.keys...), StateDir: o.stateDir}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}
