@@ -21,10 +21,11 @@ const testKey = "dtn_serve-test-key"
 // harness is a Server on loopback whose every exchange is validated
 // against Daytona's spec files, with a client for it.
 type harness struct {
-	t      *testing.T
-	s      *Server
-	url    string
-	client *http.Client
+	t        *testing.T
+	s        *Server
+	url      string
+	client   *http.Client
+	stateDir string
 }
 
 // harnessOptions tune newHarness.
@@ -37,8 +38,6 @@ type harnessOptions struct {
 	// stateDir holds the server's records; default a new temporary
 	// folder.
 	stateDir string
-	// keys are API keys besides testKey.
-	keys []string
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -50,7 +49,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.stateDir == "" {
 		o.stateDir = t.TempDir()
 	}
-	s, err := newServer(Options{APIKeys: append([]string{testKey}, o.keys...), StateDir: o.stateDir}, eng, 5*time.Millisecond, o.now)
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +70,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 			t.Error(err)
 		}
 	})
-	return &harness{t: t, s: s, url: srv.URL, client: srv.Client()}
+	return &harness{t: t, s: s, url: srv.URL, client: srv.Client(), stateDir: o.stateDir}
 }
 
 // call sends method path (under /api) with body (JSON-encoded unless a
@@ -154,10 +153,16 @@ func (h *harness) get(idOrName string) (apiSandbox, int) {
 // waitState polls sandbox id until it is in state want ("gone": 404).
 func (h *harness) waitState(id, want string) apiSandbox {
 	h.t.Helper()
+	return h.waitStateKey(testKey, id, want)
+}
+
+// waitStateKey is waitState with API key key.
+func (h *harness) waitStateKey(key, id, want string) apiSandbox {
+	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var sb apiSandbox
-		st := h.call("GET", "/sandbox/"+id, nil, &sb)
+		st := h.callKey(key, "GET", "/sandbox/"+id, nil, &sb)
 		if want == "gone" && st == http.StatusNotFound || st == http.StatusOK && sb.State == want {
 			return sb
 		}

@@ -36,7 +36,8 @@ func nameKey(org, name string) string { return org + "\x00" + name }
 
 // launch runs op in the background for rec, which the caller has just
 // moved to a transitional state, and marks rec busy until op returns;
-// done then runs, with s.mu held, with op's error.
+// done then runs, with s.mu held, with op's error — unless Close
+// cancelled op.
 func (s *Server) launch(rec *record, op func(ctx context.Context) error, done func(err error)) error {
 	if s.closing {
 		return &httpError{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
@@ -50,6 +51,11 @@ func (s *Server) launch(rec *record, op func(ctx context.Context) error, done fu
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		rec.busy = false
+		if err != nil && s.ctx.Err() != nil {
+			// Close cancelled op: the record keeps its transitional
+			// state, and the next server resumes the change.
+			return
+		}
 		rec.touch(s.now())
 		done(err)
 		s.persist(rec)

@@ -155,7 +155,8 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	s.proxy = newToolboxProxy(s)
 	s.preview = newPreviewProxy(s)
 	s.mux = s.routes()
-	if err := s.loadKeys(); err == nil {
+	err = s.loadKeys()
+	if err == nil {
 		err = s.restore(s.ctx)
 	}
 	if err != nil {

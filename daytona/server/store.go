@@ -10,6 +10,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // The server's records live in a bbolt database (go.etcd.io/bbolt) in the
@@ -60,7 +61,7 @@ func openStore(stateDir string) (*store, error) {
 		return nil, fmt.Errorf("agentbox serve: creating the records' folder: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: storeLockTimeout})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("agentbox serve: opening %s: %w: stop it first, or give this one another --state-dir", path, ErrStoreInUse)
 	}
 	if err != nil {
