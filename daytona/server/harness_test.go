@@ -53,15 +53,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
-	// The toolbox's requests are the client's business; the proxy's
-	// own errors (no such sandbox, not started) have the shape of the
-	// toolbox's ErrorResponse, which no operation declares.
-	tb := spectest.Load(t).ResponsesOnly()
-	if o.badRequests {
-		cp = cp.ResponsesOnly()
-	}
-	srv := httptest.NewServer(spectest.ServerHandler(t, cp, tb, s))
+	srv := validatedServer(t, o, s)
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -71,6 +63,20 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 		}
 	})
 	return &harness{t: t, s: s, url: srv.URL, client: srv.Client(), stateDir: o.stateDir}
+}
+
+// validatedServer starts a server on loopback that validates every
+// exchange of next against Daytona's spec files.
+func validatedServer(t *testing.T, o harnessOptions, next http.Handler) *httptest.Server {
+	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
+	// The toolbox's requests are the client's business; the proxy's
+	// own errors (no such sandbox, not started) have the shape of the
+	// toolbox's ErrorResponse, which no operation declares.
+	tb := spectest.Load(t).ResponsesOnly()
+	if o.badRequests {
+		cp = cp.ResponsesOnly()
+	}
+	return httptest.NewServer(spectest.ServerHandler(t, cp, tb, next))
 }
 
 // call sends method path (under /api) with body (JSON-encoded unless a

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +23,9 @@ import (
 
 func TestMain(m *testing.M) {
 	local.Init() // the test binary is re-executed as local sandboxes' init
+	if dir := os.Getenv(childServeEnv); dir != "" {
+		os.Exit(childServe(dir)) // re-executed as a serve (restart_test.go)
+	}
 	goleak.VerifyTestMain(m)
 }
 
