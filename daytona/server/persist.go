@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -155,8 +156,9 @@ func (s *Server) restore(ctx context.Context) error {
 }
 
 // errInterruptedCreate is why a sandbox whose creation a server's end
-// interrupted, before the engine had it, is in the error state.
-var errInterruptedCreate = errors.New("agentbox serve ended before the sandbox existed: delete it and create it again")
+// interrupted, and that could not be created again, is in the error
+// state.
+var errInterruptedCreate = errors.New("agentbox serve ended while it created the sandbox, and creating it again failed: delete it and create it again")
 
 // resume brings rec, just restored, up to date with its sandbox when an
 // operation on it was in flight (its state differs from its desired
@@ -173,7 +175,9 @@ func (s *Server) resume(ctx context.Context, rec *record) {
 	was, desired := rec.state, rec.desired
 	switch {
 	case errNotFound(err) && was == stateCreating:
-		s.fail(rec, "creating the sandbox", errInterruptedCreate)
+		if err := s.recreate(ctx, rec); err != nil {
+			s.fail(rec, "creating the sandbox", fmt.Errorf("%w: %w", errInterruptedCreate, err))
+		}
 		return
 	case errNotFound(err):
 		s.forget(rec)
@@ -213,4 +217,31 @@ func (s *Server) resume(ctx context.Context, rec *record) {
 	if err := begin(rec); err != nil {
 		s.logf("agentbox serve: sandbox %s: resuming the change from %s to %s: %v", rec.id, was, desired, err)
 	}
+}
+
+// recreate creates rec's sandbox again, from its record, after a server's
+// end interrupted its creation before the engine had it. Called with s.mu
+// held.
+func (s *Server) recreate(ctx context.Context, rec *record) error {
+	sp := spec{name: rec.name, user: rec.user, env: rec.env, network: rec.network,
+		language: rec.labels["code-toolbox-language"],
+		// Until created, the sizes are those asked for.
+		cpu: int(rec.sizes.cpu), memoryGiB: int(rec.sizes.memoryGiB), diskGiB: int(rec.sizes.diskGiB)}
+	if rec.snapshot != DefaultSnapshot {
+		sp.image = rec.snapshot
+	}
+	vols, err := s.resolveVolumes(rec.org, slices.Clone(rec.volumes))
+	if err != nil {
+		return err
+	}
+	sp.volumes = vols
+	// What the interrupted creation left goes first.
+	if err := s.eng.remove(ctx, rec.id); err != nil && !errNotFound(err) {
+		return err
+	}
+	start, err := s.eng.create(rec.id, sp)
+	if err != nil {
+		return err
+	}
+	return s.beginCreate(rec, start)
 }
