@@ -46,7 +46,7 @@ const storeLockTimeout = 200 * time.Millisecond
 // ErrStoreInUse is the error (matched with errors.Is) of opening the
 // records of a state dir that another process — an agentbox serve — has
 // open.
-var ErrStoreInUse = errors.New("the records are in use by another agentbox serve on this state dir")
+var ErrStoreInUse = errors.New("the records are in use by an agentbox serve running on this state dir")
 
 // store is the server's records on disk. Its methods are safe for
 // concurrent use.
@@ -62,7 +62,7 @@ func openStore(stateDir string) (*store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: storeLockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("agentbox serve: opening %s: %w: stop it first, or give this one another --state-dir", path, ErrStoreInUse)
+		return nil, fmt.Errorf("agentbox serve: opening %s: %w: stop it first", path, ErrStoreInUse)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agentbox serve: opening the records %s: %w", path, err)
