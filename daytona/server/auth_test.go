@@ -84,9 +84,14 @@ func TestOrganizations(t *testing.T) {
 	h.waitStateKey(keyA, a.ID, stateStarted)
 	h.waitStateKey(keyB, b.ID, stateStarted)
 	// The toolbox proxy: a key reaches its organization's sandboxes.
-	toolbox := func(key, id string) int {
+	// get answers GET path with key, sent to host (the server's own when
+	// empty).
+	get := func(host, path, key string) int {
 		t.Helper()
-		req, _ := http.NewRequest("GET", h.url+"/toolbox/"+id+"/version", nil)
+		req, _ := http.NewRequest("GET", h.url+path, nil)
+		if host != "" {
+			req.Host = host
+		}
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := h.client.Do(req)
 		if err != nil {
@@ -95,6 +100,7 @@ func TestOrganizations(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	toolbox := func(key, id string) int { return get("", "/toolbox/"+id+"/version", key) }
 	if st := toolbox(keyA, a.ID); st != http.StatusOK {
 		t.Fatalf("toolbox of team-a's sandbox with its key: %d", st)
 	}
@@ -107,19 +113,11 @@ func TestOrganizations(t *testing.T) {
 	// Previews: the same.
 	var link portPreviewURL
 	h.callKey(keyA, "GET", "/sandbox/"+a.ID+"/ports/8080/preview-url", nil, &link)
-	preview := func(key string) int {
-		t.Helper()
-		u, _ := url.Parse(link.URL)
-		req, _ := http.NewRequest("GET", h.url+"/", nil)
-		req.Host = u.Host
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+	u, err := url.Parse(link.URL)
+	if err != nil {
+		t.Fatal(err)
 	}
+	preview := func(key string) int { return get(u.Host, "/", key) }
 	if st := preview(keyA); st != http.StatusOK {
 		t.Fatalf("preview with its organization's key: %d", st)
 	}

@@ -72,15 +72,7 @@ volumes only. Serve reads the keys when it starts: stop it first.`,
 		RunE:  groupRunE,
 	}
 	c.AddCommand(create,
-		&cobra.Command{
-			Use:     "ls",
-			Aliases: []string{"list"},
-			Short:   "List the API keys (ids, names, organizations; never the keys)",
-			Args:    noArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return a.serveKeysList(cmd.Context(), cmd.OutOrStdout())
-			},
-		},
+		lsCommand("List the API keys (ids, names, organizations; never the keys)", a.serveKeysList),
 		&cobra.Command{
 			Use:     "rm ID|NAME...",
 			Aliases: []string{"remove"},
