@@ -287,8 +287,8 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 	if rec.busy || rec.state != state || s.byID[id] != rec {
 		return // changed meanwhile: the next look sees it
 	}
-	// The last activity alone is not written to the records: the
-	// engine keeps it, and the next server reads it back from there.
+	// The last activity alone is not written to the records at once:
+	// the engine keeps it too, and the next server reads it back.
 	now := s.now()
 	switch {
 	case errNotFound(err):
