@@ -35,6 +35,13 @@ func TestOrganizations(t *testing.T) {
 	keyB := newOrgKey(t, dir, "b", "team-b")
 	h := newHarness(t, eng, harnessOptions{stateDir: dir})
 
+	// The event stream of team-b's key carries team-b's events only.
+	events := dialEvents(t, h)
+	events.send(`40{"token":"` + keyB + `"}`)
+	if m := events.read(); !strings.HasPrefix(m, "40") {
+		t.Fatalf("CONNECT with team-b's key: %q", m)
+	}
+
 	// Names are unique within an organization only.
 	var a, b apiSandbox
 	if st := h.callKey(keyA, "POST", "/sandbox", map[string]any{"name": "same"}, &a); st != http.StatusOK || a.OrganizationID != "team-a" {
@@ -83,6 +90,9 @@ func TestOrganizations(t *testing.T) {
 	}
 	h.waitStateKey(keyA, a.ID, stateStarted)
 	h.waitStateKey(keyB, b.ID, stateStarted)
+	if name, data := events.next(); name != eventCreated || data["id"] != b.ID {
+		t.Fatalf("team-b's first event: %s %v, want %s of %s", name, data, eventCreated, b.ID)
+	}
 	// The toolbox proxy: a key reaches its organization's sandboxes.
 	// get answers GET path with key, sent to host (the server's own when
 	// empty).
