@@ -63,6 +63,27 @@ func newServer(o cli.ServerOptions) (cli.Server, error) {
 	return server.New(server.Options{StateDir: o.StateDir, APIKeys: o.APIKeys, Logf: o.Logf})
 }
 
+// serverKeys are the API keys of agentbox serve's records.
+type serverKeys struct{}
+
+func (serverKeys) CreateKey(ctx context.Context, stateDir, name, org string) (cli.ServerKey, string, error) {
+	k, key, err := server.CreateAPIKey(ctx, stateDir, name, org)
+	return cli.ServerKey(k), key, err
+}
+
+func (serverKeys) Keys(ctx context.Context, stateDir string) ([]cli.ServerKey, error) {
+	keys, err := server.ListAPIKeys(ctx, stateDir)
+	out := make([]cli.ServerKey, len(keys))
+	for i, k := range keys {
+		out[i] = cli.ServerKey(k)
+	}
+	return out, err
+}
+
+func (serverKeys) RemoveKey(ctx context.Context, stateDir, idOrName string) error {
+	return server.RemoveAPIKey(ctx, stateDir, idOrName)
+}
+
 func (localEngine) CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Image, error) {
 	return local.CreateSnapshot(ctx, stateDir, id, name)
 }

@@ -78,8 +78,9 @@ func run(args []string) int {
 	// sandbox init) get the default disposition back.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return cli.Run(ctx, cli.Config{
-		Engine:    localEngine{},
-		NewServer: newServer,
+		Engine:     localEngine{},
+		NewServer:  newServer,
+		ServerKeys: serverKeys{},
 		ImageBuilder: func(_ context.Context, stateDir string) (*build.Builder, error) {
 			return local.NewImageBuilder(stateDir, image.PullOptions{})
 		},

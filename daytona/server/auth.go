@@ -1,36 +1,76 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
 	"strings"
 )
 
-// authorized reports whether r carries one of the server's API keys as a
-// bearer token, or the server has none.
-func (s *Server) authorized(r *http.Request) bool {
-	if len(s.keys) == 0 {
-		return true
-	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && s.validToken(token)
+// Authentication and tenants: every API key belongs to an organization,
+// and a request sees the sandboxes and volumes of its key's organization
+// only — another organization's are not found (404). The keys are those
+// of Options.APIKeys (of Options.OrganizationID) and those of the store
+// (keys.go), of their own organizations; only their SHA-256 hashes are
+// kept. Without any key every request is accepted, as of
+// Options.OrganizationID.
+
+// apiKey is a key the server accepts: its hash and organization.
+type apiKey struct {
+	hash [sha256.Size]byte
+	org  string
 }
 
-// validToken reports whether token is one of the server's API keys, or the
-// server has none. Its hash is compared with every key's, in constant
-// time.
-func (s *Server) validToken(token string) bool {
+// orgKey is the context key of a request's organization.
+type orgKey struct{}
+
+// withOrg returns r with org as its organization.
+func withOrg(r *http.Request, org string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), orgKey{}, org))
+}
+
+// orgOf returns the organization of r, which handle has authenticated.
+func orgOf(r *http.Request) string {
+	org, _ := r.Context().Value(orgKey{}).(string)
+	return org
+}
+
+// requestOrg returns the organization of the API key r carries as a
+// bearer token; ok is false when it carries none of the server's keys.
+// Without keys, every request is of the server's default organization.
+func (s *Server) requestOrg(r *http.Request) (org string, ok bool) {
 	if len(s.keys) == 0 {
-		return true
+		return s.org, true
+	}
+	scheme, token, found := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return s.tokenOrg(token)
+}
+
+// tokenOrg returns the organization of API key token; ok is false when
+// token is none of the server's keys. Its hash is compared with every
+// key's, in constant time. Without keys, every token is of the server's
+// default organization.
+func (s *Server) tokenOrg(token string) (org string, ok bool) {
+	if len(s.keys) == 0 {
+		return s.org, true
 	}
 	if token == "" {
-		return false
+		return "", false
 	}
 	h := sha256.Sum256([]byte(token))
-	match := 0
 	for _, k := range s.keys {
-		match |= subtle.ConstantTimeCompare(h[:], k[:])
+		if subtle.ConstantTimeCompare(h[:], k.hash[:]) == 1 {
+			org, ok = k.org, true
+		}
 	}
-	return match == 1
+	return org, ok
 }
+
+// AuthRequired reports whether the server has API keys, which every
+// request but /api/config must carry. Without, it accepts every request:
+// listen on loopback only then.
+func (s *Server) AuthRequired() bool { return len(s.keys) > 0 }

@@ -54,7 +54,26 @@
 // Daytona's meaning (minutes; auto-stop 0 never; auto-delete negative
 // never, 0 at once when stopped): the sandboxes themselves are created
 // without the local engine's own auto-stop, so that the intervals can
-// change while they run. The timers run while the server does.
+// change while they run. The timers run while the server does, from bases
+// (start, stop, last activity) that its records keep: they resume when it
+// starts again.
+//
+// # Records
+//
+// The server's records — sandboxes (names, labels, env, user, intervals
+// and their bases, states and their history), volumes, organizations and
+// API keys — live in the state dir, in serve/records.db, a bbolt
+// database (go.etcd.io/bbolt): one file, ACID transactions, pure Go, and
+// an exclusive lock on the file while a server has it open, so that a
+// second server on the same state dir fails at once with an error
+// matching [ErrStoreInUse] instead of corrupting it. (SQLite would add a
+// query language the records do not need, and cgo or a large
+// translation.) Every change is committed before the call that made it
+// answers, so a restart or a kill -9 of the server loses nothing; the
+// sandboxes keep running meanwhile (their inits do not depend on the
+// server), and a new server resumes the lifecycle operations the last one
+// left in flight (see persist.go). Signed preview URLs, which last
+// seconds, are not kept.
 //
 // # Errors
 //
@@ -66,15 +85,16 @@
 //
 // # Authentication
 //
-// With API keys configured ([Options.APIKeys]) every route but /api/config
-// needs "Authorization: Bearer KEY" (compared in constant time); without,
-// every request is accepted — the caller (agentbox serve) then listens on
-// loopback only.
-//
-// # Limits of this version
-//
-// The server's records (names, labels, intervals, states) live in memory:
-// sandboxes keep running when the server stops, but a new server does not
-// know them. Every sandbox belongs to one organization,
-// [Options.OrganizationID].
+// With API keys — [Options.APIKeys], of [Options.OrganizationID], and
+// those of the records ([CreateAPIKey], `agentbox serve keys create`) —
+// every route but /api/config needs "Authorization: Bearer KEY" (its
+// SHA-256 hash compared with every key's in constant time; only hashes
+// are kept), or 401 in Daytona's error shape. Each key belongs to an
+// organization, and sees only that organization's sandboxes and volumes:
+// another organization's are a 404, in the API, the list, the toolbox
+// proxy, previews, volumes and the event stream alike. Without any key,
+// every request is accepted, as of Options.OrganizationID
+// ([Server.AuthRequired] is false) — the caller (agentbox serve) then
+// listens on loopback only. A running server holds the records: keys are
+// created and removed while none runs, and apply from the next start.
 package server

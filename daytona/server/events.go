@@ -100,9 +100,13 @@ func (s *Server) set(rec *record, state, desired string) {
 		rec.desired = desired
 	}
 	rec.touch(s.now())
-	if oldState == "" {
-		return // a new sandbox: createSandbox publishes it
+	if state != oldState || rec.desired != oldDesired {
+		rec.history = append(rec.history, historyEntry{State: state, DesiredState: rec.desired, ErrorReason: rec.errorReason, At: rec.updatedAt})
 	}
+	if oldState == "" {
+		return // a new sandbox: createSandbox records and publishes it
+	}
+	defer s.persist(rec)
 	if rec.desired != oldDesired {
 		s.events.publish(&event{org: rec.org, name: eventDesiredUpdated, dto: rec.dto(""), old: oldDesired, new: rec.desired})
 	}

@@ -48,12 +48,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := unsupported(&req); err != nil {
 		return err
 	}
-	rec, sp, err := s.newRecord(&req)
+	rec, sp, err := s.newRecord(orgOf(r), &req)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	sp.volumes, err = s.resolveVolumes(rec.volumes)
+	sp.volumes, err = s.resolveVolumes(rec.org, rec.volumes)
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byName[rec.name] != nil || s.byID[rec.name] != nil {
+	if s.byName[nameKey(rec.org, rec.name)] != nil || s.byID[rec.name] != nil {
 		return errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
 	}
 	for _, v := range rec.volumes {
@@ -84,20 +84,25 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := s.beginCreate(rec, start); err != nil {
 		return err
 	}
-	s.byID[rec.id], s.byName[rec.name] = rec, rec
+	s.byID[rec.id], s.byName[nameKey(rec.org, rec.name)] = rec, rec
+	if err := s.save(rec); err != nil {
+		// The sandbox is created nevertheless; a new server would not
+		// know it.
+		return err
+	}
 	s.events.publish(&event{org: rec.org, name: eventCreated, dto: rec.dto("")})
 	writeJSON(w, rec.dto(s.toolboxProxyURL(r)))
 	return nil
 }
 
-// newRecord checks req and returns the record of a new sandbox and what
-// the engine creates it with.
-func (s *Server) newRecord(req *createSandbox) (*record, spec, error) {
+// newRecord checks req and returns the record of a new sandbox of
+// organization org and what the engine creates it with.
+func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error) {
 	now := s.now()
 	rec := &record{
 		id:           newID(),
 		name:         req.Name,
-		org:          s.org,
+		org:          org,
 		user:         req.User,
 		snapshot:     DefaultSnapshot,
 		target:       req.Target,
@@ -182,16 +187,20 @@ func checkName(name string) error {
 }
 
 // withSandbox returns a handler for the sandbox named by the path: fn
-// runs with s.mu held and returns the answer's body.
+// runs with s.mu held and returns the answer's body; what it changed in
+// the record is saved before the answer.
 func (s *Server) withSandbox(fn func(r *http.Request, rec *record) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		rec, err := s.lookup(r.PathValue("id"))
+		rec, err := s.lookup(orgOf(r), r.PathValue("id"))
 		if err != nil {
 			return err
 		}
 		v, err := fn(r, rec)
+		if err == nil {
+			err = s.save(rec)
+		}
 		if err != nil {
 			return err
 		}
@@ -205,7 +214,7 @@ func (s *Server) withSandbox(fn func(r *http.Request, rec *record) (any, error))
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
 	s.mu.Lock()
-	rec, err := s.lookup(r.PathValue("id"))
+	rec, err := s.lookup(orgOf(r), r.PathValue("id"))
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -292,7 +301,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.mu.Lock()
-	rec, err := s.lookup(r.PathValue("id"))
+	rec, err := s.lookup(orgOf(r), r.PathValue("id"))
 	var n network
 	if err == nil {
 		n = rec.network

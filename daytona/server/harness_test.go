@@ -21,10 +21,11 @@ const testKey = "dtn_serve-test-key"
 // harness is a Server on loopback whose every exchange is validated
 // against Daytona's spec files, with a client for it.
 type harness struct {
-	t      *testing.T
-	s      *Server
-	url    string
-	client *http.Client
+	t        *testing.T
+	s        *Server
+	url      string
+	client   *http.Client
+	stateDir string
 }
 
 // harnessOptions tune newHarness.
@@ -34,6 +35,9 @@ type harnessOptions struct {
 	badRequests bool
 	// now is the server's clock; default time.Now.
 	now func() time.Time
+	// stateDir holds the server's records; default a new temporary
+	// folder.
+	stateDir string
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -42,19 +46,14 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}}, eng, 5*time.Millisecond, o.now)
+	if o.stateDir == "" {
+		o.stateDir = t.TempDir()
+	}
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
-	// The toolbox's requests are the client's business; the proxy's
-	// own errors (no such sandbox, not started) have the shape of the
-	// toolbox's ErrorResponse, which no operation declares.
-	tb := spectest.Load(t).ResponsesOnly()
-	if o.badRequests {
-		cp = cp.ResponsesOnly()
-	}
-	srv := httptest.NewServer(spectest.ServerHandler(t, cp, tb, s))
+	srv := validatedServer(t, o, s)
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -63,7 +62,21 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 			t.Error(err)
 		}
 	})
-	return &harness{t: t, s: s, url: srv.URL, client: srv.Client()}
+	return &harness{t: t, s: s, url: srv.URL, client: srv.Client(), stateDir: o.stateDir}
+}
+
+// validatedServer starts a server on loopback that validates every
+// exchange of next against Daytona's spec files.
+func validatedServer(t *testing.T, o harnessOptions, next http.Handler) *httptest.Server {
+	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
+	// The toolbox's requests are the client's business; the proxy's
+	// own errors (no such sandbox, not started) have the shape of the
+	// toolbox's ErrorResponse, which no operation declares.
+	tb := spectest.Load(t).ResponsesOnly()
+	if o.badRequests {
+		cp = cp.ResponsesOnly()
+	}
+	return httptest.NewServer(spectest.ServerHandler(t, cp, tb, next))
 }
 
 // call sends method path (under /api) with body (JSON-encoded unless a
@@ -146,10 +159,16 @@ func (h *harness) get(idOrName string) (apiSandbox, int) {
 // waitState polls sandbox id until it is in state want ("gone": 404).
 func (h *harness) waitState(id, want string) apiSandbox {
 	h.t.Helper()
+	return h.waitStateKey(testKey, id, want)
+}
+
+// waitStateKey is waitState with API key key.
+func (h *harness) waitStateKey(key, id, want string) apiSandbox {
+	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var sb apiSandbox
-		st := h.call("GET", "/sandbox/"+id, nil, &sb)
+		st := h.callKey(key, "GET", "/sandbox/"+id, nil, &sb)
 		if want == "gone" && st == http.StatusNotFound || st == http.StatusOK && sb.State == want {
 			return sb
 		}

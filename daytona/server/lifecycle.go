@@ -18,20 +18,26 @@ import (
 // (launch); the work's end moves it on. Every function here that takes a
 // *record is called with s.mu held.
 
-// lookup returns the record of the sandbox with id or name idOrName.
-func (s *Server) lookup(idOrName string) (*record, error) {
-	if rec := s.byID[idOrName]; rec != nil {
+// lookup returns the record of the sandbox with id or name idOrName
+// of organization org: another organization's sandbox is not found.
+func (s *Server) lookup(org, idOrName string) (*record, error) {
+	if rec := s.byID[idOrName]; rec != nil && rec.org == org {
 		return rec, nil
 	}
-	if rec := s.byName[idOrName]; rec != nil {
+	if rec := s.byName[nameKey(org, idOrName)]; rec != nil {
 		return rec, nil
 	}
 	return nil, errorf(http.StatusNotFound, "Sandbox with ID or name %s not found", idOrName)
 }
 
+// nameKey is the key of byName and volumesByName: names are unique within
+// an organization.
+func nameKey(org, name string) string { return org + "\x00" + name }
+
 // launch runs op in the background for rec, which the caller has just
 // moved to a transitional state, and marks rec busy until op returns;
-// done then runs, with s.mu held, with op's error.
+// done then runs, with s.mu held, with op's error — unless Close
+// cancelled op.
 func (s *Server) launch(rec *record, op func(ctx context.Context) error, done func(err error)) error {
 	if s.closing {
 		return &httpError{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
@@ -45,8 +51,14 @@ func (s *Server) launch(rec *record, op func(ctx context.Context) error, done fu
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		rec.busy = false
+		if err != nil && s.ctx.Err() != nil {
+			// Close cancelled op: the record keeps its transitional
+			// state, and the next server resumes the change.
+			return
+		}
 		rec.touch(s.now())
 		done(err)
+		s.persist(rec)
 	}()
 	return nil
 }
@@ -64,9 +76,10 @@ func (s *Server) forget(rec *record) {
 	if s.byID[rec.id] == rec {
 		delete(s.byID, rec.id)
 	}
-	if s.byName[rec.name] == rec {
-		delete(s.byName, rec.name)
+	if k := nameKey(rec.org, rec.name); s.byName[k] == rec {
+		delete(s.byName, k)
 	}
+	s.unrecord(rec)
 	for k := range s.forwards {
 		if strings.HasPrefix(k, rec.id+":") {
 			delete(s.forwards, k)
@@ -274,6 +287,8 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 	if rec.busy || rec.state != state || s.byID[id] != rec {
 		return // changed meanwhile: the next look sees it
 	}
+	// The last activity alone is not written to the records at once:
+	// the engine keeps it too, and the next server reads it back.
 	now := s.now()
 	switch {
 	case errNotFound(err):

@@ -17,6 +17,7 @@ import (
 // listQuery is what GET /sandbox and GET /sandbox/paginated filter and
 // sort by.
 type listQuery struct {
+	org                  string // the request's organization: only its sandboxes
 	idPrefix, namePrefix string // lower case
 	labels               map[string]string
 	states               []string
@@ -26,8 +27,9 @@ type listQuery struct {
 }
 
 // parseListQuery reads the filters of q.
-func parseListQuery(q url.Values) (listQuery, error) {
+func parseListQuery(org string, q url.Values) (listQuery, error) {
 	lq := listQuery{
+		org:        org,
 		idPrefix:   strings.ToLower(q.Get("id")),
 		namePrefix: strings.ToLower(q.Get("name")),
 		sort:       cmp.Or(q.Get("sort"), "createdAt"),
@@ -83,7 +85,7 @@ func sortableNumber(f float64) string { return fmt.Sprintf("%020.6f", f) }
 
 // match reports whether rec passes lq's filters.
 func (lq *listQuery) match(rec *record) bool {
-	if !strings.HasPrefix(strings.ToLower(rec.id), lq.idPrefix) || !strings.HasPrefix(strings.ToLower(rec.name), lq.namePrefix) {
+	if rec.org != lq.org || !strings.HasPrefix(strings.ToLower(rec.id), lq.idPrefix) || !strings.HasPrefix(strings.ToLower(rec.name), lq.namePrefix) {
 		return false
 	}
 	for k, v := range lq.labels {
@@ -139,7 +141,7 @@ func listLimit(raw string, def, max int) (int, error) {
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	lq, err := parseListQuery(q)
+	lq, err := parseListQuery(orgOf(r), q)
 	if err != nil {
 		return err
 	}
@@ -200,7 +202,7 @@ func decodeCursor(raw string) (sorted, error) {
 
 func (s *Server) listSandboxesPaginated(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	lq := listQuery{sort: "createdAt", desc: true}
+	lq := listQuery{org: orgOf(r), sort: "createdAt", desc: true}
 	if raw := q.Get("labels"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &lq.labels); err != nil {
 			return errorf(http.StatusBadRequest, "labels must be a JSON object of strings: %v", err)

@@ -135,7 +135,7 @@ func (s *Server) expireSignedPreviewURL(w http.ResponseWriter, r *http.Request) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, err := s.lookup(r.PathValue("id"))
+	rec, err := s.lookup(orgOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -203,8 +203,16 @@ func (s *Server) previewTarget(r *http.Request, port int, key string) (*record, 
 	if rec == nil {
 		return nil, false, errorf(http.StatusNotFound, "no sandbox or signed preview URL %s", key)
 	}
-	ok := rec.public || hasPreviewToken(r, rec.previewToken) || (len(s.keys) > 0 && s.authorized(r))
-	return rec, ok, nil
+	if rec.public || hasPreviewToken(r, rec.previewToken) {
+		return rec, true, nil
+	}
+	if org, keyed := s.requestOrg(r); len(s.keys) > 0 && keyed {
+		if org != rec.org { // another organization's sandbox
+			return nil, false, errorf(http.StatusNotFound, "no sandbox or signed preview URL %s", key)
+		}
+		return rec, true, nil
+	}
+	return rec, false, nil
 }
 
 // hasPreviewToken reports whether r carries token (never empty) in the

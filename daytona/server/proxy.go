@@ -60,14 +60,22 @@ func (p *toolboxProxy) close() { p.transport.CloseIdleConnections() }
 // serve proxies r to the toolbox of the sandbox {id}, at {path}.
 func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	s := p.s
+	// A key reaches the sandboxes of its organization; the preview
+	// token, its sandbox.
+	org, keyed := s.requestOrg(r)
 	s.mu.Lock()
-	rec, err := s.lookup(r.PathValue("id"))
-	var id, state, token string
+	rec, err := s.lookup(org, r.PathValue("id"))
+	if !keyed || err != nil {
+		if byID := s.byID[r.PathValue("id")]; byID != nil && hasPreviewToken(r, byID.previewToken) {
+			rec, err, keyed = byID, nil, true
+		}
+	}
+	var id, state string
 	if err == nil {
-		id, state, token = rec.id, rec.state, rec.previewToken
+		id, state = rec.id, rec.state
 	}
 	s.mu.Unlock()
-	if !s.authorized(r) && !hasPreviewToken(r, token) {
+	if !keyed {
 		return errorf(http.StatusUnauthorized, "Unauthorized: send a valid API key as Authorization: Bearer KEY, or the sandbox's preview token")
 	}
 	if err != nil {

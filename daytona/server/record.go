@@ -57,6 +57,13 @@ type record struct {
 	createdAt, updatedAt time.Time
 	startedAt, stoppedAt time.Time
 	lastActivity         time.Time
+
+	// saved is the record as the store has it (persist.go), history the
+	// state changes not written there yet; gone is set once the sandbox
+	// is forgotten, whose record must not be written again.
+	saved   []byte
+	history []historyEntry
+	gone    bool
 }
 
 // touch records a change at now.

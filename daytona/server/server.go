@@ -36,15 +36,17 @@ const defaultReconcileInterval = time.Second
 
 // Options configures a Server. The zero value is valid.
 type Options struct {
-	// StateDir is the local engine's state dir the sandboxes live in.
-	// Default: local.DefaultStateDir().
+	// StateDir is the local engine's state dir the sandboxes live in,
+	// and the server's records (serve/records.db). Default:
+	// local.DefaultStateDir().
 	StateDir string
-	// APIKeys are the bearer tokens the server accepts. Empty: every
+	// APIKeys are bearer tokens the server accepts, of OrganizationID,
+	// besides the keys of the records (CreateAPIKey). None at all: every
 	// request is accepted (listen on loopback only then). Only their
 	// SHA-256 hashes are kept.
 	APIKeys []string
-	// OrganizationID is the organization of every sandbox. Default:
-	// DefaultOrganizationID.
+	// OrganizationID is the organization of APIKeys, and of every request
+	// when the server has no keys. Default: DefaultOrganizationID.
 	OrganizationID string
 	// PublicURL is the server's URL as clients reach it (scheme, host,
 	// port; e.g. "http://127.0.0.1:3000"), from which the toolbox proxy
@@ -62,7 +64,8 @@ type Options struct {
 type Server struct {
 	org       string
 	publicURL string
-	keys      [][sha256.Size]byte
+	keys      []apiKey
+	store     *store
 	logf      func(string, ...any)
 	eng       engine
 	mux       *http.ServeMux
@@ -137,13 +140,29 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		if k == "" {
 			return nil, fmt.Errorf("agentbox serve: API key %d is empty", i+1)
 		}
-		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
+		s.keys = append(s.keys, apiKey{hash: sha256.Sum256([]byte(k)), org: s.org})
 	}
+	if opts.StateDir == "" {
+		return nil, errors.New("agentbox serve: no state dir for the records")
+	}
+	st, err := openStore(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	s.store = st
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
 	s.proxy = newToolboxProxy(s)
 	s.preview = newPreviewProxy(s)
 	s.mux = s.routes()
+	err = s.loadKeys()
+	if err == nil {
+		err = s.restore(s.ctx)
+	}
+	if err != nil {
+		_ = s.Close(context.Background())
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.reconcileLoop()
 	return s, nil
@@ -160,6 +179,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.cancelTimers()
 	defer s.proxy.close()
+	defer s.store.close()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -226,12 +246,16 @@ func (s *Server) routes() *http.ServeMux {
 }
 
 // handle adapts h: it answers h's error, after checking the API key when
-// auth is set.
+// auth is set (the key's organization is then the request's, orgOf).
 func (s *Server) handle(h handlerFunc, auth bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if auth && !s.authorized(r) {
-			writeError(w, r, errorf(http.StatusUnauthorized, "Unauthorized: send a valid API key as Authorization: Bearer KEY"), nil)
-			return
+		if auth {
+			org, ok := s.requestOrg(r)
+			if !ok {
+				writeError(w, r, errorf(http.StatusUnauthorized, "Unauthorized: send a valid API key as Authorization: Bearer KEY"), nil)
+				return
+			}
+			r = withOrg(r, org)
 		}
 		if err := h(w, r); err != nil {
 			writeError(w, r, err, s.logf)

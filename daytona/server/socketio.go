@@ -95,9 +95,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) error {
 				if events != nil {
 					continue
 				}
-				reply, ok := s.connectPacket(m[2:])
+				reply, org, ok := s.connectPacket(m[2:])
 				if ok {
-					events, unsubscribe = s.events.subscribe(s.org)
+					events, unsubscribe = s.events.subscribe(org)
 				}
 				if err := send(reply); err != nil {
 					return nil
@@ -130,19 +130,20 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) error {
 
 // connectPacket answers the payload of a CONNECT packet (after "40"): a
 // CONNECT with a session id when its token is a key of the server, else
-// a CONNECT_ERROR; ok says which.
-func (s *Server) connectPacket(payload string) (reply string, ok bool) {
+// a CONNECT_ERROR; ok says which, and org is the key's organization.
+func (s *Server) connectPacket(payload string) (reply, org string, ok bool) {
 	if strings.HasPrefix(payload, "/") {
-		return `44{"message":"only the main namespace / exists"}`, false
+		return `44{"message":"only the main namespace / exists"}`, "", false
 	}
 	var auth struct {
 		Token string `json:"token"`
 	}
 	if payload != "" && json.Unmarshal([]byte(payload), &auth) != nil {
-		return `44{"message":"the CONNECT payload is not JSON"}`, false
+		return `44{"message":"the CONNECT payload is not JSON"}`, "", false
 	}
-	if !s.validToken(auth.Token) {
-		return `44{"message":"Unauthorized: send a valid API key as auth {token}"}`, false
+	org, ok = s.tokenOrg(auth.Token)
+	if !ok {
+		return `44{"message":"Unauthorized: send a valid API key as auth {token}"}`, "", false
 	}
-	return `40{"sid":"` + newID() + `"}`, true
+	return `40{"sid":"` + newID() + `"}`, org, true
 }

@@ -109,6 +109,9 @@ type Config struct {
 	// NewServer returns the server of `agentbox serve`; nil: serve fails
 	// saying the build has none.
 	NewServer func(ServerOptions) (Server, error)
+	// ServerKeys manages the API keys of serve's records; nil: serve
+	// keys fails saying the build has no server.
+	ServerKeys ServerKeys
 }
 
 // Run executes the agentbox command line args (without the program name)

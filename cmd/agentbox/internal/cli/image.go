@@ -45,15 +45,7 @@ helpers ('docker login').`,
 	pull.Flags().BoolVar(&o.insecure, "insecure", false, "talk plain HTTP to the registry and mirrors (a registry on loopback)")
 	pull.Flags().StringArrayVar(&o.mirrors, "registry-mirror", nil, "a `HOST[:PORT]` to try before Docker Hub for its images (repeatable, tried in order)")
 	c.AddCommand(pull, a.imageBuildCommand(),
-		&cobra.Command{
-			Use:     "ls",
-			Aliases: []string{"list"},
-			Short:   "List images and snapshots",
-			Args:    noArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return a.imageList(cmd.Context(), cmd.OutOrStdout())
-			},
-		},
+		lsCommand("List images and snapshots", a.imageList),
 		&cobra.Command{
 			Use:     "rm IMAGE...",
 			Aliases: []string{"remove"},

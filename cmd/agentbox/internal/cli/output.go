@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // writeJSON prints v as indented JSON followed by a newline.
@@ -74,4 +77,18 @@ func stamp(now, t time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04:05") + " (" + ago(now, t) + ")"
+}
+
+// lsCommand returns the ls subcommand of a group (alias list), which
+// prints with list.
+func lsCommand(short string, list func(ctx context.Context, w io.Writer) error) *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   short,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return list(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
 }

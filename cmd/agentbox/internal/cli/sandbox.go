@@ -23,15 +23,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 		RunE:    groupRunE,
 	}
 	c.AddCommand(
-		&cobra.Command{
-			Use:     "ls",
-			Aliases: []string{"list"},
-			Short:   "List sandboxes",
-			Args:    noArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return a.sandboxList(cmd.Context(), cmd.OutOrStdout())
-			},
-		},
+		lsCommand("List sandboxes", a.sandboxList),
 		&cobra.Command{
 			Use:   "info ID",
 			Short: "Describe a sandbox",

@@ -15,9 +15,10 @@ import (
 
 // ServerOptions configures the server of `agentbox serve` ([Config.NewServer]).
 type ServerOptions struct {
-	// StateDir holds the sandboxes the server manages.
+	// StateDir holds the sandboxes the server manages, and its records.
 	StateDir string
-	// APIKeys are the bearer tokens it accepts; none: every request.
+	// APIKeys are bearer tokens it accepts, besides the keys of its
+	// records (ServerKeys); none at all: every request.
 	APIKeys []string
 	// Logf logs what clients are not told.
 	Logf func(format string, args ...any)
@@ -29,6 +30,9 @@ type Server interface {
 	// Close ends the server's background work, waiting for it until ctx
 	// is done; the sandboxes keep running.
 	Close(ctx context.Context) error
+	// AuthRequired reports whether the server has API keys (of the
+	// options or of its records); without, it accepts every request.
+	AuthRequired() bool
 }
 
 // DefaultServeAddr is where `agentbox serve` listens without --addr.
@@ -53,25 +57,30 @@ Sandboxes present as Daytona's do: user daytona, home and working directory
 /home/daytona. They keep running when serve stops; the auto-stop and
 auto-delete intervals run while serve does.
 
-With an API key (--api-key-file, or --api-key, which other users can read in
-the process list) every request must carry it as "Authorization: Bearer
-KEY". Without one, serve accepts any request, so it listens on loopback only.
+Serve keeps its records (sandboxes, names, labels, timers, volumes, keys) in
+the state dir: a restart, even a kill -9, loses none, and the timers resume.
+One serve at a time runs on a state dir.
+
+With API keys every request must carry one as "Authorization: Bearer KEY":
+keys made with 'agentbox serve keys create' (each of an organization, which
+sees only its own sandboxes), or one given with --api-key-file (or --api-key,
+which other users can read in the process list). Without any, serve accepts
+any request, so it listens on loopback only.
 
 It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 		Example: `  agentbox serve
-  agentbox serve --addr 0.0.0.0:3000 --api-key-file ~/.config/agentbox/api-key`,
+  agentbox serve --addr 0.0.0.0:3000 --api-key-file ~/.config/agentbox/api-key
+  agentbox serve keys create --name ci --org team-a`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			keys, err := apiKeys(cmd, key, keyFile)
 			if err != nil {
 				return err
 			}
-			if len(keys) == 0 && !loopbackAddr(addr) {
-				return usagef("refusing to serve %s without an API key: anyone who reaches it could run commands here; pass --api-key-file FILE, or listen on loopback (--addr %s)", addr, DefaultServeAddr)
-			}
 			return a.serve(cmd, addr, keys)
 		},
 	}
+	c.AddCommand(a.serveKeysCommand())
 	f := c.Flags()
 	f.StringVar(&addr, "addr", DefaultServeAddr, "the `HOST:PORT` to listen on")
 	f.StringVar(&keyFile, "api-key-file", "", "read the API key clients must send from `FILE` (its first line)")
@@ -138,6 +147,10 @@ func (a *app) serve(cmd *cobra.Command, addr string, keys []string) error {
 			fmt.Fprintf(errw, "agentbox serve: %v\n", err)
 		}
 	}()
+	keyed := srv.AuthRequired()
+	if !keyed && !loopbackAddr(addr) {
+		return usagef("refusing to serve %s without an API key: anyone who reaches it could run commands here; create one (agentbox serve keys create) or pass --api-key-file FILE, or listen on loopback (--addr %s)", addr, DefaultServeAddr)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
@@ -145,11 +158,11 @@ func (a *app) serve(cmd *cobra.Command, addr string, keys []string) error {
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "agentbox serve: Daytona API at %s/api, sandboxes in %s\n", url, a.stateDir)
-	if len(keys) == 0 {
+	if !keyed {
 		fmt.Fprintf(out, "agentbox serve: no API key: any process of this machine may use it (loopback only)\n")
 	}
 	shownKey := "any"
-	if len(keys) > 0 {
+	if keyed {
 		shownKey = "<your key>"
 	}
 	fmt.Fprintf(out, "  export DAYTONA_API_URL=%s/api DAYTONA_API_KEY=%s\n", url, shownKey)

@@ -3,16 +3,21 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // fakeServer is a Server that answers every request with 204 and
@@ -21,6 +26,14 @@ type fakeServer struct {
 	mu     sync.Mutex
 	opts   ServerOptions
 	closed bool
+	// stored: the server has keys of its records.
+	stored bool
+}
+
+func (s *fakeServer) AuthRequired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stored || len(s.opts.APIKeys) > 0
 }
 
 func (s *fakeServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -64,23 +77,32 @@ func (a *announced) String() string {
 // called, and returns the server's URL.
 func runServe(t *testing.T, args ...string) (url string, srv *fakeServer, stop func() result) {
 	t.Helper()
-	srv = &fakeServer{}
-	e := newFakeEngine(t)
+	return runServeOn(t, &fakeServer{}, args...)
+}
+
+// serveConfig is the Config of a serve over srv.
+func serveConfig(t *testing.T, srv *fakeServer, stdout, stderr io.Writer) Config {
+	return Config{
+		Engine: newFakeEngine(t), Stdout: stdout, Stderr: stderr,
+		Getenv: func(string) string { return "" },
+		NewServer: func(o ServerOptions) (Server, error) {
+			srv.mu.Lock()
+			srv.opts = o
+			srv.mu.Unlock()
+			return srv, nil
+		},
+	}
+}
+
+// runServeOn is runServe over srv.
+func runServeOn(t *testing.T, srv *fakeServer, args ...string) (url string, _ *fakeServer, stop func() result) {
+	t.Helper()
 	out := &announced{url: make(chan string, 1)}
 	var stderr bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(ctx, Config{
-			Engine: e, Stdout: out, Stderr: &stderr,
-			Getenv: func(string) string { return "" },
-			NewServer: func(o ServerOptions) (Server, error) {
-				srv.mu.Lock()
-				srv.opts = o
-				srv.mu.Unlock()
-				return srv, nil
-			},
-		}, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...))
+		done <- Run(ctx, serveConfig(t, srv, out, &stderr), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...))
 	}()
 	stop = func() result {
 		cancel()
@@ -150,7 +172,6 @@ func TestServeUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--addr", "0.0.0.0:3000"}, "without an API key"},
 		{[]string{"--api-key", "a", "--api-key-file", empty}, "exclude each other"},
 		{[]string{"--api-key-file", empty}, "first line is empty"},
 		{[]string{"--api-key", " "}, "--api-key is empty"},
@@ -160,8 +181,89 @@ func TestServeUsage(t *testing.T) {
 			t.Errorf("serve %q: %v, want exit %d with %q", c.args, r, ExitUsage, c.want)
 		}
 	}
+	// Without any key, serve refuses to listen beyond loopback, and
+	// closes the server it made.
+	srv := &fakeServer{}
+	var stderr bytes.Buffer
+	if code := Run(context.Background(), serveConfig(t, srv, io.Discard, &stderr), []string{"serve", "--addr", "0.0.0.0:0"}); code != ExitUsage || !strings.Contains(stderr.String(), "without an API key") {
+		t.Errorf("serve on 0.0.0.0 without a key: exit %d %s", code, stderr.String())
+	}
+	if !srv.closed {
+		t.Error("serve left the server it refused open")
+	}
 	// A build without a server says so.
 	if r := h.run("serve"); r.code != ExitError || !strings.Contains(r.stderr, "no server") {
 		t.Errorf("serve without NewServer: %v", r)
+	}
+}
+
+func TestServeWithStoredKeys(t *testing.T) {
+	// The keys of the server's records are keys: serve says so, and may
+	// listen beyond loopback.
+	_, _, stop := runServeOn(t, &fakeServer{stored: true}, "--addr", "0.0.0.0:0")
+	r := stop()
+	if r.code != 0 || strings.Contains(r.stdout, "no API key") || !strings.Contains(r.stdout, "DAYTONA_API_KEY=<your key>") {
+		t.Fatalf("serve with the records' keys: %v", r)
+	}
+}
+
+// fakeKeys is a ServerKeys in memory.
+type fakeKeys struct {
+	keys    []ServerKey
+	secrets []string
+}
+
+func (f *fakeKeys) CreateKey(_ context.Context, _, name, org string) (ServerKey, string, error) {
+	k := ServerKey{ID: "id" + strconv.Itoa(len(f.keys)), Name: name, OrganizationID: org, CreatedAt: time.Now()}
+	secret := "dtn_secret" + k.ID
+	f.keys, f.secrets = append(f.keys, k), append(f.secrets, secret)
+	return k, secret, nil
+}
+
+func (f *fakeKeys) Keys(context.Context, string) ([]ServerKey, error) { return f.keys, nil }
+
+func (f *fakeKeys) RemoveKey(_ context.Context, _, idOrName string) error {
+	i := slices.IndexFunc(f.keys, func(k ServerKey) bool { return k.ID == idOrName || k.Name == idOrName })
+	if i < 0 {
+		return fmt.Errorf("no key %s: %w", idOrName, sandbox.ErrNotFound)
+	}
+	f.keys = slices.Delete(f.keys, i, i+1)
+	return nil
+}
+
+func TestServeKeys(t *testing.T) {
+	keys := &fakeKeys{}
+	run := func(args ...string) result {
+		var out, errw bytes.Buffer
+		code := Run(context.Background(), Config{Engine: newFakeEngine(t), ServerKeys: keys, Stdout: &out, Stderr: &errw,
+			Getenv: func(string) string { return "" }}, append([]string{"--state-dir", t.TempDir(), "serve", "keys"}, args...))
+		return result{code, out.String(), errw.String()}
+	}
+	// create prints the key, alone on stdout, once.
+	r := run("create", "--name", "ci", "--org", "team-a")
+	if r.code != 0 || r.stdout != "dtn_secretid0\n" || !strings.Contains(r.stderr, "team-a") {
+		t.Fatalf("keys create: %v", r)
+	}
+	if k := keys.keys[0]; k.Name != "ci" || k.OrganizationID != "team-a" {
+		t.Fatalf("created %+v", k)
+	}
+	run("create")
+	// ls shows ids, names, organizations; never a key.
+	r = run("ls")
+	if r.code != 0 || !strings.Contains(r.stdout, "id0") || !strings.Contains(r.stdout, "team-a") || !strings.Contains(r.stdout, "ORGANIZATION") || strings.Contains(r.stdout, "dtn_") {
+		t.Fatalf("keys ls: %v", r)
+	}
+	var listed []ServerKey
+	if r = run("--json", "ls"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &listed) != nil || len(listed) != 2 || strings.Contains(r.stdout, "dtn_") {
+		t.Fatalf("keys ls --json: %v", r)
+	}
+	if r = run("rm", "ci"); r.code != 0 || len(keys.keys) != 1 {
+		t.Fatalf("keys rm ci: %v, keys %+v", r, keys.keys)
+	}
+	if r = run("rm", "ci"); r.code != ExitError || !strings.Contains(r.stderr, "no key ci") {
+		t.Fatalf("keys rm of a removed key: %v", r)
+	}
+	if r = run("rm"); r.code != ExitUsage {
+		t.Fatalf("keys rm without a key: %v", r)
 	}
 }

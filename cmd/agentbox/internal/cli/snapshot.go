@@ -59,15 +59,7 @@ func (a *app) snapshotCommand() *cobra.Command {
 		RunE:    groupRunE,
 	}
 	c.AddCommand(create,
-		&cobra.Command{
-			Use:     "ls",
-			Aliases: []string{"list"},
-			Short:   "List snapshots",
-			Args:    noArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				return a.snapshotList(cmd.Context(), cmd.OutOrStdout())
-			},
-		},
+		lsCommand("List snapshots", a.snapshotList),
 		&cobra.Command{
 			Use:     "rm NAME...",
 			Aliases: []string{"remove"},

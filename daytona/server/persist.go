@@ -1,0 +1,247 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Persistence of the server's records (store.go): a record is written
+// whenever it changes (save), before the answer of the call that changed
+// it; a new server reads them all (restore) and resumes the operations
+// that were in flight when the last one ended (resume). The sandboxes
+// themselves keep running meanwhile: their inits do not depend on the
+// server.
+
+// storedSandbox is a sandbox's record as the store keeps it.
+type storedSandbox struct {
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	Org          string            `json:"organizationId"`
+	User         string            `json:"user"`
+	Snapshot     string            `json:"snapshot"`
+	Target       string            `json:"target"`
+	Env          map[string]string `json:"env,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Public       bool              `json:"public,omitempty"`
+	PreviewToken string            `json:"previewToken"`
+	Network      storedNetwork     `json:"network"`
+	Volumes      []volume          `json:"volumes,omitempty"`
+	CPU          float64           `json:"cpu,omitempty"`
+	MemoryGiB    float64           `json:"memoryGiB,omitempty"`
+	DiskGiB      float64           `json:"diskGiB,omitempty"`
+	AutoStop     int               `json:"autoStopInterval"`
+	AutoArchive  int               `json:"autoArchiveInterval"`
+	AutoDelete   int               `json:"autoDeleteInterval"`
+	State        string            `json:"state"`
+	Desired      string            `json:"desiredState"`
+	ErrorReason  string            `json:"errorReason,omitempty"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	UpdatedAt    time.Time         `json:"updatedAt"`
+	StartedAt    time.Time         `json:"startedAt"`
+	StoppedAt    time.Time         `json:"stoppedAt"`
+	LastActivity time.Time         `json:"lastActivityAt"`
+}
+
+// storedNetwork is a sandbox's network policy as the store keeps it.
+type storedNetwork struct {
+	BlockAll        bool   `json:"blockAll,omitempty"`
+	AllowList       string `json:"allowList,omitempty"`
+	DomainAllowList string `json:"domainAllowList,omitempty"`
+}
+
+// stored returns rec as the store keeps it.
+func (rec *record) stored() storedSandbox {
+	return storedSandbox{
+		ID: rec.id, Name: rec.name, Org: rec.org, User: rec.user, Snapshot: rec.snapshot, Target: rec.target,
+		Env: rec.env, Labels: rec.labels, Public: rec.public, PreviewToken: rec.previewToken,
+		Network: storedNetwork{rec.network.blockAll, rec.network.allowList, rec.network.domainAllowList},
+		Volumes: rec.volumes, CPU: rec.sizes.cpu, MemoryGiB: rec.sizes.memoryGiB, DiskGiB: rec.sizes.diskGiB,
+		AutoStop: rec.autoStop, AutoArchive: rec.autoArchive, AutoDelete: rec.autoDelete,
+		State: rec.state, Desired: rec.desired, ErrorReason: rec.errorReason,
+		CreatedAt: rec.createdAt, UpdatedAt: rec.updatedAt, StartedAt: rec.startedAt, StoppedAt: rec.stoppedAt,
+		LastActivity: rec.lastActivity,
+	}
+}
+
+// record returns the record ss keeps.
+func (ss *storedSandbox) record() *record {
+	return &record{
+		id: ss.ID, name: ss.Name, org: ss.Org, user: ss.User, snapshot: ss.Snapshot, target: ss.Target,
+		env: ss.Env, labels: ss.Labels, public: ss.Public, previewToken: ss.PreviewToken,
+		network: network{ss.Network.BlockAll, ss.Network.AllowList, ss.Network.DomainAllowList},
+		volumes: ss.Volumes, sizes: sizes{ss.CPU, ss.MemoryGiB, ss.DiskGiB},
+		autoStop: ss.AutoStop, autoArchive: ss.AutoArchive, autoDelete: ss.AutoDelete,
+		state: ss.State, desired: ss.Desired, errorReason: ss.ErrorReason,
+		createdAt: ss.CreatedAt, updatedAt: ss.UpdatedAt, startedAt: ss.StartedAt, stoppedAt: ss.StoppedAt,
+		lastActivity: ss.LastActivity,
+	}
+}
+
+// save writes rec to the store if it changed since it was last written,
+// with the state changes it had meanwhile. Called with s.mu held.
+func (s *Server) save(rec *record) error {
+	if rec.gone {
+		return nil
+	}
+	data, err := json.Marshal(rec.stored())
+	if err != nil {
+		return fmt.Errorf("agentbox serve: encoding the record of sandbox %s: %w", rec.id, err)
+	}
+	if bytes.Equal(data, rec.saved) && len(rec.history) == 0 {
+		return nil
+	}
+	if err := s.store.putRaw(bucketSandboxes, rec.id, data, rec.history); err != nil {
+		return fmt.Errorf("agentbox serve: recording sandbox %s: %w", rec.id, err)
+	}
+	rec.saved, rec.history = data, nil
+	return nil
+}
+
+// persist is save for background work, which has no caller to tell: it
+// logs the failure. Called with s.mu held.
+func (s *Server) persist(rec *record) {
+	if err := s.save(rec); err != nil {
+		s.logf("%v", err)
+	}
+}
+
+// unrecord removes the record of rec, which is gone, from the store.
+// Called with s.mu held.
+func (s *Server) unrecord(rec *record) {
+	rec.gone = true
+	if err := s.store.remove(bucketSandboxes, rec.id); err != nil {
+		s.logf("agentbox serve: removing the record of sandbox %s: %v", rec.id, err)
+	}
+}
+
+// restore reads the records of the store into s, and resumes the
+// operations that were in flight when the last server ended.
+func (s *Server) restore(ctx context.Context) error {
+	err := s.store.each(bucketVolumes, func(id string, data []byte) error {
+		var sv storedVolume
+		if err := json.Unmarshal(data, &sv); err != nil {
+			return fmt.Errorf("volume %s: %w", id, err)
+		}
+		v := sv.record()
+		s.volumes[v.id], s.volumesByName[nameKey(v.org, v.name)] = v, v
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("agentbox serve: reading the records: %w", err)
+	}
+	var recs []*record
+	err = s.store.each(bucketSandboxes, func(id string, data []byte) error {
+		var ss storedSandbox
+		if err := json.Unmarshal(data, &ss); err != nil {
+			return fmt.Errorf("sandbox %s: %w", id, err)
+		}
+		rec := ss.record()
+		rec.saved = data
+		s.byID[rec.id], s.byName[nameKey(rec.org, rec.name)] = rec, rec
+		recs = append(recs, rec)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("agentbox serve: reading the records: %w", err)
+	}
+	for _, rec := range recs {
+		s.resume(ctx, rec)
+	}
+	return nil
+}
+
+// errInterruptedCreate is why a sandbox whose creation a server's end
+// interrupted, and that could not be created again, is in the error
+// state.
+var errInterruptedCreate = errors.New("agentbox serve ended while it created the sandbox, and creating it again failed: delete it and create it again")
+
+// resume brings rec, just restored, up to date with its sandbox when an
+// operation on it was in flight (its state differs from its desired
+// state): the state becomes what the engine says, and the operation runs
+// again towards the desired state. The reconciler does the rest.
+func (s *Server) resume(ctx context.Context, rec *record) {
+	if rec.errored() || rec.state == rec.desired {
+		return
+	}
+	st, err := s.eng.status(ctx, rec.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.persist(rec)
+	was, desired := rec.state, rec.desired
+	switch {
+	case errNotFound(err) && was == stateCreating:
+		if err := s.recreate(ctx, rec); err != nil {
+			s.fail(rec, "creating the sandbox", fmt.Errorf("%w: %w", errInterruptedCreate, err))
+		}
+		return
+	case errNotFound(err):
+		s.forget(rec)
+		return
+	case err != nil:
+		s.fail(rec, "looking at the sandbox after a restart", err)
+		return
+	}
+	now := s.now()
+	switch {
+	case st.running:
+		if rec.startedAt.IsZero() {
+			rec.startedAt = now
+		}
+		s.set(rec, stateStarted, stateStarted)
+	case was == stateRestoring || was == stateArchiving:
+		s.set(rec, stateArchived, stateArchived)
+	default:
+		if rec.stoppedAt.IsZero() {
+			rec.stoppedAt = now
+		}
+		s.set(rec, stateStopped, stateStopped)
+	}
+	var begin func(*record) error
+	switch {
+	case desired == stateDestroyed:
+		begin = s.beginDestroy
+	case desired == stateStarted && !st.running:
+		begin = s.beginStart
+	case desired == stateStopped && st.running:
+		begin = s.beginStop
+	case desired == stateArchived && rec.state == stateStopped:
+		begin = s.beginArchive
+	default:
+		return
+	}
+	if err := begin(rec); err != nil {
+		s.logf("agentbox serve: sandbox %s: resuming the change from %s to %s: %v", rec.id, was, desired, err)
+	}
+}
+
+// recreate creates rec's sandbox again, from its record, after a server's
+// end interrupted its creation before the engine had it. Called with s.mu
+// held.
+func (s *Server) recreate(ctx context.Context, rec *record) error {
+	sp := spec{name: rec.name, user: rec.user, env: rec.env, network: rec.network,
+		language: rec.labels["code-toolbox-language"],
+		// Until created, the sizes are those asked for.
+		cpu: int(rec.sizes.cpu), memoryGiB: int(rec.sizes.memoryGiB), diskGiB: int(rec.sizes.diskGiB)}
+	if rec.snapshot != DefaultSnapshot {
+		sp.image = rec.snapshot
+	}
+	vols, err := s.resolveVolumes(rec.org, slices.Clone(rec.volumes))
+	if err != nil {
+		return err
+	}
+	sp.volumes = vols
+	// What the interrupted creation left goes first.
+	if err := s.eng.remove(ctx, rec.id); err != nil && !errNotFound(err) {
+		return err
+	}
+	start, err := s.eng.create(rec.id, sp)
+	if err != nil {
+		return err
+	}
+	return s.beginCreate(rec, start)
+}
