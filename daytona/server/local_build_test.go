@@ -77,3 +77,41 @@ func TestLocalBuild(t *testing.T) {
 		t.Errorf("the image the snapshot was made of: %v", err)
 	}
 }
+
+// With the local engine, resize changes the cpu and memory of a stopped
+// sandbox, enforced from its next start, and refuses (501) what the
+// engine cannot change: a running sandbox's sizes, the disk.
+func TestLocalResize(t *testing.T) {
+	needRoot(t)
+	dir := newLocalStateDir(t)
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	sb := h.create(map[string]any{"name": "resized", "cpu": 1, "memory": 1})
+	h.waitState(sb.ID, stateStarted)
+	var e apiError
+	if code := h.call("POST", "/sandbox/resized/resize", map[string]any{"cpu": 2}, &e); code != http.StatusNotImplemented {
+		t.Fatalf("resize a started sandbox: %d %+v, want 501", code, e)
+	}
+	h.call("POST", "/sandbox/resized/stop", nil, nil)
+	h.waitState(sb.ID, stateStopped)
+	if code := h.call("POST", "/sandbox/resized/resize", map[string]any{"disk": 1 << 10}, &e); code != http.StatusNotImplemented {
+		t.Fatalf("grow the disk: %d %+v, want 501", code, e)
+	}
+	var got apiSandbox
+	if code := h.call("POST", "/sandbox/resized/resize", map[string]any{"cpu": 2, "memory": 2}, &got); code != http.StatusOK {
+		t.Fatalf("resize a stopped sandbox: %d", code)
+	}
+	if got.State != stateStopped || got.CPU != 2 || got.Memory != 2 {
+		t.Fatalf("resize answered state %q cpu %v memory %v", got.State, got.CPU, got.Memory)
+	}
+	h.call("POST", "/sandbox/resized/start", nil, nil)
+	h.waitState(sb.ID, stateStarted)
+	info, err := local.Lookup(context.Background(), dir, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := info.Limits; l == nil || l.CPUCores != 2 || l.MemoryMB != 2048 {
+		t.Fatalf("limits after the resize: %+v, want 2 cores and 2048 MiB", l)
+	}
+	h.call("DELETE", "/sandbox/resized", nil, nil)
+	h.waitState(sb.ID, "gone")
+}
