@@ -12,28 +12,28 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
+// localStoreWith returns a state dir of the local engine (needRoot,
+// newLocalStateDir) whose image store, st, has a small image
+// (internal/testrootfs) named name.
+func localStoreWith(t *testing.T, name string) (dir string, st *image.Store) {
+	t.Helper()
+	needRoot(t)
+	dir = newLocalStateDir(t)
+	st, err := local.OpenImageStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testrootfs.SaveImage(t, st, name)
+	return dir, st
+}
+
 // With the local engine, a create from buildInfo builds the Dockerfile
 // with the local image builder (its RUN steps in sandboxes, their output
 // in the build logs) and makes the sandbox of the image; a snapshot made
 // from an image name makes sandboxes too, and its delete keeps the image.
 func TestLocalBuild(t *testing.T) {
-	needRoot(t)
-	dir := newLocalStateDir(t)
+	dir, st := localStoreWith(t, "team/tools:1")
 	ctx := context.Background()
-	st, err := local.OpenImageStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Pull(ctx, testrootfs.Make(t), image.PullOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	img, err := st.List(ctx)
-	if err != nil || len(img) != 1 {
-		t.Fatalf("the store: %v %v", img, err)
-	}
-	if _, err := st.Save(ctx, &image.Image{Names: []string{"team/tools:1"}, Layers: img[0].Layers, Config: img[0].Config}); err != nil {
-		t.Fatal(err)
-	}
 	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
 
 	sb := h.create(map[string]any{"name": "built", "buildInfo": map[string]any{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,44 +16,47 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
-	"github.com/agentbox-dev/agentbox/local/image"
 )
 
 // testBaseImage is the image of serve's store the image tests build on:
 // a small root of the host's programs (internal/testrootfs).
 const testBaseImage = "agentbox-test/base:1"
 
-// serveWithImage starts agentbox serve on loopback over a state dir
-// whose image store has testBaseImage, every exchange checked against
-// the spec files (the collector gathers the mismatches), and returns its
-// URL.
+// serveWithImage starts agentbox serve (startServe) over a state dir
+// whose image store has testBaseImage.
 func serveWithImage(t *testing.T) (string, *collector) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		unavailable(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
-	}
 	dir := t.TempDir()
-	t.Cleanup(func() { removeLeftSandboxes(t, dir) })
-	ctx := context.Background()
 	st, err := local.OpenImageStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := st.Pull(ctx, testrootfs.Make(t), image.PullOptions{})
+	testrootfs.SaveImage(t, st, testBaseImage)
+	return startServe(t, dir, nil)
+}
+
+// startServe starts agentbox serve on loopback over stateDir, behind wrap
+// when it is not nil, every exchange checked against the spec files (the
+// collector gathers the mismatches), and returns its URL. The test fails
+// for every sandbox left in stateDir at its end.
+func startServe(t *testing.T, stateDir string, wrap func(http.Handler) http.Handler) (string, *collector) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		unavailable(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
+	}
+	t.Cleanup(func() { removeLeftSandboxes(t, stateDir) })
+	srv, err := server.New(server.Options{StateDir: stateDir, APIKeys: []string{apiKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Save(ctx, &image.Image{Names: []string{testBaseImage}, Layers: img.Layers, Config: img.Config}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Options{StateDir: dir, APIKeys: []string{apiKey}})
-	if err != nil {
-		t.Fatal(err)
+	var h http.Handler = srv
+	if wrap != nil {
+		h = wrap(srv)
 	}
 	offSpec := &collector{TB: t}
 	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
 	tb := spectest.Load(t).ResponsesOnly().SkipBodiesOver(1 << 20)
-	base := serveLoopback(t, spectest.ServerHandler(offSpec, cp, tb, srv), func() error {
+	base := serveLoopback(t, spectest.ServerHandler(offSpec, cp, tb, h), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return srv.Close(ctx)
@@ -68,6 +72,16 @@ type wantStep struct{ name, value string }
 // that it reports the steps want.
 func runProgram(t *testing.T, p nodeProject, script, base, alias string, want []wantStep, env ...string) {
 	t.Helper()
+	rep := runReport(t, p, script, base, alias, env...)
+	checkReported(t, script, rep.Steps, want)
+}
+
+// runReport runs the node program script with the SDK release alias
+// against the server at base, with the extra environment env, and
+// returns the report it prints (steps.mjs), logging how long each step
+// took.
+func runReport(t *testing.T, p nodeProject, script, base, alias string, env ...string) serveReport {
+	t.Helper()
 	stdout, runErr := p.runNode(t, script, base, alias, env...)
 	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
 	var rep serveReport
@@ -79,11 +93,17 @@ func runProgram(t *testing.T, p nodeProject, script, base, alias string, want []
 		timing.WriteString(" " + r.Name + " " + (time.Duration(r.Ms) * time.Millisecond).String() + ";")
 	}
 	t.Logf("%s with %s: steps:%s", script, rep.SDK, timing.String())
-	if len(rep.Steps) != len(want) {
-		t.Fatalf("%s reported %d steps, want %d: %+v", script, len(rep.Steps), len(want), rep.Steps)
+	return rep
+}
+
+// checkReported checks that the steps a program reported are want.
+func checkReported(t *testing.T, script string, results []stepResult, want []wantStep) {
+	t.Helper()
+	if len(results) != len(want) {
+		t.Fatalf("%s reported %d steps, want %d: %+v", script, len(results), len(want), results)
 	}
 	for i, w := range want {
-		r := rep.Steps[i]
+		r := results[i]
 		t.Run(w.name, func(t *testing.T) {
 			if r.Name != w.name {
 				t.Fatalf("step %d is %q, want %q", i, r.Name, w.name)
