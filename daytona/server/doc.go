@@ -92,6 +92,8 @@
 //
 // The server's records (names, labels, intervals, states) live in memory:
 // sandboxes keep running when the server stops, but a new server does not
-// know them. Every sandbox belongs to one organization,
+// know them (nor the sizes, entrypoints and states of snapshots beyond
+// their images, which the image store keeps). Every sandbox belongs to
+// one organization,
 // [Options.OrganizationID].
 package server

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,13 +40,13 @@ type imageInfo struct {
 	created    time.Time
 }
 
-// images returns s's engine as an imageEngine, or the 501 error saying
+// imageStore returns s's engine as an imageEngine, or the 501 error saying
 // that what needs one is not available.
-func (s *Server) images(what string) (imageEngine, error) {
+func (s *Server) imageStore(what string) (imageEngine, error) {
 	if ie, ok := s.eng.(imageEngine); ok {
 		return ie, nil
 	}
-	return nil, errorf(501, "agentbox serve does not support %s with this engine", what)
+	return nil, errorf(http.StatusNotImplemented, "agentbox serve does not support %s with this engine", what)
 }
 
 func infoOf(img *image.Image) imageInfo {

@@ -101,7 +101,7 @@ func (s *Server) prepareBuild(rec *record, sp spec, bi *createBuildInfo) (func(c
 	if err := checkBuildInfo(bi); err != nil {
 		return nil, err
 	}
-	ie, err := s.images("images and buildInfo")
+	ie, err := s.imageStore("images and buildInfo")
 	if err != nil {
 		return nil, err
 	}

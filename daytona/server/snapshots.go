@@ -207,7 +207,7 @@ func (v snapshotView) dto(org string) snapshotDTO {
 // images, and the records of those not in the store (being built,
 // failed), sorted by name.
 func (s *Server) snapshotViews(ctx context.Context) ([]snapshotView, error) {
-	ie, err := s.images("snapshots")
+	ie, err := s.imageStore("snapshots")
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	ie, err := s.images("snapshots")
+	ie, err := s.imageStore("snapshots")
 	if err != nil {
 		return err
 	}
@@ -402,7 +402,7 @@ func (s *Server) buildSnapshot(ctx context.Context, ie imageEngine, rec *snapsho
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	page, err := positiveQuery(q.Get("page"), "page", 1, math32)
+	page, err := positiveQuery(q.Get("page"), "page", 1, maxInt32)
 	if err != nil {
 		return err
 	}
@@ -456,8 +456,8 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// math32 bounds numbers of the query.
-const math32 = 1<<31 - 1
+// maxInt32 bounds numbers of the query.
+const maxInt32 = 1<<31 - 1
 
 // positiveQuery parses the query value v of name: def when empty, else a
 // whole number from 1 to most.
@@ -498,7 +498,7 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.snapshots.mu.Unlock()
 	if v.img != nil {
-		ie, err := s.images("snapshots")
+		ie, err := s.imageStore("snapshots")
 		if err != nil {
 			return err
 		}
