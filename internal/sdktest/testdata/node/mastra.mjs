@@ -51,12 +51,21 @@ await runSteps(version, [
   ['exec', async () => result(await sb.executeCommand('echo', ['hello world']))],
   ['exec-failing', async () => result(await sb.executeCommand('sh', ['-c', 'echo out; echo err >&2; exit 3']))],
   ['streaming', async () => {
+    // "three" comes only once the program has seen "one" (it then makes
+    // the file the command waits for): two chunks, whatever the timing.
     const out = [];
     const err = [];
-    const r = await sb.executeCommand('sh', ['-c', 'echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three'], {
-      onStdout: (c) => out.push(c),
+    let released;
+    const r = await sb.executeCommand('sh', ['-c', 'echo one; echo two >&2; while [ ! -e streamed ]; do sleep 0.05; done; echo three'], {
+      onStdout: (c) => {
+        out.push(c);
+        if (!released && out.join('').includes('one')) {
+          released = sb.executeCommand('touch', ['streamed']);
+        }
+      },
       onStderr: (c) => err.push(c),
     });
+    await released;
     return { exitCode: r.exitCode, stdout: out.join(''), stderr: err.join(''), chunked: out.length >= 2 };
   }],
   ['background', async () => {
