@@ -53,6 +53,11 @@ Sandboxes present as Daytona's do: user daytona, home and working directory
 /home/daytona. They keep running when serve stops; the auto-stop and
 auto-delete intervals run while serve does.
 
+A sandbox's snapshot is an image of the local image store (agentbox image
+pull|build, agentbox snapshot create, or Daytona's snapshots API); an SDK's
+image is built with the local image builder, as agentbox image build does,
+and its build log streamed to the SDK.
+
 With an API key (--api-key-file, or --api-key, which other users can read in
 the process list) every request must carry it as "Authorization: Bearer
 KEY". Without one, serve accepts any request, so it listens on loopback only.
