@@ -28,7 +28,7 @@ APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewra
 command -v node >/dev/null || APT_PACKAGES+=(nodejs)
 command -v npm >/dev/null || APT_PACKAGES+=(npm)
 # The npm project of internal/sdktest: the Daytona TypeScript SDK releases
-# its test runs, and tsx, with which toolbox/daemon's code-run test runs
+# its test runs, Mastra's @mastra/daytona and @mastra/core, and tsx, with which toolbox/daemon's code-run test runs
 # TypeScript on Node.js before 22.6; pinned by its package-lock.json.
 SDK_NODE_DIR=internal/sdktest/testdata/node
 

@@ -21,6 +21,11 @@
 //	GET  /api/sandbox/{idOrName}/ports/{port}/preview-url|signed-preview-url
 //	POST /api/sandbox/{idOrName}/ports/{port}/signed-preview-url/{token}/expire
 //	POST /api/volumes, GET /api/volumes, GET /api/volumes/{id}|by-name/{name}, DELETE /api/volumes/{id}
+//	POST /api/sandbox/{idOrName}/resize            cpu, memory (stopped sandboxes; see resize.go)
+//	GET  /api/sandbox/{idOrName}/build-logs-url|build-logs  the build of a create from buildInfo
+//	POST /api/snapshots, GET /api/snapshots, GET|DELETE /api/snapshots/{idOrName}
+//	POST /api/snapshots/{idOrName}/activate|deactivate
+//	GET  /api/snapshots/{idOrName}/build-logs-url|build-logs
 //
 // and it proxies the toolbox API of every started sandbox, WebSocket
 // upgrades included, at {toolboxProxyUrl}/{sandboxId}/… (that is
@@ -39,6 +44,18 @@
 // /api/socket.io/ (the API key in the CONNECT packet's auth {token}),
 // sending sandbox.created, sandbox.state.updated and
 // sandbox.desired-state.updated to the clients of the organization.
+//
+// # Images and snapshots
+//
+// A create's snapshot is an image or snapshot of the local engine's image
+// store, by name or id, or a snapshot of the snapshots API; every named
+// image of the store is an active snapshot (snapshots.go). A create from
+// buildInfo (what the SDKs send for an image) is built by the local image
+// builder, as `agentbox image build` builds, one build at a time, through
+// Daytona's states pending_build and building_snapshot; its log streams
+// at the sandbox's build-logs URL (sandboxbuild.go). Build contexts
+// (contextHashes: files the SDKs upload to object storage) are not
+// supported.
 //
 // # States
 //
@@ -79,9 +96,9 @@
 //
 // Errors have the shape of Daytona's NestJS API:
 // {statusCode, error, message, path, timestamp}, error being the HTTP
-// reason phrase. What the server does not support yet (snapshots other
-// than the default, images and buildInfo, GPUs, …) is refused in one place
-// (unsupported.go) with 501 Not Implemented and a message naming it.
+// reason phrase. What the server does not support yet (build contexts,
+// GPUs, …) is refused in one place (unsupported.go) with 501 Not
+// Implemented and a message naming it.
 //
 // # Authentication
 //
@@ -97,4 +114,10 @@
 // ([Server.AuthRequired] is false) — the caller (agentbox serve) then
 // listens on loopback only. A running server holds the records: keys are
 // created and removed while none runs, and apply from the next start.
+//
+// # Limits of this version
+//
+// Snapshot records beyond their images (sizes, entrypoints, deactivation,
+// builds in progress or failed) and build logs live in memory: a new
+// server knows the images of the store as active snapshots, not the rest.
 package server

@@ -58,18 +58,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if sp.image != "" {
-		ok, err := s.eng.hasImage(r.Context(), sp.image)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errorf(http.StatusBadRequest, "Snapshot %s not found: pull, build or snapshot it first (agentbox image pull|build, agentbox snapshot create)", sp.image)
-		}
-	}
-	start, err := s.eng.create(rec.id, sp)
+	start, err := s.prepareCreate(r.Context(), rec, sp, &req)
 	if err != nil {
-		return engineError(err)
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

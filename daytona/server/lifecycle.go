@@ -66,7 +66,7 @@ func (s *Server) launch(rec *record, op func(ctx context.Context) error, done fu
 // fail puts rec in the error state because of err.
 func (s *Server) fail(rec *record, what string, err error) {
 	rec.errorReason = fmt.Sprintf("%s: %v", what, err)
-	s.set(rec, stateError, "")
+	s.set(rec, failedState(err), "")
 	s.logf("agentbox serve: sandbox %s: %s", rec.id, rec.errorReason)
 }
 
@@ -102,7 +102,11 @@ func checkIdle(rec *record) error {
 
 // beginCreate creates and starts rec's sandbox with start.
 func (s *Server) beginCreate(rec *record, start func(context.Context) (sizes, error)) error {
-	s.set(rec, stateCreating, stateStarted)
+	first := stateCreating
+	if rec.build != nil {
+		first = statePendingBuild
+	}
+	s.set(rec, first, stateStarted)
 	var sz sizes
 	return s.launch(rec, func(ctx context.Context) (err error) {
 		sz, err = start(ctx)

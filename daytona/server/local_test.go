@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
-	"github.com/agentbox-dev/agentbox/local/image"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -174,20 +173,7 @@ func TestLocalEngine(t *testing.T) {
 // A create with a snapshot of the local engine's image store makes the
 // sandbox's root of it; an unknown one is refused before anything exists.
 func TestLocalSnapshot(t *testing.T) {
-	needRoot(t)
-	dir := newLocalStateDir(t)
-	ctx := context.Background()
-	st, err := local.OpenImageStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := st.Pull(ctx, testrootfs.Make(t), image.PullOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Save(ctx, &image.Image{Names: []string{"team/tools:1"}, Layers: img.Layers, Config: img.Config}); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := localStoreWith(t, "team/tools:1")
 	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
 	var e apiError
 	if code := h.call("POST", "/sandbox", map[string]any{"snapshot": "team/nope:1"}, &e); code != http.StatusBadRequest || !strings.Contains(e.Message, "team/nope:1 not found") {

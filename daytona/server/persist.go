@@ -45,6 +45,15 @@ type storedSandbox struct {
 	StartedAt    time.Time         `json:"startedAt"`
 	StoppedAt    time.Time         `json:"stoppedAt"`
 	LastActivity time.Time         `json:"lastActivityAt"`
+	// Build is the buildInfo the sandbox was made of; its log is not kept.
+	Build *storedBuild `json:"build,omitempty"`
+}
+
+// storedBuild is a sandbox's build as the store keeps it.
+type storedBuild struct {
+	Info      createBuildInfo `json:"info"`
+	Ref       string          `json:"ref"`
+	CreatedAt time.Time       `json:"createdAt"`
 }
 
 // storedNetwork is a sandbox's network policy as the store keeps it.
@@ -64,8 +73,27 @@ func (rec *record) stored() storedSandbox {
 		AutoStop: rec.autoStop, AutoArchive: rec.autoArchive, AutoDelete: rec.autoDelete,
 		State: rec.state, Desired: rec.desired, ErrorReason: rec.errorReason,
 		CreatedAt: rec.createdAt, UpdatedAt: rec.updatedAt, StartedAt: rec.startedAt, StoppedAt: rec.stoppedAt,
-		LastActivity: rec.lastActivity,
+		LastActivity: rec.lastActivity, Build: rec.build.stored(),
 	}
+}
+
+// stored returns b as the store keeps it; nil for none.
+func (b *sandboxBuild) stored() *storedBuild {
+	if b == nil {
+		return nil
+	}
+	return &storedBuild{Info: b.info, Ref: b.ref, CreatedAt: b.createdAt}
+}
+
+// build returns the build sb keeps, with a log that says it was not kept.
+func (sb *storedBuild) build() *sandboxBuild {
+	if sb == nil {
+		return nil
+	}
+	l := &buildLog{}
+	l.Write([]byte("(the build log of an earlier agentbox serve is not kept)\n"))
+	l.close()
+	return &sandboxBuild{info: sb.Info, ref: sb.Ref, log: l, createdAt: sb.CreatedAt}
 }
 
 // record returns the record ss keeps.
@@ -78,7 +106,7 @@ func (ss *storedSandbox) record() *record {
 		autoStop: ss.AutoStop, autoArchive: ss.AutoArchive, autoDelete: ss.AutoDelete,
 		state: ss.State, desired: ss.Desired, errorReason: ss.ErrorReason,
 		createdAt: ss.CreatedAt, updatedAt: ss.UpdatedAt, startedAt: ss.StartedAt, stoppedAt: ss.StoppedAt,
-		lastActivity: ss.LastActivity,
+		lastActivity: ss.LastActivity, build: ss.Build.build(),
 	}
 }
 
@@ -155,9 +183,12 @@ func (s *Server) restore(ctx context.Context) error {
 	return nil
 }
 
+// errInterruptedBuild is why a sandbox whose build a server's end
+// interrupted is in the build_failed state.
+var errInterruptedBuild = errors.New("agentbox serve ended during the build: delete the sandbox and create it again")
+
 // errInterruptedCreate is why a sandbox whose creation a server's end
-// interrupted, and that could not be created again, is in the error
-// state.
+// interrupted, and whose creation again failed, is in the error state.
 var errInterruptedCreate = errors.New("agentbox serve ended while it created the sandbox, and creating it again failed: delete it and create it again")
 
 // resume brings rec, just restored, up to date with its sandbox when an
@@ -174,6 +205,9 @@ func (s *Server) resume(ctx context.Context, rec *record) {
 	defer s.persist(rec)
 	was, desired := rec.state, rec.desired
 	switch {
+	case errNotFound(err) && (was == statePendingBuild || was == stateBuildingSnapshot):
+		s.fail(rec, "creating the sandbox", &buildError{errInterruptedBuild})
+		return
 	case errNotFound(err) && was == stateCreating:
 		if err := s.recreate(ctx, rec); err != nil {
 			s.fail(rec, "creating the sandbox", fmt.Errorf("%w: %w", errInterruptedCreate, err))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -174,4 +175,24 @@ func jsonEqual(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return string(ja) == string(jb)
+}
+
+// TestRestartDuringBuild: a sandbox whose build a server's end cut short
+// is build_failed in the next server, saying why, with its buildInfo kept.
+func TestRestartDuringBuild(t *testing.T) {
+	eng := newImageFake(t, "team/tools:1")
+	h := newHarness(t, eng, harnessOptions{})
+	release := eng.hold()
+	dockerfile := "FROM team/tools:1\nRUN echo built\n"
+	sb := h.create(map[string]any{"name": "cut", "buildInfo": map[string]any{"dockerfileContent": dockerfile}})
+	h.waitState(sb.ID, stateBuildingSnapshot)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.s.Close(ctx) // gives up on the build held
+	release()
+	h2 := newHarness(t, eng, harnessOptions{stateDir: h.stateDir})
+	got := h2.waitState(sb.ID, stateBuildFail)
+	if !strings.Contains(got.ErrorReason, "ended during the build") || got.BuildInfo == nil || got.BuildInfo.DockerfileContent != dockerfile {
+		t.Fatalf("after the restart: errorReason %q, buildInfo %+v", got.ErrorReason, got.BuildInfo)
+	}
 }

@@ -20,6 +20,9 @@ const (
 	stateDestroyed  = "destroyed"
 	stateError      = "error"
 	stateBuildFail  = "build_failed"
+
+	statePendingBuild     = "pending_build"
+	stateBuildingSnapshot = "building_snapshot"
 )
 
 // sandboxStates are every value of api.json's SandboxState, which list
@@ -44,6 +47,7 @@ type record struct {
 	network       network
 	volumes       []volume
 	sizes         sizes
+	build         *sandboxBuild // nil unless created from buildInfo
 	// Intervals in minutes, with Daytona's meaning: autoStop 0 never;
 	// autoDelete < 0 never, 0 as soon as stopped.
 	autoStop, autoArchive, autoDelete int
@@ -117,7 +121,7 @@ func (rec *record) item(proxyURL string) sandboxListItem {
 
 // dto returns the sandbox as GET /sandbox/{id} answers it.
 func (rec *record) dto(proxyURL string) sandboxDTO {
-	d := sandboxDTO{sandboxListItem: rec.item(proxyURL), Env: maps.Clone(rec.env), Volumes: rec.volumes}
+	d := sandboxDTO{sandboxListItem: rec.item(proxyURL), Env: maps.Clone(rec.env), Volumes: rec.volumes, BuildInfo: rec.build.dto()}
 	if d.Env == nil {
 		d.Env = map[string]string{}
 	}

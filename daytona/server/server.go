@@ -93,6 +93,8 @@ type Server struct {
 	// volumes by id and by name
 	volumes, volumesByName map[string]*volumeRecord
 	closing                bool // Close was called: no new operation starts
+
+	snapshots snapshotSet // guarded by its own mutex
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -235,6 +237,17 @@ func (s *Server) routes() *http.ServeMux {
 	api("GET /api/volumes/{id}", s.getVolume)
 	api("GET /api/volumes/by-name/{name}", s.getVolume)
 	api("DELETE /api/volumes/{id}", s.deleteVolume)
+	api("POST /api/sandbox/{id}/resize", s.resizeSandbox)
+	api("GET /api/sandbox/{id}/build-logs-url", s.getBuildLogsURL)
+	api("GET /api/sandbox/{id}/build-logs", s.getBuildLogs)
+	api("POST /api/snapshots", s.createSnapshot)
+	api("GET /api/snapshots", s.listSnapshots)
+	api("GET /api/snapshots/{id}", s.getSnapshot)
+	api("DELETE /api/snapshots/{id}", s.deleteSnapshot)
+	api("POST /api/snapshots/{id}/activate", s.setSnapshotActive(true))
+	api("POST /api/snapshots/{id}/deactivate", s.setSnapshotActive(false))
+	api("GET /api/snapshots/{id}/build-logs-url", s.getSnapshotBuildLogsURL)
+	api("GET /api/snapshots/{id}/build-logs", s.getSnapshotBuildLogs)
 	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
 	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
 	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)

@@ -11,8 +11,8 @@ import (
 // spec.image.)
 func unsupported(req *createSandbox) error {
 	var what []string
-	if req.BuildInfo != nil {
-		what = append(what, "images and buildInfo (dockerfileContent)")
+	if req.BuildInfo != nil && len(req.BuildInfo.ContextHashes) > 0 {
+		what = append(what, "build contexts (buildInfo.contextHashes: files uploaded to object storage; build the image with `agentbox image build` and use it as the snapshot)")
 	}
 	if req.GPU != nil && *req.GPU > 0 {
 		what = append(what, "GPUs")

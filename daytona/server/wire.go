@@ -47,8 +47,9 @@ type volume struct {
 // sandboxDTO is Sandbox, the answer of most sandbox routes.
 type sandboxDTO struct {
 	sandboxListItem
-	Env     map[string]string `json:"env"`
-	Volumes []volume          `json:"volumes"`
+	Env       map[string]string `json:"env"`
+	Volumes   []volume          `json:"volumes"`
+	BuildInfo *buildInfoDTO     `json:"buildInfo,omitempty"`
 }
 
 // sandboxListItem is SandboxListItem, what GET /sandbox lists: Sandbox

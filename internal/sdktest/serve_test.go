@@ -1,19 +1,12 @@
 package sdktest
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
-	"os"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/agentbox-dev/agentbox/daytona/server"
-	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -33,29 +26,14 @@ type serveReport struct {
 // kept), delete.
 func TestTypeScriptSDKServe(t *testing.T) {
 	p := findNode(t)
-	if os.Geteuid() != 0 {
-		unavailable(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
-	}
-	dir := t.TempDir()
-	t.Cleanup(func() { removeLeftSandboxes(t, dir) })
-	srv, err := server.New(server.Options{StateDir: dir, APIKeys: []string{apiKey}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	offSpec := &collector{TB: t}
-	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
-	tb := spectest.Load(t).ResponsesOnly().SkipBodiesOver(1 << 20)
 	var streams atomic.Int32 // event streams opened
-	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/socket.io/") {
-			streams.Add(1)
-		}
-		srv.ServeHTTP(w, r)
-	})
-	base := serveLoopback(t, spectest.ServerHandler(offSpec, cp, tb, counted), func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return srv.Close(ctx)
+	base, offSpec := startServe(t, t.TempDir(), func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/socket.io/") {
+				streams.Add(1)
+			}
+			next.ServeHTTP(w, r)
+		})
 	})
 	// A group, so that its parallel subtests end before the checks below.
 	t.Run("sdk", func(t *testing.T) {
@@ -83,7 +61,7 @@ func TestTypeScriptSDKServe(t *testing.T) {
 
 // checkServeSteps checks every step serve.mjs reports.
 func checkServeSteps(t *testing.T, results []stepResult, name string) {
-	want := []struct{ name, value string }{
+	checkReported(t, "serve.mjs", results, []wantStep{
 		{"create", `{"state":"started","user":"daytona","name":"` + name + `","labels":{"suite":"` + name + `","code-toolbox-language":"python"}}`},
 		{"work-dir", `"/home/daytona"`},
 		{"home-dir", `"/home/daytona"`},
@@ -101,49 +79,14 @@ func checkServeSteps(t *testing.T, results []stepResult, name string) {
 		{"env-after-restart", `{"exitCode":0,"result":"hello\n"}`},
 		{"delete", `"destroying"`},
 		{"get-after-delete", `{"type":"DaytonaNotFoundError","status":404}`},
-	}
-	if len(results) != len(want) {
-		t.Fatalf("serve.mjs reported %d steps, want %d: %+v", len(results), len(want), results)
-	}
-	for i, w := range want {
-		r := results[i]
-		t.Run(w.name, func(t *testing.T) {
-			if r.Name != w.name {
-				t.Fatalf("step %d is %q, want %q", i, r.Name, w.name)
-			}
-			if !r.OK {
-				t.Fatal(r.failure())
-			}
-			var got, exp any
-			if err := json.Unmarshal(r.Value, &got); err != nil {
-				t.Fatalf("value %s: %v", r.Value, err)
-			}
-			if err := json.Unmarshal([]byte(w.value), &exp); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, exp) {
-				t.Fatalf("value %s, want %s", r.Value, w.value)
-			}
-		})
-	}
+	})
 }
 
 // runServeProgram runs testdata/node/serve.mjs with the SDK release alias
 // against the server at base, on a sandbox of that name.
 func runServeProgram(t *testing.T, p nodeProject, base, alias, name string) serveReport {
 	t.Helper()
-	stdout, runErr := p.runNode(t, "serve.mjs", base, alias, "AGENTBOX_SANDBOX_NAME="+name)
-	lines := bytes.Split(bytes.TrimSpace(stdout), []byte("\n"))
-	var rep serveReport
-	if err := json.Unmarshal(lines[len(lines)-1], &rep); err != nil || runErr != nil {
-		t.Fatalf("node serve.mjs printed no report (exit: %v, decoding: %v):\n%s", runErr, err, stdout)
-	}
-	var timing strings.Builder
-	for _, r := range rep.Steps {
-		timing.WriteString(" " + r.Name + " " + time.Duration(r.Ms*int(time.Millisecond)).String() + ";")
-	}
-	t.Logf("SDK %s steps:%s", rep.SDK, timing.String())
-	return rep
+	return runReport(t, p, "serve.mjs", base, alias, "AGENTBOX_SANDBOX_NAME="+name)
 }
 
 // removeLeftSandboxes fails the test for every sandbox left in stateDir,

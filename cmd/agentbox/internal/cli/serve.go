@@ -57,6 +57,11 @@ Sandboxes present as Daytona's do: user daytona, home and working directory
 /home/daytona. They keep running when serve stops; the auto-stop and
 auto-delete intervals run while serve does.
 
+A sandbox's snapshot is an image of the local image store (agentbox image
+pull|build, agentbox snapshot create, or Daytona's snapshots API); an SDK's
+image is built with the local image builder, as agentbox image build does,
+and its build log streamed to the SDK.
+
 Serve keeps its records (sandboxes, names, labels, timers, volumes, keys) in
 the state dir: a restart, even a kill -9, loses none, and the timers resume.
 One serve at a time runs on a state dir.

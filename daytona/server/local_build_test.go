@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/internal/testrootfs"
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// localStoreWith returns a state dir of the local engine (needRoot,
+// newLocalStateDir) whose image store, st, has a small image
+// (internal/testrootfs) named name.
+func localStoreWith(t *testing.T, name string) (dir string, st *image.Store) {
+	t.Helper()
+	needRoot(t)
+	dir = newLocalStateDir(t)
+	st, err := local.OpenImageStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testrootfs.SaveImage(t, st, name)
+	return dir, st
+}
+
+// With the local engine, a create from buildInfo builds the Dockerfile
+// with the local image builder (its RUN steps in sandboxes, their output
+// in the build logs) and makes the sandbox of the image; a snapshot made
+// from an image name makes sandboxes too, and its delete keeps the image.
+func TestLocalBuild(t *testing.T) {
+	dir, st := localStoreWith(t, "team/tools:1")
+	ctx := context.Background()
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+
+	sb := h.create(map[string]any{"name": "built", "buildInfo": map[string]any{
+		"dockerfileContent": "FROM team/tools:1\nRUN echo built > /built && echo from-the-run-step\n",
+	}})
+	if sb.State != statePendingBuild {
+		t.Fatalf("create answered %q", sb.State)
+	}
+	logs := h.buildLogs("/sandbox/built/build-logs", true)
+	if !strings.Contains(logs, "FROM team/tools:1") || !strings.Contains(logs, "from-the-run-step\n") {
+		t.Fatalf("build logs %q: want the steps and the RUN's output", logs)
+	}
+	h.waitState(sb.ID, stateStarted)
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: sb.ToolboxProxyURL + "/" + sb.ID, Token: testKey, HTTPClient: h.client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if out := exec(t, c, "cat /built /etc/os-release"); out != "built\n"+testrootfs.OSRelease {
+		t.Errorf("a sandbox of the built image: %q", out)
+	}
+
+	var snap snapshotDTO
+	if code := h.call("POST", "/snapshots", map[string]any{"name": "tools-snap", "imageName": "team/tools:1"}, &snap); code != http.StatusOK {
+		t.Fatalf("create snapshot: %d", code)
+	}
+	h.waitSnapshot("tools-snap", snapshotActive)
+	other := h.create(map[string]any{"snapshot": "tools-snap"})
+	h.waitState(other.ID, stateStarted)
+	for _, id := range []string{sb.ID, other.ID} {
+		h.call("DELETE", "/sandbox/"+id, nil, nil)
+		h.waitState(id, "gone")
+	}
+	if code := h.call("DELETE", "/snapshots/tools-snap", nil, nil); code != http.StatusOK {
+		t.Fatalf("delete snapshot: %d", code)
+	}
+	if _, err := st.Get(ctx, "tools-snap"); err == nil {
+		t.Error("the snapshot's name is still in the store")
+	}
+	if _, err := st.Get(ctx, "team/tools:1"); err != nil {
+		t.Errorf("the image the snapshot was made of: %v", err)
+	}
+}
+
+// With the local engine, resize changes the cpu and memory of a stopped
+// sandbox, enforced from its next start, and refuses (501) what the
+// engine cannot change: a running sandbox's sizes, the disk.
+func TestLocalResize(t *testing.T) {
+	needRoot(t)
+	dir := newLocalStateDir(t)
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	sb := h.create(map[string]any{"name": "resized", "cpu": 1, "memory": 1})
+	h.waitState(sb.ID, stateStarted)
+	var e apiError
+	if code := h.call("POST", "/sandbox/resized/resize", map[string]any{"cpu": 2}, &e); code != http.StatusNotImplemented {
+		t.Fatalf("resize a started sandbox: %d %+v, want 501", code, e)
+	}
+	h.call("POST", "/sandbox/resized/stop", nil, nil)
+	h.waitState(sb.ID, stateStopped)
+	if code := h.call("POST", "/sandbox/resized/resize", map[string]any{"disk": 1 << 10}, &e); code != http.StatusNotImplemented {
+		t.Fatalf("grow the disk: %d %+v, want 501", code, e)
+	}
+	var got apiSandbox
+	if code := h.call("POST", "/sandbox/resized/resize", map[string]any{"cpu": 2, "memory": 2}, &got); code != http.StatusOK {
+		t.Fatalf("resize a stopped sandbox: %d", code)
+	}
+	if got.State != stateStopped || got.CPU != 2 || got.Memory != 2 {
+		t.Fatalf("resize answered state %q cpu %v memory %v", got.State, got.CPU, got.Memory)
+	}
+	h.call("POST", "/sandbox/resized/start", nil, nil)
+	h.waitState(sb.ID, stateStarted)
+	info, err := local.Lookup(context.Background(), dir, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := info.Limits; l == nil || l.CPUCores != 2 || l.MemoryMB != 2048 {
+		t.Fatalf("limits after the resize: %+v, want 2 cores and 2048 MiB", l)
+	}
+	h.call("DELETE", "/sandbox/resized", nil, nil)
+	h.waitState(sb.ID, "gone")
+}

@@ -1,0 +1,599 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Snapshots, as Daytona's: named images sandboxes are created from. Here
+// every named image of the local engine's image store is an active
+// snapshot (pulled, built, or taken of a sandbox), besides the default
+// one (the host's system folders, DefaultSnapshot); POST /snapshots
+// builds one, from an image name (FROM it) or a Dockerfile (buildInfo),
+// with the local image builder, one build at a time (the others wait in
+// state pending). The server keeps records only of what the store cannot
+// tell: snapshots being built or whose build failed, the sizes and
+// entrypoint they were created with, and those deactivated. The store
+// persists the images themselves.
+
+// Snapshot states, as api.json's SnapshotState spells them.
+const (
+	snapshotPending     = "pending"
+	snapshotBuilding    = "building"
+	snapshotPulling     = "pulling"
+	snapshotActive      = "active"
+	snapshotInactive    = "inactive"
+	snapshotError       = "error"
+	snapshotBuildFailed = "build_failed"
+)
+
+// Name prefixes of the store's images that are not snapshots: the
+// intermediate images of builds' RUN steps, and the images built for
+// sandboxes created from buildInfo.
+const (
+	buildStepPrefix    = "agentbox-build:"
+	sandboxBuildPrefix = "agentbox-serve-build:"
+)
+
+// snapshotSet is the server's records of snapshots, and the slot builds
+// take turns in. Its zero value is empty; its fields are guarded by mu.
+type snapshotSet struct {
+	mu     sync.Mutex
+	byName map[string]*snapshotRecord
+	slot   chan struct{} // holds a value while a build runs
+}
+
+// snapshotRecord is what the server knows of a snapshot beyond the store.
+type snapshotRecord struct {
+	name, imageName      string
+	buildInfo            *createBuildInfo
+	state, errorReason   string
+	cpu, gpu, mem, disk  int
+	entrypoint           []string
+	createdAt, updatedAt time.Time
+	lastUsedAt           time.Time
+	log                  *buildLog // nil when the server did not build it
+}
+
+// snapshotDTO is SnapshotDto.
+type snapshotDTO struct {
+	ID              string        `json:"id"`
+	OrganizationID  string        `json:"organizationId"`
+	General         bool          `json:"general"`
+	Name            string        `json:"name"`
+	ImageName       string        `json:"imageName,omitempty"`
+	State           string        `json:"state"`
+	Size            *float64      `json:"size"` // GB
+	Entrypoint      []string      `json:"entrypoint"`
+	CPU             float64       `json:"cpu"`
+	GPU             float64       `json:"gpu"`
+	Mem             float64       `json:"mem"`
+	Disk            float64       `json:"disk"`
+	ErrorReason     *string       `json:"errorReason"`
+	CreatedAt       string        `json:"createdAt"`
+	UpdatedAt       string        `json:"updatedAt"`
+	LastUsedAt      *string       `json:"lastUsedAt"`
+	BuildInfo       *buildInfoDTO `json:"buildInfo,omitempty"`
+	RegionIDs       []string      `json:"regionIds"`
+	Ref             string        `json:"ref,omitempty"`
+	SourceSandboxID *string       `json:"sourceSandboxId"`
+	SandboxClass    string        `json:"sandboxClass"`
+}
+
+// buildInfoDTO is BuildInfo.
+type buildInfoDTO struct {
+	DockerfileContent string   `json:"dockerfileContent"`
+	ContextHashes     []string `json:"contextHashes"`
+	SnapshotRef       string   `json:"snapshotRef"`
+	CreatedAt         string   `json:"createdAt"`
+	UpdatedAt         string   `json:"updatedAt"`
+}
+
+// createSnapshot is CreateSnapshot, the body of POST /snapshots.
+type createSnapshot struct {
+	Name         string           `json:"name"`
+	ImageName    string           `json:"imageName"`
+	Entrypoint   []string         `json:"entrypoint"`
+	CPU          *int             `json:"cpu"`
+	GPU          *int             `json:"gpu"`
+	Memory       *int             `json:"memory"`
+	Disk         *int             `json:"disk"`
+	BuildInfo    *createBuildInfo `json:"buildInfo"`
+	SandboxClass string           `json:"sandboxClass"`
+}
+
+// paginatedSnapshots is PaginatedSnapshots.
+type paginatedSnapshots struct {
+	Items      []snapshotDTO `json:"items"`
+	Total      int           `json:"total"`
+	Page       int           `json:"page"`
+	TotalPages int           `json:"totalPages"`
+}
+
+// snapshotID is the id of the snapshot named name: a UUID made of the
+// name, so that it stays the same across restarts of the server.
+func snapshotID(name string) string {
+	b := sha256.Sum256([]byte("agentbox snapshot\x00" + name))
+	b[6] = b[6]&0x0f | 0x50
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// isSnapshotName reports whether the store's image name is a snapshot's.
+func isSnapshotName(n string) bool {
+	return !strings.HasPrefix(n, buildStepPrefix) && !strings.HasPrefix(n, sandboxBuildPrefix)
+}
+
+// records returns the record map, made when missing. Called with ss.mu
+// held.
+func (ss *snapshotSet) records() map[string]*snapshotRecord {
+	if ss.byName == nil {
+		ss.byName = map[string]*snapshotRecord{}
+		ss.slot = make(chan struct{}, 1)
+	}
+	return ss.byName
+}
+
+// takeSlot waits for the build slot; release gives it back.
+func (ss *snapshotSet) takeSlot(ctx context.Context) (release func(), err error) {
+	ss.mu.Lock()
+	ss.records()
+	slot := ss.slot
+	ss.mu.Unlock()
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// snapshotView is one snapshot as listed: a record, an image, or both.
+type snapshotView struct {
+	rec  *snapshotRecord // nil for an image the server did not build
+	img  *imageInfo      // nil while building, after a failure, for the default
+	name string
+}
+
+func (v snapshotView) dto(org string) snapshotDTO {
+	d := snapshotDTO{
+		ID: snapshotID(v.name), OrganizationID: org, Name: v.name, State: snapshotActive,
+		RegionIDs: []string{DefaultTarget}, Ref: v.name, SandboxClass: "container",
+	}
+	var created, updated time.Time
+	if img := v.img; img != nil {
+		gb := float64(img.size) / 1e9
+		d.Size = &gb
+		d.Entrypoint = img.entrypoint
+		created, updated = img.created, img.created
+	}
+	if r := v.rec; r != nil {
+		d.ImageName = r.imageName
+		if len(r.entrypoint) > 0 {
+			d.Entrypoint = r.entrypoint
+		}
+		d.CPU, d.GPU, d.Mem, d.Disk = float64(r.cpu), float64(r.gpu), float64(r.mem), float64(r.disk)
+		d.State, created, updated = r.state, r.createdAt, r.updatedAt
+		if r.errorReason != "" {
+			d.ErrorReason = &r.errorReason
+		}
+		if !r.lastUsedAt.IsZero() {
+			used := r.lastUsedAt.UTC().Format(timeLayout)
+			d.LastUsedAt = &used
+		}
+		if bi := r.buildInfo; bi != nil {
+			d.BuildInfo = &buildInfoDTO{DockerfileContent: bi.DockerfileContent, ContextHashes: []string{},
+				SnapshotRef: v.name, CreatedAt: r.createdAt.UTC().Format(timeLayout), UpdatedAt: r.updatedAt.UTC().Format(timeLayout)}
+		}
+	}
+	if v.name == DefaultSnapshot {
+		d.General = true
+	}
+	d.CreatedAt, d.UpdatedAt = created.UTC().Format(timeLayout), updated.UTC().Format(timeLayout)
+	return d
+}
+
+// snapshotViews returns every snapshot: the default, the store's named
+// images, and the records of those not in the store (being built,
+// failed), sorted by name.
+func (s *Server) snapshotViews(ctx context.Context) ([]snapshotView, error) {
+	ie, err := s.imageStore("snapshots")
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := ie.images(ctx)
+	if err != nil {
+		return nil, err
+	}
+	views := []snapshotView{{name: DefaultSnapshot}}
+	s.snapshots.mu.Lock()
+	defer s.snapshots.mu.Unlock()
+	recs := s.snapshots.records()
+	seen := map[string]bool{}
+	for i := range imgs {
+		for _, n := range imgs[i].names {
+			if isSnapshotName(n) && !seen[n] {
+				seen[n] = true
+				views = append(views, snapshotView{name: n, img: &imgs[i], rec: recs[n]})
+			}
+		}
+	}
+	for n, r := range recs {
+		switch {
+		case seen[n]:
+		case r.state == snapshotActive || r.state == snapshotInactive:
+			delete(recs, n) // its image was removed behind the server's back
+		default:
+			views = append(views, snapshotView{name: n, rec: r})
+		}
+	}
+	slices.SortFunc(views, func(a, b snapshotView) int { return strings.Compare(a.name, b.name) })
+	return views, nil
+}
+
+// findSnapshot returns the snapshot with id or name ref.
+func (s *Server) findSnapshot(ctx context.Context, ref string) (snapshotView, error) {
+	views, err := s.snapshotViews(ctx)
+	if err != nil {
+		return snapshotView{}, err
+	}
+	for _, v := range views {
+		if v.name == ref || snapshotID(v.name) == ref {
+			return v, nil
+		}
+	}
+	return snapshotView{}, errorf(http.StatusNotFound, "Snapshot %s not found", ref)
+}
+
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
+	var req createSnapshot
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	ie, err := s.imageStore("snapshots")
+	if err != nil {
+		return err
+	}
+	rec, dockerfile, err := newSnapshotRecord(&req, s.now())
+	if err != nil {
+		return err
+	}
+	if _, err := s.findSnapshot(r.Context(), req.Name); err == nil {
+		return errorf(http.StatusConflict, "Snapshot with name %s already exists", req.Name)
+	}
+	s.snapshots.mu.Lock()
+	recs := s.snapshots.records()
+	if recs[rec.name] != nil {
+		s.snapshots.mu.Unlock()
+		return errorf(http.StatusConflict, "Snapshot with name %s already exists", req.Name)
+	}
+	recs[rec.name] = rec
+	dto := snapshotView{name: rec.name, rec: rec}.dto(s.org)
+	s.snapshots.mu.Unlock()
+	if err := s.background(func(ctx context.Context) { s.buildSnapshot(ctx, ie, rec, dockerfile) }); err != nil {
+		s.snapshots.mu.Lock()
+		delete(recs, rec.name)
+		s.snapshots.mu.Unlock()
+		return err
+	}
+	writeJSON(w, dto)
+	return nil
+}
+
+// newSnapshotRecord checks req and returns the record of the snapshot it
+// asks for and the Dockerfile that builds it.
+func newSnapshotRecord(req *createSnapshot, now time.Time) (*snapshotRecord, string, error) {
+	switch {
+	case req.Name == "" || strings.ContainsFunc(req.Name, func(c rune) bool { return c <= ' ' || c == 0x7f }) || strings.HasPrefix(req.Name, "sha256:"):
+		return nil, "", errorf(http.StatusBadRequest, "name %q is invalid: a snapshot needs a name without spaces that does not start with sha256:", req.Name)
+	case !isSnapshotName(req.Name) || req.Name == DefaultSnapshot:
+		return nil, "", errorf(http.StatusBadRequest, "name %q is reserved: choose another", req.Name)
+	case strings.HasSuffix(req.Name, ":latest") || strings.HasSuffix(req.ImageName, ":latest"):
+		return nil, "", errorf(http.StatusBadRequest, `Snapshots with tag ":latest" are not allowed`)
+	case (req.ImageName == "") == (req.BuildInfo == nil):
+		return nil, "", errorf(http.StatusBadRequest, "give either imageName or buildInfo")
+	case req.GPU != nil && *req.GPU > 0:
+		return nil, "", errorf(http.StatusNotImplemented, "agentbox serve does not support GPUs yet: create the snapshot without gpu")
+	case req.SandboxClass != "" && req.SandboxClass != "container":
+		return nil, "", errorf(http.StatusBadRequest, "sandboxClass %q: agentbox serve's sandboxes are containers", req.SandboxClass)
+	}
+	rec := &snapshotRecord{name: req.Name, imageName: req.ImageName, buildInfo: req.BuildInfo, state: snapshotPending,
+		entrypoint: req.Entrypoint, createdAt: now, updatedAt: now, log: &buildLog{}}
+	for _, res := range []struct {
+		name string
+		v    *int
+		dst  *int
+	}{{"cpu", req.CPU, &rec.cpu}, {"memory", req.Memory, &rec.mem}, {"disk", req.Disk, &rec.disk}} {
+		if res.v != nil {
+			if *res.v < 1 {
+				return nil, "", errorf(http.StatusBadRequest, "%s must not be less than 1", res.name)
+			}
+			*res.dst = *res.v
+		}
+	}
+	if bi := req.BuildInfo; bi != nil {
+		if err := checkBuildInfo(bi); err != nil {
+			return nil, "", err
+		}
+		if len(req.Entrypoint) == 0 {
+			return rec, bi.DockerfileContent, nil
+		}
+		return rec, bi.DockerfileContent + "\n" + entrypointLine(req.Entrypoint), nil
+	}
+	df := "FROM " + req.ImageName + "\n"
+	if len(req.Entrypoint) > 0 {
+		df += entrypointLine(req.Entrypoint)
+	}
+	return rec, df, nil
+}
+
+// entrypointLine is the Dockerfile instruction setting entrypoint.
+func entrypointLine(entrypoint []string) string {
+	b, _ := json.Marshal(entrypoint)
+	return "ENTRYPOINT " + string(b) + "\n"
+}
+
+// checkBuildInfo refuses a buildInfo the server cannot build.
+func checkBuildInfo(bi *createBuildInfo) error {
+	if strings.TrimSpace(bi.DockerfileContent) == "" {
+		return errorf(http.StatusBadRequest, "buildInfo.dockerfileContent must not be empty")
+	}
+	if len(bi.ContextHashes) > 0 {
+		return errorf(http.StatusNotImplemented, "agentbox serve does not support build contexts (buildInfo.contextHashes: files uploaded to object storage) yet: build the image with `agentbox image build` and use it by name")
+	}
+	return nil
+}
+
+// background runs fn in the background until the server closes, as
+// launch does for lifecycle operations; 503 once Close was called.
+func (s *Server) background(fn func(ctx context.Context)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return &httpError{Status: http.StatusServiceUnavailable, Message: errClosed.Error(), Err: errClosed}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.ctx)
+	}()
+	return nil
+}
+
+// buildSnapshot builds rec's image, moving rec through its states.
+func (s *Server) buildSnapshot(ctx context.Context, ie imageEngine, rec *snapshotRecord, dockerfile string) {
+	defer rec.log.close()
+	set := func(state, reason string) {
+		s.snapshots.mu.Lock()
+		defer s.snapshots.mu.Unlock()
+		rec.state, rec.errorReason, rec.updatedAt = state, reason, s.now()
+	}
+	release, err := s.snapshots.takeSlot(ctx)
+	if err != nil {
+		set(snapshotError, "agentbox serve stopped before the build began")
+		return
+	}
+	defer release()
+	failed := snapshotError
+	if rec.buildInfo != nil {
+		set(snapshotBuilding, "")
+		failed = snapshotBuildFailed
+	} else {
+		set(snapshotPulling, "")
+	}
+	if _, err := ie.build(ctx, dockerfile, rec.name, rec.log); err != nil {
+		fmt.Fprintf(rec.log, "Build failed: %v\n", err)
+		s.logf("agentbox serve: snapshot %s: %v", rec.name, err)
+		set(failed, err.Error())
+		return
+	}
+	set(snapshotActive, "")
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	page, err := positiveQuery(q.Get("page"), "page", 1, maxInt32)
+	if err != nil {
+		return err
+	}
+	limit, err := positiveQuery(q.Get("limit"), "limit", 100, 200)
+	if err != nil {
+		return err
+	}
+	sortBy, order := cmp.Or(q.Get("sort"), "lastUsedAt"), cmp.Or(q.Get("order"), "desc")
+	if !slices.Contains([]string{"name", "state", "lastUsedAt", "createdAt"}, sortBy) {
+		return errorf(http.StatusBadRequest, "sort must be one of the following values: name, state, lastUsedAt, createdAt")
+	}
+	if order != "asc" && order != "desc" {
+		return errorf(http.StatusBadRequest, "order must be one of the following values: asc, desc")
+	}
+	views, err := s.snapshotViews(r.Context())
+	if err != nil {
+		return err
+	}
+	var items []snapshotDTO
+	s.snapshots.mu.Lock()
+	for _, v := range views {
+		if strings.Contains(strings.ToLower(v.name), strings.ToLower(q.Get("name"))) {
+			items = append(items, v.dto(s.org))
+		}
+	}
+	s.snapshots.mu.Unlock()
+	key := func(d snapshotDTO) string {
+		switch sortBy {
+		case "name":
+			return d.Name
+		case "state":
+			return d.State
+		case "lastUsedAt":
+			if d.LastUsedAt != nil {
+				return *d.LastUsedAt
+			}
+		}
+		return d.CreatedAt
+	}
+	slices.SortStableFunc(items, func(a, b snapshotDTO) int {
+		if order == "desc" {
+			return strings.Compare(key(b), key(a))
+		}
+		return strings.Compare(key(a), key(b))
+	})
+	out := paginatedSnapshots{Items: []snapshotDTO{}, Total: len(items), Page: page, TotalPages: (len(items) + limit - 1) / limit}
+	if lo := (page - 1) * limit; lo < len(items) {
+		out.Items = items[lo:min(lo+limit, len(items))]
+	}
+	writeJSON(w, out)
+	return nil
+}
+
+// maxInt32 bounds numbers of the query.
+const maxInt32 = 1<<31 - 1
+
+// positiveQuery parses the query value v of name: def when empty, else a
+// whole number from 1 to most.
+func positiveQuery(v, name string, def, most int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, errorf(http.StatusBadRequest, "%s must be a whole number from 1 to %d", name, most)
+	}
+	return n, nil
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	s.snapshots.mu.Lock()
+	defer s.snapshots.mu.Unlock()
+	writeJSON(w, v.dto(s.org))
+	return nil
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if v.name == DefaultSnapshot {
+		return errorf(http.StatusBadRequest, "Snapshot %s is the default snapshot (the host's system folders) and cannot be deleted", v.name)
+	}
+	s.snapshots.mu.Lock()
+	if r := v.rec; r != nil && (r.state == snapshotPending || r.state == snapshotBuilding || r.state == snapshotPulling) {
+		s.snapshots.mu.Unlock()
+		return errorf(http.StatusConflict, "Snapshot %s is %s: delete it once its build has ended", v.name, r.state)
+	}
+	s.snapshots.mu.Unlock()
+	if v.img != nil {
+		ie, err := s.imageStore("snapshots")
+		if err != nil {
+			return err
+		}
+		if err := ie.untag(r.Context(), v.name); err != nil && !errNotFound(err) {
+			return err
+		}
+	}
+	s.snapshots.mu.Lock()
+	defer s.snapshots.mu.Unlock()
+	if s.snapshots.records()[v.name] == v.rec {
+		delete(s.snapshots.records(), v.name)
+	}
+	return nil
+}
+
+// setSnapshotActive returns the handler of activate (active true) and
+// deactivate.
+func (s *Server) setSnapshotActive(active bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		if v.name == DefaultSnapshot {
+			return errorf(http.StatusBadRequest, "Snapshot %s is the default snapshot and is always active", v.name)
+		}
+		s.snapshots.mu.Lock()
+		defer s.snapshots.mu.Unlock()
+		rec := v.rec
+		if rec == nil {
+			now := s.now()
+			rec = &snapshotRecord{name: v.name, state: snapshotActive, createdAt: v.img.created, updatedAt: now}
+			s.snapshots.records()[v.name] = rec
+			v.rec = rec
+		}
+		switch {
+		case active && rec.state == snapshotActive:
+			return errorf(http.StatusBadRequest, "Snapshot %s is already active", v.name)
+		case active && rec.state != snapshotInactive, !active && rec.state != snapshotActive && rec.state != snapshotInactive:
+			return errorf(http.StatusBadRequest, "Snapshot %s is %s, not inactive", v.name, rec.state)
+		case active:
+			rec.state = snapshotActive
+		default:
+			rec.state = snapshotInactive
+		}
+		rec.updatedAt = s.now()
+		if !active {
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
+		writeJSON(w, v.dto(s.org))
+		return nil
+	}
+}
+
+func (s *Server) getSnapshotBuildLogsURL(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, toolboxProxyURL{URL: s.baseURL(r) + "/api/snapshots/" + snapshotID(v.name) + "/build-logs"})
+	return nil
+}
+
+func (s *Server) getSnapshotBuildLogs(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if v.rec == nil || v.rec.log == nil {
+		return errorf(http.StatusNotFound, "Snapshot %s has no build logs: agentbox serve did not build it (or was restarted since)", v.name)
+	}
+	return serveBuildLog(w, r, v.rec.log)
+}
+
+// usableSnapshot checks that the snapshot ref (a name or id) may make a
+// new sandbox, records its use, and returns the store's name for it and
+// the sizes it was created with (0 for the engine's default).
+func (s *Server) usableSnapshot(ctx context.Context, ref string) (string, snapshotRecord, error) {
+	v, err := s.findSnapshot(ctx, ref)
+	if errors.As(err, new(*httpError)) {
+		// Not a snapshot: the store may still have it by id.
+		return ref, snapshotRecord{}, nil
+	}
+	if err != nil {
+		return "", snapshotRecord{}, err
+	}
+	s.snapshots.mu.Lock()
+	defer s.snapshots.mu.Unlock()
+	if v.rec == nil {
+		return v.name, snapshotRecord{}, nil
+	}
+	if v.rec.state != snapshotActive {
+		return "", snapshotRecord{}, errorf(http.StatusBadRequest, "Snapshot %s is %s", v.name, v.rec.state)
+	}
+	v.rec.lastUsedAt = s.now()
+	return v.name, snapshotRecord{cpu: v.rec.cpu, mem: v.rec.mem, disk: v.rec.disk}, nil
+}

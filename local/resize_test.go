@@ -1,0 +1,54 @@
+//go:build linux
+
+package local_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// UpdateResources changes the CPU and memory of a stopped sandbox, which
+// its next start enforces, and refuses a running one and the disk.
+func TestUpdateResources(t *testing.T) {
+	sb := limitedSandbox(t, local.Resources{CPU: 0.5, MemoryMB: 256}, local.Config{})
+	ctx := context.Background()
+	dir, id := sb.StateDir(), sb.ID()
+	if err := local.UpdateResources(ctx, dir, id, local.Resources{CPU: 1}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("resizing a running sandbox: %v, want ErrInvalidArgument", err)
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.UpdateResources(ctx, dir, id, local.Resources{DiskMB: 1024}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("resizing the disk: %v, want ErrInvalidArgument", err)
+	}
+	if err := local.UpdateResources(ctx, dir, id, local.Resources{MemoryMB: 1}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("too little memory: %v, want ErrInvalidArgument", err)
+	}
+	if err := local.UpdateResources(ctx, dir, id, local.Resources{CPU: 1, MemoryMB: 512}); err != nil {
+		t.Fatal(err)
+	}
+	// A handle that asks for no Config uses the sandbox as it is now.
+	again, err := local.New(local.Options{StateDir: dir, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	if _, err := again.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := again.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := info.Limits; l == nil || l.CPUCores != 1 || l.MemoryMB != 512 {
+		t.Fatalf("limits after the change: %+v, want 1 core and 512 MiB", l)
+	}
+	if err := local.UpdateResources(ctx, dir, "no-such-sandbox", local.Resources{CPU: 1}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("an unknown sandbox: %v, want ErrNotFound", err)
+	}
+}
