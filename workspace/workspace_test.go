@@ -39,7 +39,7 @@ func newSandbox(t *testing.T) *local.Sandbox {
 type fakeMounts struct{ calls int }
 
 func (f *fakeMounts) Mount(context.Context, sandbox.Sandbox) error { f.calls++; return nil }
-func (f *fakeMounts) Instructions() string                          { return "Bucket data is mounted at /data." }
+func (f *fakeMounts) Instructions() string                         { return "Bucket data is mounted at /data." }
 
 func TestFiles(t *testing.T) {
 	ctx := context.Background()
