@@ -39,7 +39,8 @@ type Config struct {
 	// [ToolboxSandbox]. Required.
 	Sandbox sandbox.Sandbox
 	// WorkingDirectory is the absolute path relative paths and commands
-	// without a cwd use; "" means the sandbox's default.
+	// without a cwd use, created when the workspace first starts the
+	// sandbox; "" means the sandbox's default.
 	WorkingDirectory string
 	// Mounts, when set, are mounted each time the workspace starts the
 	// sandbox (see [Mounts]). Nil: none.
@@ -53,9 +54,9 @@ type Workspace struct {
 	wd     string
 	mounts Mounts
 
-	mu      sync.Mutex
-	probed  string // the sandbox's default working directory, once asked
-	mounted bool
+	mu       sync.Mutex
+	probed   string // the sandbox's default working directory, once asked
+	prepared bool   // the working directory is made and the mounts mounted
 }
 
 // New returns a workspace over cfg.Sandbox. It does not start the
@@ -97,26 +98,31 @@ func (w *Workspace) Instructions() string {
 	return strings.Join(parts, "\n\n")
 }
 
-// Start starts the sandbox unless it runs, then mounts the workspace's
-// mounts. File operations and commands call it themselves.
+// Start starts the sandbox unless it runs, then, the first time, creates
+// Config.WorkingDirectory and mounts the workspace's mounts. File
+// operations and commands call it themselves.
 func (w *Workspace) Start(ctx context.Context) error {
 	if w.sb.Status() != sandbox.StatusRunning {
 		if _, err := w.sb.Start(ctx); err != nil {
 			return fmt.Errorf("workspace: starting sandbox %s: %w", w.sb.ID(), err)
 		}
 	}
-	if w.mounts == nil {
-		return nil
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.mounted && w.sb.Status() == sandbox.StatusRunning {
+	if w.prepared {
 		return nil
 	}
-	if err := w.mounts.Mount(ctx, w.sb); err != nil {
-		return fmt.Errorf("workspace: mounting into sandbox %s: %w", w.sb.ID(), err)
+	if w.wd != "" {
+		if err := w.sb.Client().CreateFolder(ctx, w.wd, 0); err != nil {
+			return fmt.Errorf("workspace: creating the working directory %s: %w", w.wd, err)
+		}
 	}
-	w.mounted = true
+	if w.mounts != nil {
+		if err := w.mounts.Mount(ctx, w.sb); err != nil {
+			return fmt.Errorf("workspace: mounting into sandbox %s: %w", w.sb.ID(), err)
+		}
+	}
+	w.prepared = true
 	return nil
 }
 
