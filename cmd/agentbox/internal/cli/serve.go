@@ -90,17 +90,27 @@ func apiKeys(cmd *cobra.Command, key, keyFile string) ([]string, error) {
 		}
 		return []string{strings.TrimSpace(key)}, nil
 	case keyFile != "":
-		data, err := os.ReadFile(keyFile)
+		k, err := readFirstLine("--api-key-file", keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading the API key: %w", err)
+			return nil, err
 		}
-		first, _, _ := strings.Cut(string(data), "\n")
-		if k := strings.TrimSpace(first); k != "" {
-			return []string{k}, nil
-		}
-		return nil, usagef("--api-key-file %s: the first line is empty; write the key there", keyFile)
+		return []string{k}, nil
 	}
 	return nil, nil
+}
+
+// readFirstLine returns the first line of the file a secret's flag names,
+// trimmed; an empty line is a usage error.
+func readFirstLine(flag, file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", flag, err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	if k := strings.TrimSpace(first); k != "" {
+		return k, nil
+	}
+	return "", usagef("%s %s: the first line is empty; write the secret there", flag, file)
 }
 
 // loopbackAddr reports whether addr's host is a loopback address (or
