@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mcp"
 	"github.com/agentbox-dev/agentbox/tools"
@@ -20,11 +21,7 @@ import (
 // benchServer returns an MCP server over a started local sandbox and the
 // sandbox, destroyed when b ends.
 func benchServer(b *testing.B) (*mcp.Server, *local.Sandbox) {
-	sb, err := local.New(local.Options{ID: "bench", StateDir: b.TempDir(), Config: local.Config{NetworkBlockAll: true}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = sb.Destroy(context.Background()) })
+	sb := localtest.NewSandbox(b, "bench")
 	ws, err := workspace.New(workspace.Config{Sandbox: sb})
 	if err != nil {
 		b.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox-dev/agentbox/internal/httpserve"
 )
 
 // ErrTokenRequired is the error of serving HTTP beyond loopback without a
@@ -55,21 +57,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts *HTTPOptions) 
 	if (opts == nil || opts.Token == "") && !IsLoopback(ln.Addr().String()) {
 		return fmt.Errorf("%w (listening on %s)", ErrTokenRequired, ln.Addr())
 	}
-	hs := &http.Server{Handler: s.Handler(opts), ReadHeaderTimeout: 30 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
-	<-served
-	return nil
+	return httpserve.Serve(ctx, ln, s.Handler(opts), shutdownTimeout)
 }
 
 // IsLoopback reports whether addr (host:port) is on a loopback address or

@@ -7,32 +7,18 @@ import (
 	"encoding/json"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/tools"
 	"github.com/agentbox-dev/agentbox/workspace"
 )
 
-func TestMain(m *testing.M) {
-	local.Init()
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 // newSet returns tools over a fresh local sandbox without network, all
 // removed when the test ends.
 func newSet(t *testing.T, cfg tools.Config) *tools.Set {
 	t.Helper()
-	sb, err := local.New(local.Options{ID: "tools", StateDir: t.TempDir(), Config: local.Config{NetworkBlockAll: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := sb.Destroy(context.Background()); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-	})
-	ws, err := workspace.New(workspace.Config{Sandbox: sb, WorkingDirectory: "/tmp/w"})
+	ws, err := workspace.New(workspace.Config{Sandbox: localtest.NewSandbox(t, "tools"), WorkingDirectory: "/tmp/w"})
 	if err != nil {
 		t.Fatal(err)
 	}

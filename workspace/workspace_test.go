@@ -8,33 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/workspace"
 )
 
-func TestMain(m *testing.M) {
-	local.Init()
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { localtest.Main(m) }
 
-// newSandbox returns a local sandbox without network, destroyed when the
-// test ends.
-func newSandbox(t *testing.T) *local.Sandbox {
-	t.Helper()
-	sb, err := local.New(local.Options{ID: "ws", StateDir: t.TempDir(), Config: local.Config{NetworkBlockAll: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := sb.Destroy(context.Background()); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-	})
-	return sb
-}
+func newSandbox(t *testing.T) *local.Sandbox { return localtest.NewSandbox(t, "ws") }
 
 type fakeMounts struct{ calls int }
 

@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/agentbox-dev/agentbox v0.0.0
 	github.com/tmc/langchaingo v0.1.14
-	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -64,6 +63,7 @@ require (
 	github.com/xanzy/ssh-agent v0.3.3 // indirect
 	github.com/yargevad/filepathx v1.0.0 // indirect
 	go.starlark.net v0.0.0-20230302034142-4b1e35fe2254 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/crypto v0.56.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/net v0.57.0 // indirect

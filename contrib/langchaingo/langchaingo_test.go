@@ -8,27 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/agentbox-dev/agentbox/contrib/langchaingo"
-	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/tools"
 	"github.com/agentbox-dev/agentbox/workspace"
 )
 
-func TestMain(m *testing.M) {
-	local.Init()
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { localtest.Main(m) }
 
 func TestTools(t *testing.T) {
 	ctx := context.Background()
-	sb, err := local.New(local.Options{ID: "lc", StateDir: t.TempDir(), Config: local.Config{NetworkBlockAll: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
-	ws, err := workspace.New(workspace.Config{Sandbox: sb, WorkingDirectory: "/tmp/p"})
+	ws, err := workspace.New(workspace.Config{Sandbox: localtest.NewSandbox(t, "lc"), WorkingDirectory: "/tmp/p"})
 	if err != nil {
 		t.Fatal(err)
 	}

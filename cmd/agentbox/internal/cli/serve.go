@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/httpserve"
 	"github.com/spf13/cobra"
 )
 
@@ -152,7 +153,6 @@ func (a *app) serve(cmd *cobra.Command, addr string, keys []string) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "agentbox serve: Daytona API at %s/api, sandboxes in %s\n", url, a.stateDir)
 	if len(keys) == 0 {
@@ -163,19 +163,9 @@ func (a *app) serve(cmd *cobra.Command, addr string, keys []string) error {
 		shownKey = "<your key>"
 	}
 	fmt.Fprintf(out, "  export DAYTONA_API_URL=%s/api DAYTONA_API_KEY=%s\n", url, shownKey)
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
+	if err := httpserve.Serve(ctx, ln, srv, serveShutdownTimeout); err != nil {
 		return fmt.Errorf("serving %s: %w", addr, err)
-	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
-	<-served
 	fmt.Fprintf(out, "agentbox serve: stopped; the sandboxes keep running\n")
 	return nil
 }
