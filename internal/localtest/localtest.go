@@ -1,7 +1,5 @@
 //go:build linux
 
-// Package localtest helps the tests of packages built on local sandboxes
-// (workspace, tools, mcp, adapters): a TestMain and a sandbox per test.
 package localtest
 
 import (
