@@ -5,6 +5,8 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -353,5 +355,42 @@ func TestApprovalByElicitation(t *testing.T) {
 	cs2 := connectHTTP(t, hs, "", nil)
 	if res := callTool(t, cs2, tools.NameExecute, obj{"command": "echo yes"}); !res.IsError || !strings.Contains(text(res), "does not support elicitation") {
 		t.Fatalf("client without elicitation: %s", text(res))
+	}
+}
+
+func TestServeNeedsTokenBeyondLoopback(t *testing.T) {
+	srv, closeAll, err := newServer(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := srv.Serve(context.Background(), ln, nil); !errors.Is(err, mcp.ErrTokenRequired) {
+		t.Fatalf("Serve on %s without a token: %v, want ErrTokenRequired", ln.Addr(), err)
+	}
+	// On loopback it serves until the context ends.
+	lo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lo, nil) }()
+	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + lo.Addr().String()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	cs.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after cancel: %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func NewServer(set *tools.Set, opts *Options) (*Server, error) {
 }
 
 func annotations(t *tools.Tool) *sdk.ToolAnnotations {
-	a := &sdk.ToolAnnotations{Title: t.Title, ReadOnlyHint: t.ReadOnly, OpenWorldHint: new(bool)}
+	a := &sdk.ToolAnnotations{Title: t.Title, ReadOnlyHint: t.ReadOnly}
 	if !t.ReadOnly {
 		d := t.Destructive
 		a.DestructiveHint = &d

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -96,6 +97,18 @@ func (s *Set) Execute(ctx context.Context, in ExecuteInput, o *CallOptions) (*Ex
 	return out, nil
 }
 
+// ansiEscape matches the terminal escape sequences (colors, cursor moves)
+// stripped from the text a model reads.
+var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]`)
+
+// stripANSI removes terminal escape sequences from s.
+func stripANSI(s string) string {
+	if !strings.Contains(s, "\x1b") {
+		return s
+	}
+	return ansiEscape.ReplaceAllString(s, "")
+}
+
 func renderExecute(o *ExecuteOutput) string {
 	if o.PID != "" {
 		return fmt.Sprintf("Started background process %s. Poll its output with process_output {\"pid\":%q,\"cursor\":0}; stop it with process_kill.", o.PID, o.PID)
@@ -111,16 +124,21 @@ func renderExecute(o *ExecuteOutput) string {
 	default:
 		b.WriteString("(no output)")
 	}
+	var notes []string
 	if o.TimedOut {
-		b.WriteString("\n\nThe command timed out and was killed.")
+		notes = append(notes, "The command timed out and was killed.")
 	}
 	if o.ExitCode != 0 {
-		fmt.Fprintf(&b, "\n\nExit code: %d", o.ExitCode)
+		notes = append(notes, fmt.Sprintf("Exit code: %d", o.ExitCode))
 	}
 	if o.Truncated && o.Handle == "" {
-		b.WriteString("\n\n(The oldest output was dropped: only the last part was kept.)")
+		notes = append(notes, "(The oldest output was dropped: only the last part was kept.)")
 	}
-	return b.String()
+	text := stripANSI(b.String())
+	if len(notes) > 0 {
+		text = strings.TrimRight(text, "\n") + "\n\n" + strings.Join(notes, "\n")
+	}
+	return text
 }
 
 // progressReporter counts a command's output and reports progress every

@@ -31,3 +31,10 @@ func TestBound(t *testing.T) {
 		t.Fatalf("cuts not on lines: %q", got)
 	}
 }
+
+func TestStripANSI(t *testing.T) {
+	in := "\x1b[1;31mred\x1b[0m plain \x1b]0;title\x07end\x1b[2K"
+	if got := stripANSI(in); got != "red plain end" {
+		t.Fatalf("stripANSI = %q", got)
+	}
+}

@@ -232,7 +232,7 @@ func renderProcessOutput(o *ProcessOutputOutput) string {
 	if o.Output == "" {
 		b.WriteString("(no new output)")
 	} else {
-		b.WriteString(o.Output)
+		b.WriteString(stripANSI(o.Output))
 	}
 	b.WriteString("\n\n")
 	switch {
