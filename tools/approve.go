@@ -87,6 +87,7 @@ type RefusedError struct {
 	Reason error
 }
 
+// Error says what was refused and why.
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("not allowed to %s: %v", e.Action, e.Reason)
 }

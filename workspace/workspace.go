@@ -22,8 +22,9 @@ type ToolboxSandbox interface {
 }
 
 // Mounts is the seam for the filesystems a workspace mounts into its
-// sandbox (package mount). The workspace calls Mount each time it starts
-// the sandbox, and appends Instructions to its own.
+// sandbox (package mount). The workspace calls Mount the first time it
+// needs the sandbox and after each start it makes, and appends
+// Instructions to its own.
 type Mounts interface {
 	// Mount mounts every filesystem into sb, which runs. Mounting what is
 	// mounted already must do nothing.
@@ -98,14 +99,17 @@ func (w *Workspace) Instructions() string {
 	return strings.Join(parts, "\n\n")
 }
 
-// Start starts the sandbox unless it runs, then, the first time, creates
-// Config.WorkingDirectory and mounts the workspace's mounts. File
-// operations and commands call it themselves.
+// Start starts the sandbox unless it runs; then, the first time and after
+// each start it made, it creates Config.WorkingDirectory and mounts the
+// workspace's mounts. File operations and commands call it themselves.
 func (w *Workspace) Start(ctx context.Context) error {
 	if w.sb.Status() != sandbox.StatusRunning {
 		if _, err := w.sb.Start(ctx); err != nil {
 			return fmt.Errorf("workspace: starting sandbox %s: %w", w.sb.ID(), err)
 		}
+		w.mu.Lock()
+		w.prepared = false
+		w.mu.Unlock()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

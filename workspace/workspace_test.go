@@ -96,3 +96,27 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("no sandbox: %v", err)
 	}
 }
+
+func TestMountsAfterEachStart(t *testing.T) {
+	ctx := context.Background()
+	sb := newSandbox(t)
+	mounts := &fakeMounts{}
+	ws, err := workspace.New(workspace.Config{Sandbox: sb, WorkingDirectory: "/tmp/m", Mounts: mounts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := ws.ReadDir(ctx, "."); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.ReadDir(ctx, "."); err != nil {
+		t.Fatal(err)
+	}
+	if mounts.calls != 2 {
+		t.Fatalf("Mount called %d times over two starts, want 2", mounts.calls)
+	}
+}
