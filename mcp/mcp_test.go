@@ -133,7 +133,7 @@ func exercise(t *testing.T, cs *sdk.ClientSession, progress *progressLog) {
 		// its first line: no timing assumption.
 		done := make(chan *sdk.CallToolResult, 1)
 		go func() {
-			p := &sdk.CallToolParams{Name: tools.NameExecute, Arguments: obj{"command": "echo step-one; while ! test -e /tmp/w/go; do sleep 0.02; done; echo finished"}}
+			p := &sdk.CallToolParams{Name: tools.NameExecute, Arguments: obj{"command": "rm -f /tmp/w/go; echo step-one; while ! test -e /tmp/w/go; do sleep 0.02; done; echo finished"}}
 			p.SetProgressToken("progress-1")
 			res, err := cs.CallTool(ctx, p)
 			if err != nil {
@@ -288,11 +288,12 @@ func newHTTPServer(t *testing.T, opts *mcp.Options, token string) *httptest.Serv
 	return hs
 }
 
-// connectHTTP connects a client to hs with token.
-func connectHTTP(t *testing.T, hs *httptest.Server, token string, opts *sdk.ClientOptions) *sdk.ClientSession {
+// connectHTTP connects a client speaking protocol version ("" for the
+// SDK's latest) to hs with token.
+func connectHTTP(t *testing.T, hs *httptest.Server, token, version string, opts *sdk.ClientOptions) *sdk.ClientSession {
 	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts)
 	tr := &sdk.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
-	cs, err := client.Connect(context.Background(), tr, nil)
+	cs, err := client.Connect(context.Background(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,16 +312,39 @@ func TestHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a request without the token got %s, want 401", resp.Status)
 	}
-	progress := newProgressLog()
-	cs := connectHTTP(t, hs, token, &sdk.ClientOptions{ProgressNotificationHandler: progress.handler})
-	exercise(t, cs, progress)
+	// The SDK's latest protocol (stateless requests, multi round-trip
+	// elicitation) and an older one (sessions, server-initiated requests).
+	for _, version := range protocolVersions {
+		t.Run(versionName(version), func(t *testing.T) {
+			progress := newProgressLog()
+			cs := connectHTTP(t, hs, token, version, &sdk.ClientOptions{ProgressNotificationHandler: progress.handler})
+			exercise(t, cs, progress)
+		})
+	}
+}
+
+// protocolVersions are the MCP versions the HTTP tests speak: the SDK's
+// latest and the one most hosts spoke before it.
+var protocolVersions = []string{"", "2025-06-18"}
+
+func versionName(v string) string {
+	if v == "" {
+		return "latest"
+	}
+	return v
 }
 
 func TestApprovalByElicitation(t *testing.T) {
 	hs := newHTTPServer(t, &mcp.Options{AskApproval: true}, "")
+	for _, version := range protocolVersions {
+		t.Run(versionName(version), func(t *testing.T) { testApproval(t, hs, version) })
+	}
+}
+
+func testApproval(t *testing.T, hs *httptest.Server, version string) {
 	var mu sync.Mutex
 	var asked []string
-	cs := connectHTTP(t, hs, "", &sdk.ClientOptions{ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	cs := connectHTTP(t, hs, "", version, &sdk.ClientOptions{ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 		mu.Lock()
 		asked = append(asked, req.Params.Message)
 		mu.Unlock()
@@ -352,7 +376,7 @@ func TestApprovalByElicitation(t *testing.T) {
 	mu.Unlock()
 
 	// A client that cannot ask is refused.
-	cs2 := connectHTTP(t, hs, "", nil)
+	cs2 := connectHTTP(t, hs, "", version, nil)
 	if res := callTool(t, cs2, tools.NameExecute, obj{"command": "echo yes"}); !res.IsError || !strings.Contains(text(res), "does not support elicitation") {
 		t.Fatalf("client without elicitation: %s", text(res))
 	}
