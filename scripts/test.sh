@@ -104,6 +104,14 @@ step "staticcheck"
 staticcheck ./...
 echo ok
 
+# Modules of their own under contrib/ (framework adapters, so that the
+# agentbox module does not depend on the frameworks).
+for mod in contrib/*/go.mod; do
+	dir="$(dirname "$mod")"
+	step "$dir: go vet, staticcheck, go test -race"
+	(cd "$dir" && go vet ./... && staticcheck ./... && AGENTBOX_REQUIRE_ALL=1 go test -race -count=1 ./...)
+done
+
 step "go test -race (AGENTBOX_REQUIRE_ALL=1)"
 # The JSON event stream goes through internal/cmd/testsummary, which prints
 # what a plain go test would (each package's result, the output of failing

@@ -16,6 +16,7 @@
 //	agentbox git clone [--id SANDBOX] [--branch B] [--commit C] [--depth N] [--username U --password-stdin] URL [DIR]
 //	agentbox image build [-f DOCKERFILE] [-t NAME]... [--build-arg K=V]... [--target STAGE] [--no-cache] [--network default|none] [CONTEXT]
 //	agentbox serve [--addr HOST:PORT] [--api-key-file FILE | --api-key KEY]
+//	agentbox mcp [--id SANDBOX] [--workdir DIR] [--approve] [--http HOST:PORT [--token-file FILE]]
 //
 // --id names the sandbox. The ID of logs and kill is that of a background
 // process: the number spawn prints and ps lists in its ID column (1, 2,

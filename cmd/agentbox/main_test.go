@@ -20,6 +20,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/rodir"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
 
@@ -558,5 +559,46 @@ func TestConcurrentSpawnLocal(t *testing.T) {
 	}
 	if procs := e.ps(); len(procs) != n {
 		t.Errorf("ps --json: %+v, want %d processes", procs, n)
+	}
+}
+
+func TestMCPBinary(t *testing.T) {
+	e := newEnv(t)
+	cmd := binaryCommand(t, e.stateDir, "mcp", "--id", "mcp", "--workdir", "/tmp/proj")
+	cmd.Stderr = os.Stderr
+	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil)
+	ctx := context.Background()
+	cs, err := client.Connect(ctx, &mcpsdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil || len(list.Tools) < 12 {
+		t.Fatalf("tools/list: %v, %v", list, err)
+	}
+	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "pwd; sleep 300", "background": true}})
+	if err != nil || res.IsError {
+		t.Fatalf("background command: %+v, %v", res, err)
+	}
+	res, err = cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "execute_command", Arguments: map[string]any{"command": "pwd"}})
+	if err != nil || res.IsError || res.Content[0].(*mcpsdk.TextContent).Text != "/tmp/proj\n" {
+		t.Fatalf("pwd: %+v, %v", res, err)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	// The server left; the sandbox and its background process did not.
+	r := e.must("ps", "--id", "mcp", "--json")
+	var ps []process
+	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil || len(ps) != 1 || !ps[0].Running || !strings.Contains(ps[0].Command, "sleep 300") {
+		t.Fatalf("processes after the server ended: %+v, %v", ps, err)
+	}
+}
+
+func TestMCPRefusesOpenHTTPWithoutToken(t *testing.T) {
+	e := newEnv(t)
+	r := e.run("", "mcp", "--http", "0.0.0.0:0")
+	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "without a token") {
+		t.Fatalf("got %+v, want a usage error about the token", r)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/httpserve"
 	"github.com/spf13/cobra"
 )
 
@@ -104,17 +105,27 @@ func apiKeys(cmd *cobra.Command, key, keyFile string) ([]string, error) {
 		}
 		return []string{strings.TrimSpace(key)}, nil
 	case keyFile != "":
-		data, err := os.ReadFile(keyFile)
+		k, err := readFirstLine("--api-key-file", keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading the API key: %w", err)
+			return nil, err
 		}
-		first, _, _ := strings.Cut(string(data), "\n")
-		if k := strings.TrimSpace(first); k != "" {
-			return []string{k}, nil
-		}
-		return nil, usagef("--api-key-file %s: the first line is empty; write the key there", keyFile)
+		return []string{k}, nil
 	}
 	return nil, nil
+}
+
+// readFirstLine returns the first line of the file a secret's flag names,
+// trimmed; an empty line is a usage error.
+func readFirstLine(flag, file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", flag, err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	if k := strings.TrimSpace(first); k != "" {
+		return k, nil
+	}
+	return "", usagef("%s %s: the first line is empty; write the secret there", flag, file)
 }
 
 // loopbackAddr reports whether addr's host is a loopback address (or
@@ -160,7 +171,6 @@ func (a *app) serve(cmd *cobra.Command, addr string, keys []string) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "agentbox serve: Daytona API at %s/api, sandboxes in %s\n", url, a.stateDir)
 	if !keyed {
@@ -171,19 +181,9 @@ func (a *app) serve(cmd *cobra.Command, addr string, keys []string) error {
 		shownKey = "<your key>"
 	}
 	fmt.Fprintf(out, "  export DAYTONA_API_URL=%s/api DAYTONA_API_KEY=%s\n", url, shownKey)
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	select {
-	case err := <-served:
+	if err := httpserve.Serve(ctx, ln, srv, serveShutdownTimeout); err != nil {
 		return fmt.Errorf("serving %s: %w", addr, err)
-	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-	}
-	<-served
 	fmt.Fprintf(out, "agentbox serve: stopped; the sandboxes keep running\n")
 	return nil
 }

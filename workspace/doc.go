@@ -1,0 +1,24 @@
+// Package workspace puts a sandbox in an agent's hands: the sandbox, its
+// files through the sandbox's toolbox API, the rules that place relative
+// paths and commands in one working directory, and the instructions that
+// describe all of it to a model.
+//
+// Package tools builds an agent's tools over a Workspace, and package mcp
+// serves them to MCP clients.
+//
+// # Working directory
+//
+// A relative path, of a file or of a command's cwd, is taken relative to
+// the workspace's working directory: Config.WorkingDirectory when set,
+// else the sandbox's own default (the toolbox server's working directory,
+// asked once). Absolute paths are used as they are. Commands without a cwd
+// run in Config.WorkingDirectory when it is set, else in the sandbox's
+// default.
+//
+// # Mounts
+//
+// Filesystems mounted into the sandbox (S3, GCS buckets; package mount)
+// plug in through Config.Mounts, a [Mounts]: the workspace mounts them
+// when it starts the sandbox and adds their description to its
+// instructions. This package does not mount anything itself.
+package workspace
