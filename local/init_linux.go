@@ -161,6 +161,7 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.home(), Env: env, DropCapabilities: true,
 		KeepCapabilities: cfg.keptCapabilities(),
 		Entrypoint:       cfg.Root.entrypoint(),
+		Daytona:          cfg.DaytonaToolbox,
 		Cgroups:          cfg.metricsCgroups(fds),
 		// The init was cloned into a cgroup namespace rooted where it was
 		// born; on cgroup v1 the host moves it into its own cgroups only

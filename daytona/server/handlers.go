@@ -67,6 +67,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusBadRequest, "Snapshot %s not found: pull, build or snapshot it first (agentbox image pull|build, agentbox snapshot create)", sp.image)
 		}
 	}
+	sp.daytonaToolbox = s.daytonaToolbox(r)
 	start, err := s.eng.create(rec.id, sp)
 	if err != nil {
 		return engineError(err)

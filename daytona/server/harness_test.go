@@ -34,6 +34,8 @@ type harnessOptions struct {
 	badRequests bool
 	// now is the server's clock; default time.Now.
 	now func() time.Time
+	// knobs are the server's test knobs.
+	knobs *Knobs
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -42,7 +44,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}}, eng, 5*time.Millisecond, o.now)
+	s, err := newServer(Options{APIKeys: []string{testKey}, Knobs: o.knobs}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}
