@@ -18,37 +18,37 @@ func (c *Client) GetConfig(ctx context.Context) (*ServerConfig, error) {
 // in a transitional state; CreateAndWait waits for it to start. A create
 // without Target gets the client's. It is not retried but after 429 and
 // 503, which the server did not act on.
-func (c *Client) CreateSandbox(ctx context.Context, req CreateSandbox) (*Sandbox, error) {
+func (c *Client) CreateSandbox(ctx context.Context, req CreateSandbox) (*SandboxDTO, error) {
 	if req.Target == "" {
 		req.Target = c.cfg.Target
 	}
-	var out Sandbox
+	var out SandboxDTO
 	return &out, c.do(ctx, call{method: "POST", path: "/sandbox", body: req}, &out)
 }
 
 // GetSandbox returns the sandbox with id or name idOrName; an unknown one
 // is an *APIError matching ErrNotFound.
-func (c *Client) GetSandbox(ctx context.Context, idOrName string) (*Sandbox, error) {
-	var out Sandbox
+func (c *Client) GetSandbox(ctx context.Context, idOrName string) (*SandboxDTO, error) {
+	var out SandboxDTO
 	return &out, c.do(ctx, call{method: "GET", path: "/sandbox/" + escape(idOrName), idempotent: true}, &out)
 }
 
 // sandboxCall sends method to the route of sandbox idOrName under it (""
 // for the sandbox itself) and decodes the Sandbox answered.
-func (c *Client) sandboxCall(ctx context.Context, method, idOrName, sub string, query url.Values, idempotent bool) (*Sandbox, error) {
-	var out Sandbox
+func (c *Client) sandboxCall(ctx context.Context, method, idOrName, sub string, query url.Values, idempotent bool) (*SandboxDTO, error) {
+	var out SandboxDTO
 	return &out, c.do(ctx, call{method: method, path: "/sandbox/" + escape(idOrName) + sub, query: query, idempotent: idempotent}, &out)
 }
 
 // StartSandbox starts a stopped or archived sandbox and returns it, usually
 // starting (POST /sandbox/{id}/start); one already started is left so.
-func (c *Client) StartSandbox(ctx context.Context, idOrName string) (*Sandbox, error) {
+func (c *Client) StartSandbox(ctx context.Context, idOrName string) (*SandboxDTO, error) {
 	return c.sandboxCall(ctx, "POST", idOrName, "/start", nil, true)
 }
 
 // StopSandbox stops a started sandbox and returns it, usually stopping;
 // force kills its processes at once.
-func (c *Client) StopSandbox(ctx context.Context, idOrName string, force bool) (*Sandbox, error) {
+func (c *Client) StopSandbox(ctx context.Context, idOrName string, force bool) (*SandboxDTO, error) {
 	var q url.Values
 	if force {
 		q = url.Values{"force": {"true"}}
@@ -57,12 +57,12 @@ func (c *Client) StopSandbox(ctx context.Context, idOrName string, force bool) (
 }
 
 // ArchiveSandbox archives a stopped sandbox.
-func (c *Client) ArchiveSandbox(ctx context.Context, idOrName string) (*Sandbox, error) {
+func (c *Client) ArchiveSandbox(ctx context.Context, idOrName string) (*SandboxDTO, error) {
 	return c.sandboxCall(ctx, "POST", idOrName, "/archive", nil, false)
 }
 
 // DeleteSandbox deletes a sandbox and returns it, destroying.
-func (c *Client) DeleteSandbox(ctx context.Context, idOrName string) (*Sandbox, error) {
+func (c *Client) DeleteSandbox(ctx context.Context, idOrName string) (*SandboxDTO, error) {
 	return c.sandboxCall(ctx, "DELETE", idOrName, "", nil, true)
 }
 
@@ -79,31 +79,31 @@ func (c *Client) SetLabels(ctx context.Context, idOrName string, labels map[stri
 }
 
 // UpdateNetworkSettings changes a sandbox's network policy, live.
-func (c *Client) UpdateNetworkSettings(ctx context.Context, idOrName string, ns NetworkSettings) (*Sandbox, error) {
-	var out Sandbox
+func (c *Client) UpdateNetworkSettings(ctx context.Context, idOrName string, ns NetworkSettings) (*SandboxDTO, error) {
+	var out SandboxDTO
 	return &out, c.do(ctx, call{method: "POST", path: "/sandbox/" + escape(idOrName) + "/network-settings", body: ns, idempotent: true}, &out)
 }
 
 // SetAutoStopInterval sets a sandbox's auto-stop interval in minutes (0:
 // never).
-func (c *Client) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, error) {
+func (c *Client) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*SandboxDTO, error) {
 	return c.sandboxCall(ctx, "POST", idOrName, "/autostop/"+strconv.Itoa(minutes), nil, true)
 }
 
 // SetAutoArchiveInterval sets a sandbox's auto-archive interval in minutes
 // (0: the deployment's longest).
-func (c *Client) SetAutoArchiveInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, error) {
+func (c *Client) SetAutoArchiveInterval(ctx context.Context, idOrName string, minutes int) (*SandboxDTO, error) {
 	return c.sandboxCall(ctx, "POST", idOrName, "/autoarchive/"+strconv.Itoa(minutes), nil, true)
 }
 
 // SetAutoDeleteInterval sets a sandbox's auto-delete interval in minutes
 // (negative: never; 0: as soon as it stops).
-func (c *Client) SetAutoDeleteInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, error) {
+func (c *Client) SetAutoDeleteInterval(ctx context.Context, idOrName string, minutes int) (*SandboxDTO, error) {
 	return c.sandboxCall(ctx, "POST", idOrName, "/autodelete/"+strconv.Itoa(minutes), nil, true)
 }
 
 // SetPublic makes a sandbox's previews public (no token) or private.
-func (c *Client) SetPublic(ctx context.Context, idOrName string, public bool) (*Sandbox, error) {
+func (c *Client) SetPublic(ctx context.Context, idOrName string, public bool) (*SandboxDTO, error) {
 	return c.sandboxCall(ctx, "POST", idOrName, "/public/"+strconv.FormatBool(public), nil, true)
 }
 
@@ -147,8 +147,8 @@ type ListOptions struct {
 
 // SandboxPage is one page of a list; NextCursor is "" on the last.
 type SandboxPage struct {
-	Items      []Sandbox `json:"items"`
-	NextCursor *string   `json:"nextCursor"`
+	Items      []SandboxDTO `json:"items"`
+	NextCursor *string      `json:"nextCursor"`
 }
 
 // ListSandboxes returns the page of sandboxes that starts at cursor (""
@@ -180,8 +180,8 @@ func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions, cursor str
 
 // Sandboxes iterates over every sandbox opts keeps, page after page. It
 // stops at the first error, which it yields.
-func (c *Client) Sandboxes(ctx context.Context, opts ListOptions) iter.Seq2[*Sandbox, error] {
-	return func(yield func(*Sandbox, error) bool) {
+func (c *Client) Sandboxes(ctx context.Context, opts ListOptions) iter.Seq2[*SandboxDTO, error] {
+	return func(yield func(*SandboxDTO, error) bool) {
 		cursor := ""
 		for {
 			page, err := c.ListSandboxes(ctx, opts, cursor)

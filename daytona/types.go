@@ -50,9 +50,9 @@ func (s SandboxState) Transitional() bool {
 	return false
 }
 
-// Sandbox is a sandbox as the API describes it (api.json Sandbox; a list
+// SandboxDTO is a sandbox as the API describes it (api.json Sandbox; a list
 // gives SandboxListItem, the same without Env, Volumes and BuildInfo).
-type Sandbox struct {
+type SandboxDTO struct {
 	ID                  string            `json:"id"`
 	OrganizationID      string            `json:"organizationId"`
 	Name                string            `json:"name"`
@@ -87,10 +87,10 @@ type Sandbox struct {
 }
 
 // Created returns when the sandbox was created; zero when unknown.
-func (s *Sandbox) Created() time.Time { return parseTime(s.CreatedAt) }
+func (s *SandboxDTO) Created() time.Time { return parseTime(s.CreatedAt) }
 
 // LastActivity returns the sandbox's last activity; zero when unknown.
-func (s *Sandbox) LastActivity() time.Time { return parseTime(s.LastActivityAt) }
+func (s *SandboxDTO) LastActivity() time.Time { return parseTime(s.LastActivityAt) }
 
 // parseTime parses an API time, leniently: zero when it is not RFC 3339.
 func parseTime(v string) time.Time {

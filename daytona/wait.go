@@ -42,7 +42,7 @@ func (e *FailedStateError) Error() string {
 // ends the wait with a *FailedStateError. When targets holds StateDestroyed, a
 // 404 counts as destroyed (the sandbox is returned with that state) and
 // other errors are retried until ctx ends.
-func (c *Client) WaitForState(ctx context.Context, id string, targets ...SandboxState) (*Sandbox, error) {
+func (c *Client) WaitForState(ctx context.Context, id string, targets ...SandboxState) (*SandboxDTO, error) {
 	gone := slices.Contains(targets, StateDestroyed)
 	begin := time.Now()
 	pause := pollFirst
@@ -54,7 +54,7 @@ func (c *Client) WaitForState(ctx context.Context, id string, targets ...Sandbox
 		case err == nil && sb.State.Failed():
 			return sb, &FailedStateError{ID: id, State: sb.State, Reason: sb.ErrorReason}
 		case gone && errors.Is(err, ErrNotFound):
-			return &Sandbox{ID: id, State: StateDestroyed}, nil
+			return &SandboxDTO{ID: id, State: StateDestroyed}, nil
 		case err != nil && !gone:
 			return nil, err
 		}
@@ -81,7 +81,7 @@ type CreateOptions struct {
 // CreateAndWait creates a sandbox and waits until it is started, streaming
 // its build logs to opts.BuildLogs. A sandbox that fails to build or start
 // is returned with a *FailedStateError; ctx bounds the whole.
-func (c *Client) CreateAndWait(ctx context.Context, req CreateSandbox, opts CreateOptions) (*Sandbox, error) {
+func (c *Client) CreateAndWait(ctx context.Context, req CreateSandbox, opts CreateOptions) (*SandboxDTO, error) {
 	sb, err := c.CreateSandbox(ctx, req)
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (c *Client) CreateAndWait(ctx context.Context, req CreateSandbox, opts Crea
 
 // followBuildLogs waits until sandbox sb's build has begun and copies its
 // build logs to w until they end.
-func (c *Client) followBuildLogs(ctx context.Context, sb *Sandbox, w io.Writer) error {
+func (c *Client) followBuildLogs(ctx context.Context, sb *SandboxDTO, w io.Writer) error {
 	if sb.State == StatePendingBuild {
 		if _, err := c.WaitForState(ctx, sb.ID, StateBuildingSnapshot, StatePullingSnapshot, StateStarting, StateStarted); err != nil {
 			return err
@@ -158,7 +158,7 @@ func isNotImplemented(err error) bool {
 }
 
 // StartAndWait starts a sandbox and waits until it is started.
-func (c *Client) StartAndWait(ctx context.Context, idOrName string) (*Sandbox, error) {
+func (c *Client) StartAndWait(ctx context.Context, idOrName string) (*SandboxDTO, error) {
 	sb, err := c.StartSandbox(ctx, idOrName)
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (c *Client) StartAndWait(ctx context.Context, idOrName string) (*Sandbox, e
 
 // StopAndWait stops a sandbox and waits until it is stopped (or
 // destroyed: an ephemeral sandbox is deleted when it stops).
-func (c *Client) StopAndWait(ctx context.Context, idOrName string, force bool) (*Sandbox, error) {
+func (c *Client) StopAndWait(ctx context.Context, idOrName string, force bool) (*SandboxDTO, error) {
 	sb, err := c.StopSandbox(ctx, idOrName, force)
 	if err != nil {
 		return nil, err
