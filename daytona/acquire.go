@@ -34,10 +34,7 @@ func deadState(st SandboxState) bool {
 // creating anything.
 func (d driver) Acquire(ctx context.Context) (sandbox.Outcome, error) {
 	s := d.s
-	key := s.RemoteID()
-	if key == "" {
-		key = s.opts.Name
-	}
+	key := s.lookupKey()
 	sb, err := s.api.GetSandbox(ctx, key)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -51,7 +48,10 @@ func (d driver) Acquire(ctx context.Context) (sandbox.Outcome, error) {
 		}
 		return sandbox.OutcomeConnected, s.attach(ctx, sb)
 	}
-	req, dropped := s.opts.createRequest(s.api.Target())
+	s.mu.Lock()
+	o := s.opts // UpdateNetworkSettings changes it
+	s.mu.Unlock()
+	req, dropped := o.createRequest(s.api.Target())
 	if dropped {
 		s.opts.Logf("daytona: %s", resourcesWarning)
 	}
@@ -157,11 +157,7 @@ func (d driver) Teardown(ctx context.Context) error {
 // find looks the sandbox up by its Daytona id or name without starting
 // it; nil when there is none.
 func (d driver) find(ctx context.Context) (*SandboxDTO, error) {
-	key := d.s.RemoteID()
-	if key == "" {
-		key = d.s.opts.Name
-	}
-	sb, err := d.s.api.GetSandbox(ctx, key)
+	sb, err := d.s.api.GetSandbox(ctx, d.s.lookupKey())
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}

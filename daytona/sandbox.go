@@ -32,6 +32,8 @@ type Sandbox struct {
 	route *route
 	mgr   *process.Manager
 
+	// mu guards the fields below and the network fields of opts
+	// (UpdateNetworkSettings).
 	mu       sync.Mutex
 	remote   *SandboxDTO // the attached sandbox, nil when none
 	remoteID string      // its Daytona id, kept across a stop
@@ -256,26 +258,26 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 // sentences and order.
 func (s *Sandbox) Instructions() string {
 	s.mu.Lock()
-	wd := s.workDir
+	wd, o := s.workDir, s.opts
 	s.mu.Unlock()
-	parts := []string{fmt.Sprintf("Cloud sandbox with isolated execution (%s runtime).", s.opts.Language)}
+	parts := []string{fmt.Sprintf("Cloud sandbox with isolated execution (%s runtime).", o.Language)}
 	if wd != "" {
 		parts = append(parts, fmt.Sprintf("Default working directory: %s.", wd))
 	}
 	secs := 0
-	if s.opts.Timeout > 0 {
-		secs = int(math.Ceil(s.opts.Timeout.Seconds()))
+	if o.Timeout > 0 {
+		secs = int(math.Ceil(o.Timeout.Seconds()))
 	}
 	parts = append(parts, fmt.Sprintf("Command timeout: %ds.", secs))
-	user := s.opts.User
+	user := o.User
 	if user == "" {
 		user = DefaultUser
 	}
 	parts = append(parts, fmt.Sprintf("Running as user: %s.", user))
-	if n := len(s.opts.Volumes); n > 0 {
+	if n := len(o.Volumes); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d volume(s) attached.", n))
 	}
-	if s.opts.NetworkBlockAll {
+	if o.NetworkBlockAll {
 		parts = append(parts, "Network access is blocked.")
 	}
 	return strings.Join(parts, " ")

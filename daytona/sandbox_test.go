@@ -57,6 +57,11 @@ func TestEngineOptions(t *testing.T) {
 	if got, want := sb.Instructions(), "Cloud sandbox with isolated execution (python runtime). Default working directory: /home/daytona. Command timeout: 60s. Running as user: ubuntu. 1 volume(s) attached. Network access is blocked."; got != want {
 		t.Errorf("instructions:\n%s\nwant\n%s", got, want)
 	}
+	clone, err := sb.Clone(CloneOptions{ID: "twin", Env: map[string]string{"A": "b"}, IdleTimeout: 5 * time.Minute})
+	if err != nil || clone.ID() != "twin" || clone.Status() != sandbox.StatusPending || clone.Instructions() != sb.Instructions() ||
+		clone.opts.Name != "twin" || clone.opts.AutoStopInterval != 5*time.Minute || clone.Lifecycle.Env()["A"] != "b" || clone.api != c {
+		t.Fatalf("clone: %+v, %v", clone, err)
+	}
 	for _, bad := range []Options{
 		{Env: map[string]string{"1BAD": "x"}},
 		{Language: "cobol"},
@@ -279,6 +284,28 @@ func testEngine(t *testing.T, daytonaMode bool) {
 	}
 	if res, err := sb.ExecuteCommand(ctx, "echo after", nil, nil); err != nil || res.Stdout != "after\n" {
 		t.Fatalf("the command after: %+v, %v", res, err)
+	}
+
+	// Network settings change live; previews.
+	block := true
+	if err := sb.UpdateNetworkSettings(ctx, NetworkSettings{NetworkBlockAll: &block}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(sb.Instructions(), "Network access is blocked.") {
+		t.Errorf("instructions after blocking the network: %s", sb.Instructions())
+	}
+	if got, err := sb.API().GetSandbox(ctx, sb.RemoteID()); err != nil || !got.NetworkBlockAll {
+		t.Errorf("the server's sandbox after blocking: %+v, %v", got, err)
+	}
+	bad := "not a cidr"
+	if err := sb.UpdateNetworkSettings(ctx, NetworkSettings{NetworkAllowList: &bad}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Errorf("a malformed allow list: %v", err)
+	}
+	if u, token, err := sb.PortURL(ctx, 3000); err != nil || u == "" || token == "" {
+		t.Errorf("port URL: %q %q %v", u, token, err)
+	}
+	if u, err := sb.SignedPortURL(ctx, 3000, time.Minute); err != nil || u == "" {
+		t.Errorf("signed port URL: %q %v", u, err)
 	}
 
 	// Stop keeps it; the next command starts it again.
