@@ -1,6 +1,25 @@
 // Package daytona talks to Daytona's control plane and runs agentbox
 // sandboxes on it.
 //
+// # The engine
+//
+// [New] returns a [Sandbox], a sandbox.Sandbox whose sandbox Daytona (or
+// any server of its API, such as agentbox serve) runs, with the behaviour
+// of Mastra's DaytonaSandbox: the options and defaults of [Options];
+// creation from a snapshot, else an image (built, its logs streamed to
+// Options.BuildLogs), else the default snapshot, Resources counting only
+// with an image; reconnection by Daytona id or name (running: connect;
+// stopped or archived: start; transitional: wait; dead: delete and create
+// anew; any other lookup error fails without creating); the environment
+// applied per command, never at creation; one retry of a command whose
+// sandbox turns out dead (auto-stopped, deleted behind its back); Info and
+// Instructions as Mastra words them. Commands and background processes go
+// through the toolbox at the sandbox's toolbox proxy URL with the same
+// toolbox.Client and toolbox/process code as the local engine, so a
+// command on a started sandbox costs one request against agentbox's
+// toolbox server. [Sandbox.Client] gives the toolbox client (files, git,
+// sessions).
+//
 // # The control-plane client
 //
 // [Client] is a typed client of the parts of Daytona's control-plane API
