@@ -3,6 +3,7 @@ package daytona
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -356,6 +357,26 @@ func TestEngineBadInput(t *testing.T) {
 	}
 	if page, err := sb.API().ListSandboxes(ctx, ListOptions{}, ""); err != nil || len(page.Items) != 0 {
 		t.Fatalf("something was created: %+v, %v", page, err)
+	}
+
+	// Resources without an image: Mastra's warning, and the default
+	// snapshot without them.
+	var warnings []string
+	sb = newEngine(t, s, Config{}, Options{Resources: Resources{CPU: 2}, Logf: func(f string, a ...any) {
+		warnings = append(warnings, fmt.Sprintf(f, a...))
+	}})
+	if _, err := sb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], resourcesWarning) {
+		t.Errorf("warnings %q", warnings)
+	}
+	if got, err := sb.API().GetSandbox(ctx, sb.RemoteID()); err != nil || got.Snapshot != "" && got.Snapshot != server.DefaultSnapshot {
+		t.Errorf("created from %+v, %v", got, err)
+	}
+	// An invalid per-command env name fails before anything runs.
+	if _, err := sb.ExecuteCommand(ctx, "true", nil, &sandbox.ExecOptions{Env: map[string]string{"BAD-NAME": "x"}}); !errors.Is(err, sandbox.ErrInvalidEnv) {
+		t.Errorf("an invalid env name: %v", err)
 	}
 }
 
