@@ -71,16 +71,6 @@
 // every request is accepted — the caller (agentbox serve) then listens on
 // loopback only.
 //
-// # Test knobs
-//
-// [Options.Knobs] turns on what tests of Daytona clients need, all off by
-// default (knobs.go): injected latency; faults (5xx, 429 with Retry-After,
-// a reset connection, a WebSocket dropped mid-stream, a sandbox stopped or
-// deleted behind the client's back), per server, with
-// [Server.InjectFault], or per request with X-Agentbox-Test-* headers; the
-// toolbox's Daytona-behaviour mode; and request counts per sandbox and
-// route ([Server.RequestCounts]) for round-trip assertions.
-//
 // # Limits of this version
 //
 // The server's records (names, labels, intervals, states) live in memory:
