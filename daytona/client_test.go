@@ -3,6 +3,7 @@ package daytona
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -178,3 +179,48 @@ func TestRetries(t *testing.T) {
 		})
 	}
 }
+
+func TestRetryable(t *testing.T) {
+	dialTimeout := fmt.Errorf("daytona: cannot reach: %w", &net.OpError{Op: "dial", Net: "tcp", Err: timeoutError{}})
+	reset := fmt.Errorf("daytona: cannot reach: %w", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")})
+	for _, tc := range []struct {
+		name       string
+		err        error
+		idempotent bool
+		want       bool
+	}{
+		{"429 on a create", &APIError{StatusCode: 429}, false, true},
+		{"503 on a create", &APIError{StatusCode: 503}, false, true},
+		{"502 on a create", &APIError{StatusCode: 502}, false, false},
+		{"502 on a get", &APIError{StatusCode: 502}, true, true},
+		{"501 on a get", &APIError{StatusCode: 501}, true, false},
+		{"404 on a get", &APIError{StatusCode: 404}, true, false},
+		{"reset on a get", reset, true, true},
+		{"reset on a create", reset, false, false},
+		{"dial timeout on a get", dialTimeout, true, false},
+		{"not Daytona", &NotDaytonaError{URL: "u", Err: errors.New("x")}, true, false},
+		{"cancelled", context.Canceled, true, false},
+	} {
+		if got := retryable(tc.err, tc.idempotent); got != tc.want {
+			t.Errorf("%s: retryable %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Retry-After wins over a shorter backoff, and is capped.
+	if d := backoff(0, time.Millisecond, time.Second, &APIError{StatusCode: 429, RetryAfter: 3 * time.Second}); d != 3*time.Second {
+		t.Errorf("backoff with Retry-After 3s: %v", d)
+	}
+	if d := backoff(0, time.Millisecond, time.Second, &APIError{StatusCode: 429, RetryAfter: time.Hour}); d != maxRetryAfter {
+		t.Errorf("backoff with Retry-After 1h: %v", d)
+	}
+	for n := range 10 {
+		if d := backoff(n, 100*time.Millisecond, time.Second, errors.New("x")); d < 50*time.Millisecond || d > time.Second {
+			t.Errorf("backoff %d: %v outside [50ms, 1s]", n, d)
+		}
+	}
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }

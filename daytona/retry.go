@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -28,6 +29,12 @@ func retryable(err error, idempotent bool) bool {
 	}
 	var nd *NotDaytonaError
 	if errors.As(err, &nd) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	// A dial that timed out already waited long: an address nothing
+	// answers at (a wrong API URL) fails once, not once per retry.
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" && oe.Timeout() {
 		return false
 	}
 	return idempotent
