@@ -163,6 +163,7 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 		KeepCapabilities: cfg.keptCapabilities(),
 		Credential:       cfg.credential(),
 		Entrypoint:       cfg.Root.entrypoint(),
+		Daytona:          cfg.DaytonaToolbox,
 		Cgroups:          cfg.metricsCgroups(fds),
 		// The init was cloned into a cgroup namespace rooted where it was
 		// born; on cgroup v1 the host moves it into its own cgroups only

@@ -190,6 +190,12 @@ type Config struct {
 	// size at creation), and a later handle that sets Resources must set
 	// the same values.
 	Resources Resources `json:"resources,omitzero"`
+	// DaytonaToolbox runs the sandbox's toolbox server in its
+	// Daytona-behaviour mode (package toolbox/daemon, Options.Daytona):
+	// it reproduces the quirks of Daytona's own daemon and offers no
+	// agentbox extension. For testing clients against those quirks
+	// (agentbox serve's test knobs), not for use.
+	DaytonaToolbox bool `json:"daytonaToolbox,omitempty"`
 }
 
 // Confinement relaxes, explicitly, what every command of a sandbox runs

@@ -54,6 +54,9 @@ type spec struct {
 	// image is the image or snapshot of the engine's store the sandbox's
 	// root is made of (Daytona's snapshot); "" for the default root.
 	image string
+	// daytonaToolbox runs the sandbox's toolbox in its Daytona-behaviour
+	// mode (a test knob).
+	daytonaToolbox bool
 }
 
 // network is a sandbox's network policy, in Daytona's terms.

@@ -31,6 +31,8 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			User:     sp.user,
 			Language: sp.language,
 			Image:    sp.image,
+			// A test knob (knobs.go).
+			DaytonaToolbox: sp.daytonaToolbox,
 			// The server's timers stop and delete the sandbox, so that
 			// the intervals can change while it runs.
 			AutoStopInterval: -1,

@@ -149,7 +149,7 @@ func (b *fakeBox) run(env map[string]string) error {
 	for k, v := range env {
 		vars = append(vars, k+"="+v)
 	}
-	d, err := daemon.New(daemon.Options{WorkDir: b.work, Env: vars})
+	d, err := daemon.New(daemon.Options{WorkDir: b.work, Env: vars, Daytona: b.spec.daytonaToolbox})
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	sp.daytonaToolbox = s.daytonaToolbox(r)
 	start, err := s.prepareCreate(r.Context(), rec, sp, &req)
 	if err != nil {
 		return err

@@ -38,6 +38,8 @@ type harnessOptions struct {
 	// stateDir holds the server's records; default a new temporary
 	// folder.
 	stateDir string
+	// knobs are the server's test knobs.
+	knobs *Knobs
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -49,7 +51,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.stateDir == "" {
 		o.stateDir = t.TempDir()
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir}, eng, 5*time.Millisecond, o.now)
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,9 @@ type Options struct {
 	// Logf logs what clients are not told (the causes of 500 answers,
 	// failures of background work). Default: nothing is logged.
 	Logf func(format string, args ...any)
+	// Knobs are test knobs (knobs.go): injected latency and faults,
+	// request counts. Nil: none.
+	Knobs *Knobs
 }
 
 // Server is Daytona's control plane over local sandboxes: an http.Handler
@@ -67,6 +70,7 @@ type Server struct {
 	keys      []apiKey
 	store     *store
 	logf      func(string, ...any)
+	knobs     *knobs // nil: no test knobs
 	eng       engine
 	mux       *http.ServeMux
 	proxy     *toolboxProxy
@@ -138,6 +142,11 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
+	kn, err := newKnobs(opts.Knobs)
+	if err != nil {
+		return nil, err
+	}
+	s.knobs = kn
 	for i, k := range opts.APIKeys {
 		if k == "" {
 			return nil, fmt.Errorf("agentbox serve: API key %d is empty", i+1)
@@ -198,6 +207,12 @@ func (s *Server) Close(ctx context.Context) error {
 // ServeHTTP implements http.Handler. A request whose host is a preview
 // URL's goes to the sandbox's port; every other to the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.knobs != nil {
+		var goOn bool
+		if w, goOn = s.applyKnobs(w, r); !goOn {
+			return
+		}
+	}
 	if port, key, ok := parsePreviewHost(r.Host); ok {
 		if err := s.servePreview(w, r, port, key); err != nil {
 			writeError(w, r, err, s.logf)

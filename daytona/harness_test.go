@@ -1,0 +1,128 @@
+package daytona
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/spectest"
+	"github.com/agentbox-dev/agentbox/local"
+)
+
+func TestMain(m *testing.M) {
+	local.Init() // the test binary is re-executed as local sandboxes' init
+	goleak.VerifyTestMain(m)
+}
+
+// testKey is the API key of the test servers.
+const testKey = "dtn_daytona-client-test-key"
+
+// serve is agentbox serve (package daytona/server over the local engine:
+// real sandboxes) on loopback, every exchange checked against the spec
+// files on the server's side.
+type serve struct {
+	t   *testing.T
+	srv *server.Server
+	url string // the API URL: …/api
+	cp  *spectest.Validator
+}
+
+// newServe starts a server with knobs, ended (and its sandboxes checked
+// gone) by the test's cleanup.
+func newServe(t *testing.T, knobs *server.Knobs) *serve {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() { removeLeft(t, dir) })
+	srv, err := server.New(server.Options{StateDir: dir, APIKeys: []string{testKey}, Knobs: knobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
+	tb := spectest.Load(t).ResponsesOnly()
+	hs := httptest.NewServer(spectest.ServerHandler(t, cp, tb, srv))
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return &serve{t: t, srv: srv, url: hs.URL + "/api", cp: cp}
+}
+
+// client returns a Client of s configured by cfg (its URL and key filled
+// in), whose every exchange is checked against the spec files on the
+// client's side too, with short retry pauses.
+func (s *serve) client(cfg Config) *Client {
+	s.t.Helper()
+	if cfg.APIURL == "" {
+		cfg.APIURL = s.url
+	}
+	if cfg.APIKey == "" && cfg.JWTToken == "" {
+		cfg.APIKey = testKey
+	}
+	if cfg.RetryBaseDelay == 0 {
+		cfg.RetryBaseDelay = 5 * time.Millisecond
+	}
+	tr := &http.Transport{}
+	s.t.Cleanup(tr.CloseIdleConnections)
+	cfg.HTTPClient = &http.Client{Transport: s.cp.Transport(s.t, tr)}
+	c, err := NewClient(cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// removeLeft fails the test for every sandbox left in stateDir, and
+// removes it.
+func removeLeft(t *testing.T, stateDir string) {
+	ctx := context.Background()
+	infos, err := local.List(ctx, stateDir)
+	if err != nil {
+		t.Errorf("listing the sandboxes left: %v", err)
+	}
+	for _, info := range infos {
+		t.Errorf("sandbox %s left behind", info.ID)
+		if err := local.Remove(ctx, stateDir, info.ID); err != nil {
+			t.Errorf("removing %s: %v", info.ID, err)
+		}
+	}
+}
+
+// needRoot skips the test unless it runs as root (the local engine's
+// default network needs it), and fails it under AGENTBOX_REQUIRE_ALL=1.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	why := "needs root: agentbox serve's sandboxes use the local engine's default network and limits"
+	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
+	}
+	t.Skip(why)
+}
+
+// noDaytonaEnv clears the Daytona variables of the environment and moves
+// to an empty folder (no .env file) for the test.
+func noDaytonaEnv(t *testing.T) {
+	t.Helper()
+	// The spec files are found from the working directory: pin them.
+	dir, err := spectest.SpecDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(spectest.EnvSpecDir, dir)
+	for _, k := range []string{EnvAPIKey, EnvJWTToken, EnvOrganizationID, EnvAPIURL, EnvTarget, envServerURL} {
+		t.Setenv(k, "")
+	}
+	t.Chdir(t.TempDir())
+}
