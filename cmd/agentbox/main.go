@@ -80,6 +80,7 @@ func run(args []string) int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	return cli.Run(ctx, cli.Config{
 		Engine:     localEngine{},
+		Engines:    engines(),
 		NewServer:  newServer,
 		ServerKeys: serverKeys{},
 		ImageBuilder: func(_ context.Context, stateDir string) (*build.Builder, error) {
@@ -89,4 +90,9 @@ func run(args []string) int {
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 	}, args)
+}
+
+// engines are the engines --engine selects besides the local one.
+func engines() map[string]cli.Engine {
+	return map[string]cli.Engine{"daytona": daytonaEngine{}}
 }

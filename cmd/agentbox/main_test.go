@@ -74,11 +74,12 @@ func (e *env) run(stdin string, args ...string) result {
 		in = strings.NewReader(stdin)
 	}
 	code := cli.Run(context.Background(), cli.Config{
-		Engine: localEngine{},
-		Stdin:  in,
-		Stdout: &stdout,
-		Stderr: &stderr,
-		Getenv: func(string) string { return "" },
+		Engine:  localEngine{},
+		Engines: engines(),
+		Stdin:   in,
+		Stdout:  &stdout,
+		Stderr:  &stderr,
+		Getenv:  func(string) string { return "" },
 	}, append([]string{"--state-dir", e.stateDir}, args...))
 	return result{code, stdout.String(), stderr.String()}
 }
