@@ -146,24 +146,13 @@ func (r *rootfs) nameUser() error {
 	if err != nil {
 		return nil // a host without one: nothing to name
 	}
-	shell := "/bin/sh"
-	var rest []string
-	for _, line := range strings.Split(strings.TrimRight(string(host), "\n"), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) >= 7 && f[2] == "0" && shell == "/bin/sh" && f[6] != "" {
-			shell = f[6] // root's shell
-		}
-		if f[0] != user {
-			rest = append(rest, line)
-		}
-	}
-	text := fmt.Sprintf("%s:x:0:0:%s:%s:%s\n%s\n", user, user, r.cfg.home(), shell, strings.Join(rest, "\n"))
+	text := passwdNaming(host, user, r.cfg.home())
 	dir := r.at("run/agentbox")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	p := filepath.Join(dir, "passwd")
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(p, text, 0o644); err != nil {
 		return err
 	}
 	if err := unix.Mount(p, r.at("etc/passwd"), "", unix.MS_BIND, ""); err != nil {
