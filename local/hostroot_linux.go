@@ -3,6 +3,7 @@ package local
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -70,13 +73,48 @@ func hostRoot(stateDir string) (*rootRecord, error) {
 	return &rootRecord{Host: true, Layers: []string{base}, Overlays: overlays}, nil
 }
 
+// hostBaseFresh is how long the base layer last found for the host's
+// /etc is used without looking at /etc again: walking it costs
+// milliseconds that a burst of creates need not pay each. A change to the
+// host's /etc reaches the sandboxes created that long after it at the
+// latest; a sandbox keeps the base it was created with.
+const hostBaseFresh = 30 * time.Second
+
+// hostBaseCurrent is the record, in the folder of base layers, of the
+// base layer last found for the host's /etc and when.
+type hostBaseCurrent struct {
+	Base    string    `json:"base"`
+	Checked time.Time `json:"checked"`
+}
+
 // hostBase returns the base layer of host roots for the host's /etc as it
 // is now, making it in dir when no sandbox made it before.
 func hostBase(dir string) (string, error) {
+	record := filepath.Join(dir, "current.json")
+	if b, err := os.ReadFile(record); err == nil {
+		var cur hostBaseCurrent
+		if json.Unmarshal(b, &cur) == nil && cur.Base != "" && !strings.ContainsAny(cur.Base, "/.") && time.Since(cur.Checked).Abs() < hostBaseFresh {
+			if _, err := os.Stat(filepath.Join(dir, cur.Base)); err == nil {
+				return filepath.Join(dir, cur.Base), nil
+			}
+		}
+	}
 	sum, err := hostEtcDigest()
 	if err != nil {
 		return "", err
 	}
+	final, err := makeHostBaseOnce(dir, sum)
+	if err != nil {
+		return "", err
+	}
+	// A lost record only costs the next create a walk of /etc.
+	_ = atomicfile.WriteJSON(record, hostBaseCurrent{Base: sum, Checked: time.Now()})
+	return final, nil
+}
+
+// makeHostBaseOnce returns the base layer named sum in dir, making it
+// unless another process did.
+func makeHostBaseOnce(dir, sum string) (string, error) {
 	final := filepath.Join(dir, sum)
 	if _, err := os.Stat(final); err == nil {
 		return final, nil

@@ -5,11 +5,13 @@ package local_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -127,10 +129,48 @@ func TestHostRootInfo(t *testing.T) {
 	if in := sb.Instructions(); !strings.Contains(in, "packages may be installed") {
 		t.Errorf("Instructions do not say packages may be installed: %s", in)
 	}
-	bases, err := os.ReadDir(filepath.Join(state, "hostroot"))
+	if n := len(baseLayers(t, state)); n != 1 {
+		t.Errorf("%d base layers for two sandboxes, want 1 shared", n)
+	}
+}
+
+// baseLayers lists the base layers of host roots in the state dir.
+func baseLayers(t *testing.T, state string) []string {
+	t.Helper()
+	es, err := os.ReadDir(filepath.Join(state, "hostroot"))
 	must(t, err)
-	if len(bases) != 1 {
-		t.Errorf("%d base layers for two sandboxes, want 1 shared", len(bases))
+	var dirs []string
+	for _, e := range es {
+		if e.IsDir() {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	return dirs
+}
+
+// TestHostRootFollowsHostEtc: a file added to the host's /etc shows in
+// the sandboxes created once the base layer last found is no longer
+// fresh (its record backdated here, as time would), not in those made
+// before.
+func TestHostRootFollowsHostEtc(t *testing.T) {
+	needHostRoot(t)
+	state := newStateDir(t)
+	before := newSandbox(t, local.Options{StateDir: state})
+	added := fmt.Sprintf("/etc/agentbox-hostroot-%d", os.Getpid())
+	must(t, os.WriteFile(added, []byte("new\n"), 0o644))
+	defer os.Remove(added)
+	record := filepath.Join(state, "hostroot", "current.json")
+	old := time.Now().Add(-time.Hour)
+	must(t, os.WriteFile(record, fmt.Appendf(nil, `{"base":%q,"checked":%q}`, baseLayers(t, state)[0], old.Format(time.RFC3339)), 0o600))
+	after := newSandbox(t, local.Options{StateDir: state, ID: "after"})
+	if got := mustRun(t, after, "cat "+added); got != "new\n" {
+		t.Errorf("a sandbox created after the change reads %q", got)
+	}
+	if res := run(t, before, "cat "+added); res.ExitCode == 0 {
+		t.Errorf("the sandbox created before the change sees it: %q", res.Stdout)
+	}
+	if n := len(baseLayers(t, state)); n != 2 {
+		t.Errorf("%d base layers, want 2 (before and after the change)", n)
 	}
 }
 
