@@ -204,9 +204,9 @@ func testEngine(t *testing.T, daytonaMode bool) {
 	if res, err := sb.ExecuteCommand(ctx, "echo hi", nil, &sandbox.ExecOptions{Stdout: &out1}); err != nil || out1.String() != "hi\n" {
 		t.Fatalf("streaming echo: %+v (streamed %q), %v", res, out1.String(), err)
 	}
-	// Daytona's toolbox: the follow socket, a last read of the log and
-	// looks at the command until its exit code is there, which depends on
-	// timing; issue 12 aims at 3 (toolbox/process's business).
+	// Daytona's toolbox: 3 when the command ended before the follow's
+	// first look (TestRoundTrips), else the follow socket, looks at the
+	// command and a last read of the log, which depends on timing.
 	c := s.srv.RequestCounts(sb.RemoteID())
 	if daytonaMode {
 		t.Logf("a streaming command on Daytona's toolbox took %d requests: %v", c.Total(), c)
