@@ -63,17 +63,23 @@ func TestEngineOptions(t *testing.T) {
 		clone.opts.Name != "twin" || clone.opts.AutoStopInterval != 5*time.Minute || clone.Lifecycle.Env()["A"] != "b" || clone.api != c {
 		t.Fatalf("clone: %+v, %v", clone, err)
 	}
-	for _, bad := range []Options{
-		{Env: map[string]string{"1BAD": "x"}},
-		{Language: "cobol"},
-		{NetworkAllowList: "10.0.0.0/8,not-a-cidr"},
-		{DomainAllowList: "example.com,bad domain"},
-		{Volumes: []SandboxVolume{{VolumeID: "v", MountPath: "relative"}}},
-		{WorkingDirectory: "relative"},
+	for _, bad := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Env: map[string]string{"1BAD": "x"}}, `"1BAD"`},
+		{Options{Language: "cobol"}, "cobol"},
+		{Options{NetworkAllowList: "10.0.0.0/8,not-a-cidr"}, `"not-a-cidr" is not a CIDR`},
+		{Options{DomainAllowList: "example.com,bad domain"}, `"bad domain" is not a domain`},
+		{Options{Volumes: []SandboxVolume{{VolumeID: "v", MountPath: "relative"}}}, "absolute mount path"},
+		{Options{Volumes: []SandboxVolume{{MountPath: "/data"}}}, "needs an id or name"},
+		{Options{WorkingDirectory: "relative"}, "not absolute"},
+		{Options{Resources: Resources{CPU: -1}}, "negative"},
 	} {
-		bad.Client = c
-		if _, err := New(bad); !errors.Is(err, sandbox.ErrInvalidArgument) && !errors.Is(err, sandbox.ErrInvalidEnv) {
-			t.Errorf("New(%+v): %v, want an invalid-argument error", bad, err)
+		bad.o.Client = c
+		_, err := New(bad.o)
+		if !errors.Is(err, sandbox.ErrInvalidArgument) && !errors.Is(err, sandbox.ErrInvalidEnv) || !strings.Contains(fmt.Sprint(err), bad.want) {
+			t.Errorf("New(%+v): %v, want an invalid-argument error saying %s", bad.o, err, bad.want)
 		}
 	}
 }
@@ -352,8 +358,8 @@ func TestEngineBadInput(t *testing.T) {
 	s := newServe(t, nil)
 	ctx := context.Background()
 	sb := newEngine(t, s, Config{}, Options{Volumes: []SandboxVolume{{VolumeID: "no-such-volume", MountPath: "/data"}}})
-	if _, err := sb.Start(ctx); err == nil {
-		t.Fatal("an unknown volume: no error")
+	if _, err := sb.Start(ctx); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "no-such-volume") {
+		t.Fatalf("an unknown volume: %v, want a bad request naming it", err)
 	}
 	if page, err := sb.API().ListSandboxes(ctx, ListOptions{}, ""); err != nil || len(page.Items) != 0 {
 		t.Fatalf("something was created: %+v, %v", page, err)

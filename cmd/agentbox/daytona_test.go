@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -170,5 +171,33 @@ func TestDaytonaSnapshotCLI(t *testing.T) {
 	}
 	if r := e.run("", "--engine", "daytona", "snapshot", "create", "x", "--from", "dt"); r.code == 0 || !strings.Contains(r.stderr, "--from-image") {
 		t.Errorf("--from on daytona: %+v, want a refusal naming the other sources", r)
+	}
+}
+
+// TestDaytonaEngineBadConfig: --engine daytona without an API key, or
+// with an API URL where nothing listens, fails at once saying what to
+// set, without showing the key.
+func TestDaytonaEngineBadConfig(t *testing.T) {
+	e := newEnv(t)
+	t.Chdir(t.TempDir()) // no .env file
+	for _, k := range []string{"DAYTONA_API_KEY", "DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID", "DAYTONA_API_URL", "DAYTONA_TARGET", "DAYTONA_SERVER_URL"} {
+		t.Setenv(k, "")
+	}
+	if r := e.run("", "--engine", "daytona", "sandbox", "ls"); r.code != 1 || !strings.Contains(r.stderr, "DAYTONA_API_KEY") {
+		t.Errorf("no key: %+v, want exit 1 naming DAYTONA_API_KEY", r)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String() + "/api"
+	ln.Close()
+	t.Setenv("DAYTONA_API_URL", dead)
+	t.Setenv("DAYTONA_API_KEY", "secret-cli-key")
+	for _, args := range [][]string{{"sandbox", "ls"}, {"exec", "--id", "x", "--", "true"}, {"snapshot", "ls"}} {
+		r := e.run("", append([]string{"--engine", "daytona"}, args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, "cannot reach") || !strings.Contains(r.stderr, "DAYTONA_API_URL") || strings.Contains(r.stderr, "secret-cli-key") {
+			t.Errorf("%v with nothing at the API URL: %+v", args, r)
+		}
 	}
 }
