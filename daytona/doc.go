@@ -29,6 +29,13 @@
 // toolbox proxy URL, build logs), snapshots (create, get, list, build
 // logs), volumes (create, get, list, delete) and /config.
 //
+// [Client.BuildSnapshot] builds a snapshot of an [Image], a declarative
+// image as Daytona's SDKs make them (a base image, then commands,
+// environment, working directory, entrypoint…, rendered by
+// [Image.Dockerfile]) or a Dockerfile given whole, streaming its build
+// logs and waiting until it is active; a failed build is a
+// [*SnapshotFailedError] with Daytona's reason.
+//
 // It is hand-written from api.json rather than generated. The spec has
 // some 200 operations of which the engine needs about 30; generators
 // (oapi-codegen, ogen) would bring thousands of lines of types to keep in
