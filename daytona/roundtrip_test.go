@@ -13,8 +13,8 @@ import (
 // TestRoundTrips counts, with serve's request counter, the requests a
 // command on a started sandbox costs, with a control plane as far away
 // as Daytona's (serve's latency knob): a command that streams nothing
-// one request in both toolbox modes (once the handle's first command
-// made its session); a streaming one two with agentbox's extensions and
+// one request in both toolbox modes, the first after Start included (Start
+// readies a session); a streaming one two with agentbox's extensions and
 // three on Daytona's toolbox (exec, a look at the command, its whole
 // log) when it ended before the look, as a short one does: the best of
 // five tries is asserted, as on a loaded machine even `true` may still run
@@ -30,7 +30,7 @@ func TestRoundTrips(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			sb := newEngine(t, s, Config{}, Options{})
-			if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); err != nil {
+			if _, err := sb.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
 			s.srv.ResetRequestCounts()

@@ -212,6 +212,9 @@ func (s *Sandbox) attach(ctx context.Context, sb *SandboxDTO) error {
 			s.mu.Unlock()
 		}
 	}
+	// A session ready for the first command, which then costs one request
+	// (a round trip to the cloud) instead of two.
+	s.mgr.Warm(ctx)
 	return nil
 }
 
