@@ -351,6 +351,15 @@ func (s *Sandbox) writeCredentials(ctx context.Context, dir string, plan *mount.
 		_, _ = s.sh(ctx, "rm -rf "+sandbox.ShellQuote(dir), mountTimeout)
 		return fmt.Errorf("write the credential files: %s", plan.Redact(err.Error()))
 	}
+	// A toolbox that replaces files on upload made them anew: 0600 again.
+	out, err = s.sh(ctx, "chmod 600 "+strings.Join(touch, " "), mountTimeout)
+	if err == nil && out.ExitCode != 0 {
+		err = fmt.Errorf("cannot make the credential files private: %s", strings.TrimSpace(out.Result))
+	}
+	if err != nil {
+		_, _ = s.sh(ctx, "rm -rf "+sandbox.ShellQuote(dir), mountTimeout)
+		return err
+	}
 	return nil
 }
 

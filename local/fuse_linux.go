@@ -100,10 +100,15 @@ func (s *fuseSupervisor) serve() {
 			}
 			return
 		}
-		resp := s.answer(&req)
-		resp.id = req.id
-		// ENOENT: the caller is gone (killed); nothing to tell.
-		_ = ioctlPtr(s.fd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
+		// Each call on its own goroutine: reading a caller's memory can
+		// block (a string in a page its own FUSE server never serves),
+		// which must not hold up the other calls.
+		go func() {
+			resp := s.answer(&req)
+			resp.id = req.id
+			// ENOENT: the caller is gone (killed); nothing to tell.
+			_ = ioctlPtr(s.fd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
+		}()
 	}
 }
 
@@ -281,7 +286,7 @@ func (s *fuseSupervisor) mount(c *fuseCaller, args [6]uint64) error {
 	if err != nil {
 		return err
 	}
-	dir, err := c.openTarget(target, true)
+	dir, err := c.openTarget(target, true, true)
 	if err != nil {
 		return err
 	}
@@ -357,8 +362,8 @@ func (c *fuseCaller) fuseOptions(data string) (string, int, error) {
 
 // openTarget opens (O_PATH) the caller's path p, relative to its working
 // directory, as the caller sees it, and refuses the forbidden folders.
-// dir asks for a folder.
-func (c *fuseCaller) openTarget(p string, dir bool) (int, error) {
+// dir asks for a folder; mountPoint refuses "/" too.
+func (c *fuseCaller) openTarget(p string, dir, mountPoint bool) (int, error) {
 	if p == "" {
 		return -1, unix.ENOENT
 	}
@@ -384,6 +389,10 @@ func (c *fuseCaller) openTarget(p string, dir bool) (int, error) {
 	if err != nil {
 		unix.Close(fd)
 		return -1, err
+	}
+	if mountPoint && resolved == "/" {
+		unix.Close(fd)
+		return -1, unix.EPERM
 	}
 	for _, f := range fuseForbiddenTargets {
 		if within(resolved, f) {
@@ -418,7 +427,7 @@ func (s *fuseSupervisor) umount(c *fuseCaller, args [6]uint64) error {
 	if target == "/" {
 		return errPassThrough
 	}
-	parent, err := c.openTarget(filepath.Dir(target), true)
+	parent, err := c.openTarget(filepath.Dir(target), true, false)
 	if err != nil {
 		return err
 	}

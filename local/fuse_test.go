@@ -222,6 +222,8 @@ func TestFUSERefused(t *testing.T) {
 			{"fuse on /proc", "/dev/fuse", []string{"x", "/proc/sys", "fuse.x", "0", fuseOpts}, "EPERM"},
 			{"fuse on /dev", "/dev/fuse", []string{"x", "/dev/shm", "fuse.x", "0", fuseOpts}, "EPERM"},
 			{"fuse on /run/agentbox", "/dev/fuse", []string{"x", "/run/agentbox", "fuse.x", "0", fuseOpts}, "EPERM"},
+			{"fuse on /", "/dev/fuse", []string{"x", "/", "fuse.x", "0", fuseOpts}, "EPERM"},
+			{"fuse on /tmp/p/../..", "/dev/fuse", []string{"x", "/tmp/p/../..", "fuse.x", "0", fuseOpts}, "EPERM"},
 		} {
 			if got := runProbe(sb, mountProbe, tc.stdin, tc.args...); got != tc.want {
 				t.Errorf("mount %s: %s, want %s", tc.name, got, tc.want)
