@@ -91,6 +91,37 @@ func (t *mountTable) remove(p string) {
 	}
 }
 
+// setState sets the state and error of e, and records e.
+func (t *mountTable) setState(e *mountEntry, st sandbox.MountState, msg string) {
+	t.mu.Lock()
+	e.info.State, e.info.Error = st, msg
+	t.mu.Unlock()
+	t.set(e)
+}
+
+// stopped marks the mounts pending: the sandbox stopped, their FUSE
+// servers ended; the next start mounts them again. Adopted mounts, which
+// this handle cannot mount again, are forgotten.
+func (t *mountTable) stopped() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.entries[:0]
+	for _, e := range t.entries {
+		if e.fs != nil {
+			e.info.State, e.info.Error = sandbox.MountPending, ""
+			kept = append(kept, e)
+		}
+	}
+	t.entries = kept
+}
+
+// clear forgets every mount (the sandbox is destroyed).
+func (t *mountTable) clear() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entries = nil
+}
+
 func (t *mountTable) list() []sandbox.MountInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -212,13 +243,12 @@ func (s *Sandbox) mountOne(ctx context.Context, e *mountEntry) error {
 	err := s.mountRemote(ctx, e)
 	switch {
 	case err == nil:
-		e.info.State, e.info.Error = sandbox.MountMounted, ""
+		s.mounts.setState(e, sandbox.MountMounted, "")
 	case errors.Is(err, mount.ErrToolNotFound):
-		e.info.State, e.info.Error = sandbox.MountUnavailable, err.Error()
+		s.mounts.setState(e, sandbox.MountUnavailable, err.Error())
 	default:
-		e.info.State, e.info.Error = sandbox.MountError, err.Error()
+		s.mounts.setState(e, sandbox.MountError, err.Error())
 	}
-	s.mounts.set(e)
 	return err
 }
 
@@ -249,8 +279,7 @@ func (s *Sandbox) mountRemote(ctx context.Context, e *mountEntry) error {
 			return fmt.Errorf("replace the mount of another configuration: %w", err)
 		}
 	}
-	e.info.State = sandbox.MountMounting
-	s.mounts.set(e)
+	s.mounts.setState(e, sandbox.MountMounting, "")
 	out, err = s.sh(ctx, "if [ -d "+q+" ] && [ -n \"$(ls -A "+q+" 2>/dev/null)\" ]; then echo non-empty; fi; "+
 		sudoPrefix+"mkdir -p "+q+" 2>/dev/null || { $SUDO mkdir -p "+q+" && $SUDO chown \"$(id -u):$(id -g)\" "+q+"; }", mountTimeout)
 	if err != nil {
@@ -313,7 +342,7 @@ func (s *Sandbox) mountRemote(ctx context.Context, e *mountEntry) error {
 	if len(transient) > 0 {
 		_, _ = s.sh(ctx, "rm -f "+strings.Join(transient, " "), mountTimeout)
 	}
-	desc, _ := json.Marshal(e.info)
+	desc, _ := json.Marshal(sandbox.MountInfo{Path: p, Filesystem: e.info.Filesystem, Kind: e.info.Kind, ReadOnly: e.info.ReadOnly})
 	return s.tb.Upload(ctx,
 		toolbox.UploadFile{Path: markerPath(p), Content: strings.NewReader(mount.Marker(p, e.hash))},
 		toolbox.UploadFile{Path: markerPath(p) + ".json", Content: strings.NewReader(string(desc))})

@@ -263,6 +263,23 @@ func TestEngineMountS3(t *testing.T) {
 		t.Errorf("after a revival: %q (mounts %+v)", got, mustMounts(t, sb))
 	}
 
+	// Stopped: pending; started: mounted again.
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := mustMounts(t, sb); len(m) != 1 || m[0].State != sandbox.MountPending {
+		t.Errorf("mounts of the stopped sandbox: %+v", m)
+	}
+	if _, err := sb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := mustMounts(t, sb); len(m) != 1 || m[0].State != sandbox.MountMounted {
+		t.Errorf("mounts after the start: %+v", m)
+	}
+	if got := sh("cat " + p + "/hello.txt"); got != "hello from the bucket\n" {
+		t.Errorf("after a stop and start: %q", got)
+	}
+
 	// Unmounted: no credential, marker or folder left; a second unmount
 	// finds nothing.
 	if err := sb.Unmount(ctx, p); err != nil {

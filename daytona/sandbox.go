@@ -73,6 +73,27 @@ func New(opts Options) (*Sandbox, error) {
 		s.restoreMounts(ctx)
 		return nil
 	}
+	// A stop ends the mounts' FUSE servers (pending until the next start);
+	// a destroy ends the mounts.
+	onStop, onDestroy := o.Hooks.OnStop, o.Hooks.OnDestroy
+	hooks.OnStop = func(ctx context.Context, id string) error {
+		if onStop != nil {
+			if err := onStop(ctx, id); err != nil {
+				return err
+			}
+		}
+		s.mounts.stopped()
+		return nil
+	}
+	hooks.OnDestroy = func(ctx context.Context, id string) error {
+		if onDestroy != nil {
+			if err := onDestroy(ctx, id); err != nil {
+				return err
+			}
+		}
+		s.mounts.clear()
+		return nil
+	}
 	if s.Lifecycle, err = sandbox.NewLifecycle(o.ID, driver{s}, hooks, o.Env); err != nil {
 		return nil, err
 	}
