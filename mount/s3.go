@@ -127,15 +127,15 @@ func (fs S3Filesystem) secrets() []string {
 	return []string{fs.SecretAccessKey, fs.SessionToken, fs.AccessKeyID}
 }
 
-// s3Bucket is the S3 rule for bucket names: 3 to 63 lower-case letters,
+// s3BucketName is the S3 rule for bucket names: 3 to 63 lower-case letters,
 // digits, dots and hyphens, beginning and ending with a letter or digit.
-var s3Bucket = regexp.MustCompile(`^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$`)
+var s3BucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$`)
 
 // Validate checks the filesystem, as Mastra does before mounting: the
 // bucket name, the endpoint URL, the prefix and that the credentials come
 // together.
 func (fs S3Filesystem) Validate() error {
-	if !s3Bucket.MatchString(fs.Bucket) {
+	if !s3BucketName.MatchString(fs.Bucket) {
 		return invalid("S3 bucket name %q: it must be 3 to 63 lower-case letters, digits, dots or hyphens, beginning and ending with a letter or digit", fs.Bucket)
 	}
 	if (fs.AccessKeyID == "") != (fs.SecretAccessKey == "") {
