@@ -308,6 +308,11 @@ func (s *Sandbox) mountRemote(ctx context.Context, e *mountEntry) error {
 	if err := s.installTool(ctx, plan.Tool); err != nil {
 		return err
 	}
+	if uid != 0 {
+		// As Mastra does for Daytona's user: /dev/fuse open to it (best
+		// effort; fusermount3, setuid, mounts for it).
+		_, _ = s.sh(ctx, sudoPrefix+"$SUDO chmod a+rw /dev/fuse 2>/dev/null; true", mountTimeout)
+	}
 	if len(plan.Files) > 0 {
 		if err := s.writeCredentials(ctx, credDir, plan); err != nil {
 			return err
@@ -407,7 +412,7 @@ func (s *Sandbox) installTool(ctx context.Context, tool string) error {
 		hint = " (gcsfuse comes from Google's apt repository packages.cloud.google.com/apt, which the image must list)"
 	}
 	out, err = s.sh(ctx, "command -v apt-get >/dev/null || { echo no-apt; exit 1; }; "+sudoPrefix+
-		"$SUDO apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "+pkg+" fuse3 >/dev/null 2>&1; command -v "+tool, installTimeout)
+		"$SUDO apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "+pkg+" >/dev/null 2>&1; command -v "+tool, installTimeout)
 	if err != nil {
 		return err
 	}

@@ -529,6 +529,11 @@ func fuseDevice(dir string, own *ownership) (spec bindSpec, f *os.File, err erro
 		return spec, nil, nil
 	}
 	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if p != "/dev/fuse" {
+		// The node open to every user lives on only in the clone: no
+		// other user of the host finds it in the state folder.
+		_ = os.Remove(p)
+	}
 	if err != nil {
 		return spec, nil, fmt.Errorf("AllowFUSE: clone mount of %s: %w", p, err)
 	}

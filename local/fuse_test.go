@@ -4,10 +4,13 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,6 +97,11 @@ func TestFUSEMountS3(t *testing.T) {
 	ctx := context.Background()
 	sb := newSandbox(t, local.Options{Config: local.Config{Confinement: local.Confinement{AllowFUSE: true}}})
 	url, be := serveS3(t, sb)
+	// The sandbox's /dev/fuse node, open to every user, is in no folder
+	// of the host.
+	if _, err := os.Lstat(filepath.Join(local.Dir(sb), "fuse")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the sandbox's /dev/fuse node is left in its state folder: %v", err)
+	}
 
 	info, err := sb.Info(ctx)
 	if err != nil {
