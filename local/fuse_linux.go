@@ -499,7 +499,9 @@ const fuseDevFile = "fuse"
 // bindSource does for folders. The host's /dev/fuse is often open to root
 // only, which the sandbox's root (another host uid) is not: as root, the
 // host makes a node of the sandbox's own, open to every user of the
-// sandbox, in its state folder dir; otherwise it binds its own /dev/fuse
+// sandbox, in its state folder dir (which no other user of the host
+// reaches: the sandboxes' folder is 0700; the clone mount the init moves
+// in place needs the node to stay); otherwise it binds its own /dev/fuse
 // when that is open to every user.
 func fuseDevice(dir string, own *ownership) (spec bindSpec, f *os.File, err error) {
 	spec = bindSpec{Target: "/dev/fuse", FD: -1}
@@ -529,11 +531,6 @@ func fuseDevice(dir string, own *ownership) (spec bindSpec, f *os.File, err erro
 		return spec, nil, nil
 	}
 	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if p != "/dev/fuse" {
-		// The node open to every user lives on only in the clone: no
-		// other user of the host finds it in the state folder.
-		_ = os.Remove(p)
-	}
 	if err != nil {
 		return spec, nil, fmt.Errorf("AllowFUSE: clone mount of %s: %w", p, err)
 	}

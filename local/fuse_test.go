@@ -4,7 +4,6 @@ package local_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -97,10 +96,12 @@ func TestFUSEMountS3(t *testing.T) {
 	ctx := context.Background()
 	sb := newSandbox(t, local.Options{Config: local.Config{Confinement: local.Confinement{AllowFUSE: true}}})
 	url, be := serveS3(t, sb)
-	// The sandbox's /dev/fuse node, open to every user, is in no folder
-	// of the host.
-	if _, err := os.Lstat(filepath.Join(local.Dir(sb), "fuse")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the sandbox's /dev/fuse node is left in its state folder: %v", err)
+	// The sandbox's /dev/fuse node, open to every user, is in a folder no
+	// other user of the host reaches.
+	if fi, err := os.Stat(filepath.Dir(local.Dir(sb))); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != 0o700 {
+		t.Errorf("the folder of the sandboxes has mode %v, want 0700", fi.Mode().Perm())
 	}
 
 	info, err := sb.Info(ctx)
