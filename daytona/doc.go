@@ -76,4 +76,16 @@
 // 5 s, then 1.1 times longer each poll up to 1 s), and the lifecycle
 // helpers ([Client.CreateAndWait], [Client.StartAndWait],
 // [Client.StopAndWait]) wait for their target states.
+//
+// # Bucket mounts
+//
+// [Sandbox] implements sandbox.Mounter as Mastra's DaytonaSandbox does:
+// [Sandbox.Mount] runs s3fs or gcsfuse (package mount's plans) inside the
+// remote sandbox, installing it with apt when missing, with credential
+// files private to the sandbox's user (0600 in a 0700 folder) that
+// [Sandbox.Unmount] removes; markers in /tmp/.mastra-mounts ("path|config
+// hash", Mastra's names) make a repeated mount a no-op and a changed one a
+// remount, and let a handle that connects to a running sandbox adopt its
+// mounts. Every start (revivals included) mounts again what the handle
+// mounted; Info lists the mounts and their states.
 package daytona

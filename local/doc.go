@@ -204,6 +204,8 @@ package local
 //	                    (not dumpable, /proc/keys hidden)
 //	seccomp_linux.go    the commands' seccomp filter: the profile, its BPF program, loading it
 //	landlock_linux.go   the commands' Landlock scoping (abstract unix sockets, signals)
+//	fuse_linux.go       Confinement.AllowFUSE: the sandbox's /dev/fuse, and the init's
+//	                    supervisor doing the FUSE mount(2) and umount2 the filter hands it
 //	cgroup.go           cgroupSet (recorded in meta.json); cgroup_linux.go: creation, removal,
 //	                    cgroup_v1_linux.go and cgroup_v2_linux.go: what differs between versions
 //	                    (which limit goes into which file)

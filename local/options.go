@@ -251,6 +251,21 @@ type Confinement struct {
 	// out whether the confinement is what breaks a tool, not for
 	// untrusted code.
 	Unconfined bool `json:"unconfined,omitempty"`
+	// AllowFUSE lets commands mount FUSE file systems (s3fs, gcsfuse,
+	// sshfs …), as Daytona's sandboxes do: /dev/fuse is present, and the
+	// sandbox's init mounts, on a command's behalf, what its mount(2)
+	// asks when the file system type is "fuse" or "fuse.NAME" and the
+	// request holds up (fuse_linux.go): the /dev/fuse descriptor named by
+	// fd= is the caller's own, the mount point is a folder outside /proc,
+	// /sys, /dev and the init's /run/agentbox, and a caller other than the
+	// sandbox's root owns the mount point and mounts as itself (user_id=),
+	// as fusermount3 would check. Such mounts are always nosuid and nodev.
+	// umount2 of a FUSE mount is done the same way (by root, or the user
+	// who mounted it). Every other mount, and the new mount API (fsopen
+	// …), stays refused. The host makes the sandbox's /dev/fuse node
+	// (which needs root), or binds the host's when it is open to every
+	// user.
+	AllowFUSE bool `json:"allowFUSE,omitempty"`
 }
 
 // Volume is a named persistent folder bound into a sandbox.

@@ -102,6 +102,18 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		}
 		cfg.Binds = append(cfg.Binds, spec)
 	}
+	if m.Config.Confinement.AllowFUSE {
+		spec, f, err := fuseDevice(dir, own)
+		if err != nil {
+			closeFiles(files)
+			return nil, nil, err
+		}
+		if f != nil {
+			files = append(files, f)
+			spec.FD = len(files) - 1
+		}
+		cfg.FUSEDev = &spec
+	}
 	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
 		closeFiles(files)
 		return nil, nil, err

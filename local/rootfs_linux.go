@@ -39,6 +39,7 @@ type rootfs struct {
 	fds      []int    // the descriptors received with the configuration
 	sources  []int    // per cfg.Binds, the descriptor of its source
 	readOnly []string // mount points under newRoot to make read-only
+	fuseDev  int      // the source of /dev/fuse (Confinement.AllowFUSE), else 0
 }
 
 // at returns the path of p (a path inside the sandbox) under newRoot.
@@ -65,7 +66,7 @@ func (r *rootfs) openSources() error {
 		}
 		r.sources[i] = fd
 	}
-	return nil
+	return r.openFUSEDev()
 }
 
 // mountRoot mounts the tmpfs of the new root, or moves the writable root
@@ -192,6 +193,9 @@ func (r *rootfs) makeDev() error {
 		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
 			return err
 		}
+	}
+	if err := r.bindFUSEDev(dev); err != nil {
+		return err
 	}
 	if err := os.Mkdir(filepath.Join(dev, "pts"), 0o755); err != nil {
 		return err

@@ -204,8 +204,19 @@ type Limits struct {
 
 // MountInfo describes one filesystem mounted in a sandbox.
 type MountInfo struct {
-	Path       string `json:"path"`
+	Path string `json:"path"`
+	// Filesystem describes what is mounted, without credentials, e.g.
+	// "s3://bucket/prefix".
 	Filesystem string `json:"filesystem"`
+	// Kind is the filesystem's type: "s3", "gcs", …; empty when unknown.
+	Kind     string `json:"kind,omitempty"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+	// State is the mount's state; empty when the engine does not track
+	// it (the mount is then in place).
+	State MountState `json:"state,omitempty"`
+	// Error says why the last attempt failed (State MountError or
+	// MountUnavailable).
+	Error string `json:"error,omitempty"`
 }
 
 // Resources describes the resources of a sandbox. Zero means unknown or

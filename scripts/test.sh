@@ -24,7 +24,7 @@ STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # have a newer Node.js of its own).
 # python3 and python3-matplotlib for code-run (charts) and the
 # interpreter; tmux, which drives agentbox shell in its test.
-APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git python3 python3-matplotlib tmux)
+APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git python3 python3-matplotlib tmux s3fs fuse3)
 command -v node >/dev/null || APT_PACKAGES+=(nodejs)
 command -v npm >/dev/null || APT_PACKAGES+=(npm)
 # The npm project of internal/sdktest: the Daytona TypeScript SDK releases

@@ -40,6 +40,8 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			NetworkBlockAll:  sp.network.blockAll,
 			NetworkAllowList: sp.network.allowList,
 			DomainAllowList:  sp.network.domainAllowList,
+			// FUSE mounts (s3fs, gcsfuse) work as in Daytona's sandboxes.
+			Confinement: local.Confinement{AllowFUSE: local.FUSEAvailable()},
 			Resources: local.Resources{
 				CPU:      float64(sp.cpu),
 				MemoryMB: int64(sp.memoryGiB) * 1024,

@@ -1,0 +1,79 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// Bucket is host-side access to the objects of a filesystem's bucket
+// (under its Prefix: names are relative to it). Reads and writes stream:
+// no object is held whole in memory. A missing object is an error
+// matching fs.ErrNotExist.
+type Bucket interface {
+	// Open streams the object name; the caller closes it.
+	Open(ctx context.Context, name string) (io.ReadCloser, error)
+	// Create streams a new content of the object name: the object is
+	// written when Close returns nil. Cancel ctx to abandon it.
+	Create(ctx context.Context, name string) (io.WriteCloser, error)
+	// Stat describes the object name.
+	Stat(ctx context.Context, name string) (ObjectInfo, error)
+	// List yields the objects whose names begin with prefix, in name
+	// order, stopping at the first error.
+	List(ctx context.Context, prefix string) iter.Seq2[ObjectInfo, error]
+	// Delete removes the object name; removing a missing object is not
+	// an error.
+	Delete(ctx context.Context, name string) error
+	// Close releases the client.
+	Close() error
+}
+
+// ObjectInfo describes an object.
+type ObjectInfo struct {
+	Name    string // relative to the filesystem's prefix
+	Size    int64
+	ModTime time.Time
+}
+
+// Open returns host-side access to the bucket of fs (an S3Filesystem or a
+// GCSFilesystem, or a pointer to one). It makes no request; a missing
+// bucket or refused credentials show at the first call, as errors
+// matching ErrBucketNotFound or ErrAccessDenied.
+func Open(ctx context.Context, fsys sandbox.Filesystem) (Bucket, error) {
+	switch f := fsys.(type) {
+	case S3Filesystem:
+		return openS3(f)
+	case *S3Filesystem:
+		return openS3(*f)
+	case GCSFilesystem:
+		return openGCS(ctx, f)
+	case *GCSFilesystem:
+		return openGCS(ctx, *f)
+	}
+	return nil, fmt.Errorf("%w: no bucket access for %s filesystems", sandbox.ErrUnsupported, fsys.Kind())
+}
+
+// objectName returns the key of name under prefix (normalized).
+func objectName(prefix, name string) (string, error) {
+	name = strings.TrimPrefix(name, "/")
+	if name == "" {
+		return "", invalid("empty object name")
+	}
+	if prefix == "" {
+		return name, nil
+	}
+	return prefix + "/" + name, nil
+}
+
+// relName returns key relative to prefix.
+func relName(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return strings.TrimPrefix(key, prefix+"/")
+}
