@@ -80,6 +80,10 @@ type Server struct {
 	tick      time.Duration
 	// pingInterval is the event stream's heartbeat.
 	pingInterval time.Duration
+	// writesUnderLock makes every record's write end before s.mu is
+	// released, as the server did before its writes were grouped: the
+	// baseline of BenchmarkServeLoad. Set by tests only.
+	writesUnderLock bool
 
 	// ctx is the context of lifecycle operations, cancelled when Close
 	// gives up waiting for them; timers ends the reconciler.
