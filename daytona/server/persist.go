@@ -184,6 +184,9 @@ func (s *Server) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agentbox serve: reading the records: %w", err)
 	}
+	if err := s.restoreSnapshots(); err != nil {
+		return err
+	}
 	var recs []*record
 	err = s.store.each(bucketSandboxes, func(id string, data []byte) error {
 		var ss storedSandbox

@@ -32,6 +32,7 @@ var (
 	bucketVolumes   = []byte("volumes")
 	bucketKeys      = []byte("keys")
 	bucketOrgs      = []byte("organizations")
+	bucketSnapshots = []byte("snapshots") // by name
 )
 
 // storeFile is the store's path under the state dir.
@@ -105,7 +106,7 @@ func openStore(stateDir string) (*store, error) {
 		return nil, fmt.Errorf("agentbox serve: opening the records %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs} {
+		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
