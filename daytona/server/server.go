@@ -67,7 +67,12 @@ type Options struct {
 type Server struct {
 	org       string
 	publicURL string
-	keys      []apiKey
+	keys      []apiKey // of Options.APIKeys
+	// stored are the keys of the keys file, which change while the
+	// server runs; keyed is set when the server had keys when it
+	// started: it then refuses every request once none is left.
+	stored *keySet
+	keyed  bool
 	store     *store
 	logf      func(string, ...any)
 	knobs     *knobs // nil: no test knobs
@@ -165,13 +170,18 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		return nil, err
 	}
 	s.store = st
+	s.stored = &keySet{path: keysPath(opts.StateDir), logf: s.logf}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
 	s.proxy = newToolboxProxy(s)
 	s.preview = newPreviewProxy(s)
 	s.mux = s.routes()
-	err = s.loadKeys()
+	err = moveStoredKeys(context.Background(), st, opts.StateDir)
 	if err == nil {
+		err = s.stored.load()
+	}
+	if err == nil {
+		s.keyed = len(s.keys)+len(s.stored.keys) > 0
 		err = s.restore(s.ctx)
 	}
 	if err != nil {

@@ -209,21 +209,6 @@ func (st *store) put(bucket []byte, key string, v any) error {
 	return st.putRaw(bucket, key, data, nil)
 }
 
-// putIfAbsent writes v as the JSON record key of bucket unless bucket has
-// one.
-func (st *store) putIfAbsent(bucket []byte, key string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encoding record %s: %w", key, err)
-	}
-	return st.update(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucket); b.Get([]byte(key)) == nil {
-			return b.Put([]byte(key), data)
-		}
-		return nil
-	})
-}
-
 // putRaw writes data as record key of bucket and, in the same
 // transaction, appends hist to the history of key.
 func (st *store) putRaw(bucket []byte, key string, data []byte, hist []historyEntry) error {
