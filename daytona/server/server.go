@@ -71,18 +71,18 @@ type Server struct {
 	// stored are the keys of the keys file, which change while the
 	// server runs; keyed is set when the server had keys when it
 	// started: it then refuses every request once none is left.
-	stored *keySet
-	keyed  bool
-	store     *store
-	logf      func(string, ...any)
-	knobs     *knobs // nil: no test knobs
-	eng       engine
-	mux       *http.ServeMux
-	proxy     *toolboxProxy
-	preview   *httputil.ReverseProxy
-	events    hub
-	now       func() time.Time
-	tick      time.Duration
+	stored  *keySet
+	keyed   bool
+	store   *store
+	logf    func(string, ...any)
+	knobs   *knobs // nil: no test knobs
+	eng     engine
+	mux     *http.ServeMux
+	proxy   *toolboxProxy
+	preview *httputil.ReverseProxy
+	events  hub
+	now     func() time.Time
+	tick    time.Duration
 	// pingInterval is the event stream's heartbeat.
 	pingInterval time.Duration
 	// writesUnderLock makes every record's write end before s.mu is
