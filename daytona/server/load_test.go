@@ -327,14 +327,19 @@ func (v leakView) diff(before leakView) string {
 }
 
 // TestServeLoad runs the load: 50 clients through 200 sandboxes
-// of the local engine (10 through 20 with -short), each created, executed
-// in and deleted; every request succeeds and nothing is left behind.
+// of the local engine, each created, executed in and deleted; every
+// request succeeds and nothing is left behind. Under the race detector
+// (CI), which makes a sandbox several times slower to make, 20 clients go
+// through 40 sandboxes; with -short, 10 through 20.
 func TestServeLoad(t *testing.T) {
 	needRoot(t)
 	goroutines := goleak.IgnoreCurrent()
 	cfg := loadConfig{clients: loadClients, n: loadSandboxes}
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		cfg.clients, cfg.n = 10, 20
+	case raceEnabled:
+		cfg.clients, cfg.n = 20, 40
 	}
 	res := runLoad(t, cfg)
 	if t.Failed() {

@@ -282,11 +282,15 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	recs[rec.name] = rec
 	dto := snapshotView{name: rec.name, rec: rec}.dto(s.org)
 	write := s.saveSnapshot(rec)
+	// Published before the build moves it on, as its write is queued
+	// before the build's.
+	s.events.publish(&event{name: eventSnapshotCreated, data: dto})
 	s.snapshots.mu.Unlock()
 	if err := s.background(func(ctx context.Context) { s.buildSnapshot(ctx, ie, rec, dockerfile) }); err != nil {
 		s.snapshots.mu.Lock()
 		delete(recs, rec.name)
 		s.unrecordSnapshot(rec.name)
+		s.events.publish(&event{name: eventSnapshotRemoved, data: dto.ID})
 		s.snapshots.mu.Unlock()
 		return err
 	}
@@ -386,8 +390,10 @@ func (s *Server) buildSnapshot(ctx context.Context, ie imageEngine, rec *snapsho
 	set := func(state, reason string) {
 		s.snapshots.mu.Lock()
 		defer s.snapshots.mu.Unlock()
+		old := rec.state
 		rec.state, rec.errorReason, rec.updatedAt = state, reason, s.now()
 		s.saveSnapshot(rec)
+		s.publishSnapshotState(rec, old)
 	}
 	release, err := s.snapshots.takeSlot(ctx)
 	if err != nil {
@@ -526,7 +532,11 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
 		write = s.unrecordSnapshot(v.name)
 	}
 	s.snapshots.mu.Unlock()
-	return write.wait()
+	if err := write.wait(); err != nil {
+		return err
+	}
+	s.events.publish(&event{name: eventSnapshotRemoved, data: snapshotID(v.name)})
+	return nil
 }
 
 // setSnapshotActive returns the handler of activate (active true) and
@@ -561,6 +571,7 @@ func (s *Server) setSnapshotActive(active bool) handlerFunc {
 			rec.state = snapshotInactive
 		}
 		rec.updatedAt = s.now()
+		s.publishSnapshotState(rec, map[bool]string{true: snapshotInactive, false: snapshotActive}[active])
 		write, dto := s.saveSnapshot(rec), v.dto(s.org)
 		s.snapshots.mu.Unlock()
 		if err := write.wait(); err != nil {
