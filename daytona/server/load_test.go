@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -168,6 +169,21 @@ func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 	var eng engine = localEngine{stateDir: dir}
 	if cfg.fake {
 		eng = newFakeEngine(tb)
+	} else {
+		// Run last: whatever a failed run left is removed.
+		tb.Cleanup(func() {
+			ctx := context.Background()
+			infos, err := local.List(ctx, dir)
+			if err != nil {
+				tb.Errorf("listing the sandboxes left: %v", err)
+			}
+			for _, info := range infos {
+				tb.Errorf("sandbox %s left behind", info.ID)
+				if err := local.Remove(ctx, dir, info.ID); err != nil {
+					tb.Errorf("removing %s: %v", info.ID, err)
+				}
+			}
+		})
 	}
 	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: dir}, eng, defaultReconcileInterval, time.Now)
 	if err != nil {
@@ -274,14 +290,20 @@ func takeLeakView(stateDir string, ids []string) leakView {
 			v.procs = append(v.procs, p+": "+strings.ReplaceAll(string(cmd), "\x00", " "))
 		}
 	}
-	for _, pattern := range []string{"/sys/fs/cgroup/agentbox*/*", "/sys/fs/cgroup/*/agentbox*/*"} {
-		cgs, _ := filepath.Glob(pattern)
-		for _, cg := range cgs {
-			if named(cg) {
-				v.cgroups = append(v.cgroups, cg)
-			}
+	// The sandboxes' cgroups sit in an agentbox cgroup, in each
+	// hierarchy, under this process's own cgroup there or the root.
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil || !d.IsDir():
+			return nil
+		case named(d.Name()):
+			v.cgroups = append(v.cgroups, path)
+			return filepath.SkipDir
+		case strings.Count(path, "/") > 8:
+			return filepath.SkipDir
 		}
-	}
+		return nil
+	})
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		v.errs = append(v.errs, err.Error())

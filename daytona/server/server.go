@@ -277,6 +277,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/snapshots/{id}/deactivate", s.setSnapshotActive(false))
 	api("GET /api/snapshots/{id}/build-logs-url", s.getSnapshotBuildLogsURL)
 	api("GET /api/snapshots/{id}/build-logs", s.getSnapshotBuildLogs)
+	api("GET /api/object-storage/push-access", pushAccess)
 	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
 	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
 	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)

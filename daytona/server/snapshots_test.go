@@ -237,6 +237,11 @@ func TestSnapshots(t *testing.T) {
 	if st := h.call("POST", "/snapshots", map[string]any{"name": "ctx", "buildInfo": map[string]any{"dockerfileContent": "FROM a:1", "contextHashes": []string{"h"}}}, &e); st != http.StatusNotImplemented {
 		t.Errorf("a build context: %d %+v, want 501", st, e)
 	}
+	// The SDKs ask for object storage before uploading a context: 501,
+	// saying what to do instead.
+	if st := h.call("GET", "/object-storage/push-access", nil, &e); st != http.StatusNotImplemented || !strings.Contains(e.Message, "agentbox image build") {
+		t.Errorf("push access to object storage: %d %+v, want 501", st, e)
+	}
 
 	// Delete takes the snapshot's name off the store, keeping the image
 	// it was made of.
