@@ -32,6 +32,10 @@ const (
 	loadSandboxes = 200
 )
 
+// loadPoll is how often a load client polls a sandbox's state: as the
+// SDKs do for their first 5 s (reference/daytona-api.md §2.6).
+const loadPoll = 100 * time.Millisecond
+
 // loadResult is what a load run measured.
 type loadResult struct {
 	create, exec []time.Duration // POST /sandbox until started; one command through the toolbox proxy
@@ -113,7 +117,7 @@ func (c *loadClient) waitFor(ctx context.Context, id, want string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("sandbox %s: state %s, want %s: %w", id, sb.State, want, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(loadPoll):
 		}
 	}
 }
@@ -377,7 +381,7 @@ func TestServeLoad(t *testing.T) {
 
 // BenchmarkServeLoad runs the load (50 clients, 200 sandboxes)
 // b.N times and reports the percentiles of create (POST /sandbox until
-// started) and exec (one command through the toolbox proxy) over all
+// started, polled every 100 ms) and exec (one command through the toolbox proxy) over all
 // runs, and sandboxes per second. Sub-benchmarks: local (the local
 // engine) and fake (the fake engine: the control plane's own cost), each
 // as the server is (grouped) and with its baseline, every record's write
