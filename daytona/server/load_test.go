@@ -162,6 +162,8 @@ type loadConfig struct {
 	fake bool
 	// writesUnderLock is the server's baseline mode (Server.writesUnderLock).
 	writesUnderLock bool
+	// unadmitted starts every sandbox at once (no localEngine.boots).
+	unadmitted bool
 }
 
 // runLoad runs cfg.clients clients through cfg.n sandboxes' lifecycles on
@@ -170,7 +172,11 @@ type loadConfig struct {
 func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 	tb.Helper()
 	dir := tb.TempDir()
-	var eng engine = localEngine{stateDir: dir}
+	le := newLocalEngine(dir)
+	if cfg.unadmitted {
+		le.boots = nil
+	}
+	var eng engine = le
 	if cfg.fake {
 		eng = newFakeEngine(tb)
 	} else {
@@ -388,12 +394,15 @@ func TestServeLoad(t *testing.T) {
 // ending before the server's lock is released (under-lock).
 func BenchmarkServeLoad(b *testing.B) {
 	for _, eng := range []string{"local", "fake"} {
-		for _, mode := range []string{"under-lock", "grouped"} {
+		for _, mode := range []string{"under-lock", "grouped", "grouped-unadmitted"} {
 			b.Run(eng+"/"+mode, func(b *testing.B) {
 				if eng == "local" && os.Geteuid() != 0 {
 					b.Skip("needs root: the local engine's default network and limits")
 				}
-				cfg := loadConfig{clients: loadClients, n: loadSandboxes, fake: eng == "fake", writesUnderLock: mode == "under-lock"}
+				if eng == "fake" && mode == "grouped-unadmitted" {
+					b.Skip("the fake engine admits every start")
+				}
+				cfg := loadConfig{clients: loadClients, n: loadSandboxes, fake: eng == "fake", writesUnderLock: mode == "under-lock", unadmitted: mode == "grouped-unadmitted"}
 				var create, exec []time.Duration
 				var total time.Duration
 				for b.Loop() {
