@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strconv"
 
 	"github.com/agentbox-dev/agentbox/local"
@@ -17,32 +16,6 @@ import (
 // state dir, under the server's sandbox ids.
 type localEngine struct {
 	stateDir string
-	// boots admits the sandbox starts (creates included) that run at
-	// once: a start is mostly CPU (namespaces, mounts, the init's
-	// set-up), and more of them than the CPUs can serve only slow each
-	// other down (the load test measured creates' p99 doubling without
-	// it). Nil: no limit.
-	boots chan struct{}
-}
-
-// newLocalEngine returns the engine of sandboxes in stateDir, starting
-// two sandboxes per CPU at once at most.
-func newLocalEngine(stateDir string) localEngine {
-	return localEngine{stateDir: stateDir, boots: make(chan struct{}, 2*runtime.NumCPU())}
-}
-
-// boot starts sb once the engine admits it.
-func (e localEngine) boot(ctx context.Context, sb *local.Sandbox) error {
-	if e.boots != nil {
-		select {
-		case e.boots <- struct{}{}:
-			defer func() { <-e.boots }()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	_, err := sb.Start(ctx)
-	return err
 }
 
 func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, error), error) {
@@ -81,7 +54,7 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 	}
 	return func(ctx context.Context) (sizes, error) {
 		defer sb.Close(context.WithoutCancel(ctx))
-		if err := e.boot(ctx, sb); err != nil {
+		if _, err := sb.Start(ctx); err != nil {
 			return sizes{}, err
 		}
 		if err := applyEnv(ctx, sb.Client(), sp.env); err != nil {
@@ -118,7 +91,7 @@ func (e localEngine) start(ctx context.Context, id string, env map[string]string
 		return err
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
-	if err := e.boot(ctx, sb); err != nil {
+	if _, err := sb.Start(ctx); err != nil {
 		return err
 	}
 	return applyEnv(ctx, sb.Client(), env)

@@ -162,8 +162,6 @@ type loadConfig struct {
 	fake bool
 	// writesUnderLock is the server's baseline mode (Server.writesUnderLock).
 	writesUnderLock bool
-	// unadmitted starts every sandbox at once (no localEngine.boots).
-	unadmitted bool
 }
 
 // runLoad runs cfg.clients clients through cfg.n sandboxes' lifecycles on
@@ -172,11 +170,7 @@ type loadConfig struct {
 func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 	tb.Helper()
 	dir := tb.TempDir()
-	le := newLocalEngine(dir)
-	if cfg.unadmitted {
-		le.boots = nil
-	}
-	var eng engine = le
+	var eng engine = localEngine{stateDir: dir}
 	if cfg.fake {
 		eng = newFakeEngine(tb)
 	} else {
@@ -394,15 +388,12 @@ func TestServeLoad(t *testing.T) {
 // ending before the server's lock is released (under-lock).
 func BenchmarkServeLoad(b *testing.B) {
 	for _, eng := range []string{"local", "fake"} {
-		for _, mode := range []string{"under-lock", "grouped", "grouped-unadmitted"} {
+		for _, mode := range []string{"under-lock", "grouped"} {
 			b.Run(eng+"/"+mode, func(b *testing.B) {
 				if eng == "local" && os.Geteuid() != 0 {
 					b.Skip("needs root: the local engine's default network and limits")
 				}
-				if eng == "fake" && mode == "grouped-unadmitted" {
-					b.Skip("the fake engine admits every start")
-				}
-				cfg := loadConfig{clients: loadClients, n: loadSandboxes, fake: eng == "fake", writesUnderLock: mode == "under-lock", unadmitted: mode == "grouped-unadmitted"}
+				cfg := loadConfig{clients: loadClients, n: loadSandboxes, fake: eng == "fake", writesUnderLock: mode == "under-lock"}
 				var create, exec []time.Duration
 				var total time.Duration
 				for b.Loop() {

@@ -124,7 +124,7 @@ func New(opts Options) (*Server, error) {
 	if err := local.CheckStateDir(opts.StateDir); err != nil {
 		return nil, fmt.Errorf("agentbox serve: %w", err)
 	}
-	return newServer(opts, newLocalEngine(opts.StateDir), defaultReconcileInterval, time.Now)
+	return newServer(opts, localEngine{stateDir: opts.StateDir}, defaultReconcileInterval, time.Now)
 }
 
 // newServer returns a Server running its sandboxes on eng, looking at them
