@@ -89,7 +89,8 @@ if [[ "${AGENTBOX_SKIP_INSTALL:-}" != 1 ]]; then
 		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 	fi
 	staticcheck -version
-	if ! gcsfuse --version 2>/dev/null | grep -q "${GCSFUSE_VERSION#v}"; then
+	# (a go-installed gcsfuse reports version "unknown": read its build info)
+	if ! go version -m "$(command -v gcsfuse || echo /nonexistent)" 2>/dev/null | grep -q "gcsfuse/v3[[:space:]]*${GCSFUSE_VERSION}"; then
 		go install "github.com/googlecloudplatform/gcsfuse/v3@${GCSFUSE_VERSION}"
 	fi
 fi
