@@ -251,6 +251,16 @@ func toolOutput(plan *mount.Plan, logPath string) string {
 	if len(b) == 0 {
 		return "it said nothing"
 	}
+	// The lines of errors, when the tool marks them (s3fs: [CRT], [ERR]).
+	var errs []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "[CRT]") || strings.Contains(line, "[ERR]") || strings.Contains(strings.ToLower(line), "error") {
+			errs = append(errs, strings.TrimSpace(line))
+		}
+	}
+	if len(errs) > 0 {
+		b = []byte(strings.Join(errs, "\n"))
+	}
 	return plan.Redact(string(b))
 }
 
@@ -305,6 +315,9 @@ func makeMountPoint(path string, owner *mount.Owner) error {
 				_ = unix.Lchown(cur, owner.UID, owner.GID)
 			}
 			continue
+		}
+		if errors.Is(err, unix.EROFS) {
+			return fmt.Errorf("%w: make the mount point %s: %v; this part of the sandbox's root is read-only: mount under its home or /tmp (or give it an image, whose root is writable)", mount.ErrInvalid, cur, err)
 		}
 		if !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("make the mount point %s: %w", cur, err)
