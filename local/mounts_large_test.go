@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,16 +19,6 @@ import (
 )
 
 const largeSize = 256 << 20
-
-// patternReader yields n pseudo-random bytes (seeded), without holding
-// them.
-func patternReader(seed uint64, n int64) io.Reader {
-	return io.LimitReader(rngReader{rand.NewChaCha8([32]byte{byte(seed)})}, n)
-}
-
-type rngReader struct{ r *rand.ChaCha8 }
-
-func (r rngReader) Read(p []byte) (int, error) { return r.r.Read(p) }
 
 // A 256 MiB file written in the sandbox is streamed to the bucket and
 // read back through the bucket API (TestMountS3 covers the other way).
