@@ -224,3 +224,42 @@ type timeoutError struct{}
 func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
+
+// TestEngineBadConfig: an engine with a wrong API URL or key fails its
+// start at once with an error saying what to fix, creating nothing.
+func TestEngineBadConfig(t *testing.T) {
+	noDaytonaEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String() + "/api"
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := New(Options{APIKey: testKey, APIURL: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	if _, err := sb.Start(ctx); err == nil || !strings.Contains(err.Error(), "cannot reach") || !strings.Contains(err.Error(), "DAYTONA_API_URL") || ctx.Err() != nil {
+		t.Fatalf("start with nothing at the API URL: %v", err)
+	}
+	if _, err := sb.ExecuteCommand(ctx, "true", nil, nil); err == nil || strings.Contains(err.Error(), testKey) {
+		t.Fatalf("a command with nothing at the API URL: %v (must fail without showing the key)", err)
+	}
+
+	s := newServe(t, nil)
+	sb, err = New(Options{Client: s.client(Config{APIKey: "wrong-key"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	_, err = sb.Start(ctx)
+	if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "DAYTONA_API_KEY") || strings.Contains(err.Error(), "wrong-key") {
+		t.Fatalf("start with a wrong key: %v, want ErrUnauthorized naming DAYTONA_API_KEY", err)
+	}
+	if page, err := s.client(Config{}).ListSandboxes(ctx, ListOptions{}, ""); err != nil || len(page.Items) != 0 {
+		t.Fatalf("something was created: %+v, %v", page, err)
+	}
+}

@@ -29,6 +29,13 @@
 // toolbox proxy URL, build logs), snapshots (create, get, list, build
 // logs), volumes (create, get, list, delete) and /config.
 //
+// [Client.BuildSnapshot] builds a snapshot of an [Image], a declarative
+// image as Daytona's SDKs make them (a base image, then commands,
+// environment, working directory, entrypoint…, rendered by
+// [Image.Dockerfile]) or a Dockerfile given whole, streaming its build
+// logs and waiting until it is active; a failed build is a
+// [*SnapshotFailedError] with Daytona's reason.
+//
 // It is hand-written from api.json rather than generated. The spec has
 // some 200 operations of which the engine needs about 30; generators
 // (oapi-codegen, ogen) would bring thousands of lines of types to keep in
@@ -69,4 +76,16 @@
 // 5 s, then 1.1 times longer each poll up to 1 s), and the lifecycle
 // helpers ([Client.CreateAndWait], [Client.StartAndWait],
 // [Client.StopAndWait]) wait for their target states.
+//
+// # Bucket mounts
+//
+// [Sandbox] implements sandbox.Mounter as Mastra's DaytonaSandbox does:
+// [Sandbox.Mount] runs s3fs or gcsfuse (package mount's plans) inside the
+// remote sandbox, installing it with apt when missing, with credential
+// files private to the sandbox's user (0600 in a 0700 folder) that
+// [Sandbox.Unmount] removes; markers in /tmp/.mastra-mounts ("path|config
+// hash", Mastra's names) make a repeated mount a no-op and a changed one a
+// remount, and let a handle that connects to a running sandbox adopt its
+// mounts. Every start (revivals included) mounts again what the handle
+// mounted; Info lists the mounts and their states.
 package daytona

@@ -44,7 +44,14 @@ func (e *APIError) Error() string {
 	if msg == "" {
 		msg = http.StatusText(e.StatusCode)
 	}
-	return fmt.Sprintf("daytona: %s %s: %d %s", e.Method, e.Path, e.StatusCode, msg)
+	out := fmt.Sprintf("daytona: %s %s: %d %s", e.Method, e.Path, e.StatusCode, msg)
+	switch e.StatusCode {
+	case http.StatusUnauthorized:
+		out += " (check the API key: DAYTONA_API_KEY or Config.APIKey; or DAYTONA_JWT_TOKEN with DAYTONA_ORGANIZATION_ID)"
+	case http.StatusForbidden:
+		out += " (the API key lacks the permission, or DAYTONA_ORGANIZATION_ID names another organization)"
+	}
+	return out
 }
 
 // Is matches the sentinel of e's status (see the package's Err…

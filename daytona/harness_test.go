@@ -28,6 +28,7 @@ const testKey = "dtn_daytona-client-test-key"
 // files on the server's side.
 type serve struct {
 	t   *testing.T
+	dir string // the local engine's state dir
 	srv *server.Server
 	url string // the API URL: …/api
 	cp  *spectest.Validator
@@ -54,7 +55,7 @@ func newServe(t *testing.T, knobs *server.Knobs) *serve {
 			t.Error(err)
 		}
 	})
-	return &serve{t: t, srv: srv, url: hs.URL + "/api", cp: cp}
+	return &serve{t: t, dir: dir, srv: srv, url: hs.URL + "/api", cp: cp}
 }
 
 // client returns a Client of s configured by cfg (its URL and key filled

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -122,8 +123,13 @@ type Resources struct {
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// domainName matches an entry of a domain allow list.
-var domainName = regexp.MustCompile(`^(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+// domainName matches an entry of a domain allow list. Compiled at first
+// use: its bounded repetitions make a large program, which every process
+// that links this package (a sandbox's init too) would otherwise compile
+// at start.
+var domainName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+})
 
 // normalize checks o and fills in its defaults. Errors match
 // sandbox.ErrInvalidArgument (sandbox.ErrInvalidEnv for an env name).
@@ -166,7 +172,7 @@ func (o Options) normalize() (Options, error) {
 		}
 	}
 	for _, d := range splitList(o.DomainAllowList) {
-		if !domainName.MatchString(d) {
+		if !domainName().MatchString(d) {
 			return invalid("DomainAllowList entry %q is not a domain such as example.com or *.example.com", d)
 		}
 	}

@@ -8,7 +8,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Snapshots and volumes.
@@ -56,8 +59,27 @@ func (c *Client) SnapshotBuildLogs(ctx context.Context, id string, w io.Writer) 
 // snapshotPoll is how often WaitForSnapshot looks, as the SDKs do.
 const snapshotPoll = time.Second
 
+// SnapshotFailedError is the error of a snapshot whose build (or pull)
+// failed: it ended in state error or build_failed.
+type SnapshotFailedError struct {
+	// Name is the snapshot's name.
+	Name string
+	// State is the state it ended in.
+	State SnapshotState
+	// Reason is its errorReason, as Daytona says it.
+	Reason string
+}
+
+func (e *SnapshotFailedError) Error() string {
+	msg := fmt.Sprintf("daytona: snapshot %s is %s", e.Name, e.State)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
 // WaitForSnapshot polls snapshot idOrName until it is active, and fails
-// when it ends in error or build_failed.
+// with a *SnapshotFailedError when it ends in error or build_failed.
 func (c *Client) WaitForSnapshot(ctx context.Context, idOrName string) (*Snapshot, error) {
 	for {
 		s, err := c.GetSnapshot(ctx, idOrName)
@@ -68,12 +90,59 @@ func (c *Client) WaitForSnapshot(ctx context.Context, idOrName string) (*Snapsho
 		case SnapshotActive:
 			return s, nil
 		case SnapshotError, SnapshotBuildFailed:
-			return s, fmt.Errorf("daytona: snapshot %s is %s: %s", s.Name, s.State, s.ErrorReason)
+			return s, &SnapshotFailedError{Name: s.Name, State: s.State, Reason: s.ErrorReason}
 		}
 		if err := sleep(ctx, snapshotPoll); err != nil {
 			return nil, fmt.Errorf("daytona: waiting for snapshot %s (last %s): %w", idOrName, s.State, err)
 		}
 	}
+}
+
+// BuildSnapshot creates the snapshot name of image, sized by res (zero
+// fields: Daytona's defaults), copies its build logs to logs (when not
+// nil) as they come, and waits until it is active. An image that is only
+// a base image is pulled (the snapshot's imageName), as Daytona's SDKs
+// do with an image name; any other is built from its Dockerfile
+// (buildInfo). A build that fails returns the snapshot with a
+// *SnapshotFailedError carrying Daytona's reason; an invalid image or
+// name fails before any request, matching sandbox.ErrInvalidArgument.
+func (c *Client) BuildSnapshot(ctx context.Context, name string, image Image, res Resources, logs io.Writer) (*Snapshot, error) {
+	if err := image.Err(); err != nil {
+		return nil, err
+	}
+	if name == "" || strings.ContainsFunc(name, isSpaceOrControl) {
+		return nil, fmt.Errorf("daytona: snapshot name %q: a snapshot needs a name without spaces: %w", name, sandbox.ErrInvalidArgument)
+	}
+	if res.CPU < 0 || res.Memory < 0 || res.Disk < 0 {
+		return nil, fmt.Errorf("daytona: snapshot %s: resources must not be negative: %w", name, sandbox.ErrInvalidArgument)
+	}
+	req := CreateSnapshot{Name: name, CPU: res.CPU, Memory: res.Memory, Disk: res.Disk}
+	if ref := image.imageName(); ref != "" {
+		req.ImageName = ref
+	} else {
+		req.BuildInfo = &CreateBuildInfo{DockerfileContent: image.Dockerfile()}
+	}
+	snap, err := c.CreateSnapshot(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: creating snapshot %s: %w", name, err)
+	}
+	if logs != nil {
+		// The logs end with the build. A deployment that keeps none (404,
+		// 501) or a stream cut short leaves the waiting to the polls.
+		if err := c.SnapshotBuildLogs(ctx, snap.ID, logs); err != nil && ctx.Err() != nil {
+			return snap, err
+		}
+	}
+	return c.WaitForSnapshot(ctx, snap.ID)
+}
+
+// DeleteSnapshot deletes the snapshot with id or name idOrName.
+func (c *Client) DeleteSnapshot(ctx context.Context, idOrName string) error {
+	s, err := c.GetSnapshot(ctx, idOrName)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, call{method: "DELETE", path: "/snapshots/" + escape(s.ID), idempotent: true}, nil)
 }
 
 // CreateVolume creates a named volume.

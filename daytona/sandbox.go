@@ -31,6 +31,8 @@ type Sandbox struct {
 	tb    *toolbox.Client
 	route *route
 	mgr   *process.Manager
+	// mounts are the bucket mounts (mount.go).
+	mounts mountTable
 
 	// mu guards the fields below and the network fields of opts
 	// (UpdateNetworkSettings).
@@ -59,7 +61,40 @@ func New(opts Options) (*Sandbox, error) {
 		}
 		s.owned = true
 	}
-	if s.Lifecycle, err = sandbox.NewLifecycle(o.ID, driver{s}, o.Hooks, o.Env); err != nil {
+	// Every start ends by restoring the bucket mounts (mount.go), after
+	// the user's OnStart hook; their failures are in their states.
+	hooks, onStart := o.Hooks, o.Hooks.OnStart
+	hooks.OnStart = func(ctx context.Context, id string, out sandbox.Outcome) error {
+		if onStart != nil {
+			if err := onStart(ctx, id, out); err != nil {
+				return err
+			}
+		}
+		s.restoreMounts(ctx)
+		return nil
+	}
+	// A stop ends the mounts' FUSE servers (pending until the next start);
+	// a destroy ends the mounts.
+	onStop, onDestroy := o.Hooks.OnStop, o.Hooks.OnDestroy
+	hooks.OnStop = func(ctx context.Context, id string) error {
+		if onStop != nil {
+			if err := onStop(ctx, id); err != nil {
+				return err
+			}
+		}
+		s.mounts.stopped()
+		return nil
+	}
+	hooks.OnDestroy = func(ctx context.Context, id string) error {
+		if onDestroy != nil {
+			if err := onDestroy(ctx, id); err != nil {
+				return err
+			}
+		}
+		s.mounts.clear()
+		return nil
+	}
+	if s.Lifecycle, err = sandbox.NewLifecycle(o.ID, driver{s}, hooks, o.Env); err != nil {
 		return nil, err
 	}
 	s.route = &route{next: newToolboxTransport(), id: o.ID}
@@ -212,6 +247,9 @@ func (s *Sandbox) attach(ctx context.Context, sb *SandboxDTO) error {
 			s.mu.Unlock()
 		}
 	}
+	// A session ready for the first command, which then costs one request
+	// (a round trip to the cloud) instead of two.
+	s.mgr.Warm(ctx)
 	return nil
 }
 
@@ -251,6 +289,7 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 		info.Metadata["target"] = remote.Target
 		info.LastUsedAt = remote.LastActivity()
 	}
+	info.Mounts = s.mounts.list()
 	return info, nil
 }
 

@@ -37,6 +37,13 @@ func osExecTrue(b *testing.B, n int) time.Duration {
 // ("true") of a fresh sandbox, against os/exec of `true` in the same run.
 func BenchmarkCreateToFirstCommand(b *testing.B) { benchCreate(b, local.Config{}) }
 
+// BenchmarkCreateToFirstCommandReadOnlyRoot is BenchmarkCreateToFirstCommand
+// with the host's system folders read-only (ReadOnlyRoot): no overlay, no
+// base layer to check.
+func BenchmarkCreateToFirstCommandReadOnlyRoot(b *testing.B) {
+	benchCreate(b, local.Config{ReadOnlyRoot: true})
+}
+
 // BenchmarkCreateToFirstCommandVolume is BenchmarkCreateToFirstCommand
 // with a volume, which a sandbox started by root sees through an
 // ID-mapped mount.

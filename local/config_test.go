@@ -246,6 +246,29 @@ func limitsSentence() string {
 	return "No CPU, memory, process-count or disk limit is enforced."
 }
 
+// dockerCapMask is Docker's default capability set (DefaultCapabilities)
+// as /proc/PID/status shows it.
+const dockerCapMask = "00000000a80425fb"
+
+// defaultCapMask is the capability set commands of a default sandbox hold,
+// as /proc/PID/status shows it: Docker's with the writable root made of
+// the host's folders that root gives, none otherwise.
+func defaultCapMask() string {
+	if os.Geteuid() == 0 {
+		return dockerCapMask
+	}
+	return "0000000000000000"
+}
+
+// defaultCapabilities is what Info says of the capabilities of a default
+// sandbox (defaultCapMask).
+func defaultCapabilities() string {
+	if os.Geteuid() == 0 {
+		return strings.Join(local.DefaultCapabilities(), ",")
+	}
+	return "none"
+}
+
 // checkIdentity checks what Info says of who commands run as, the network
 // and the limits of a sandbox with the default network and user user.
 func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
@@ -259,7 +282,7 @@ func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 			t.Errorf("host uids from %d: not a range of the default pool", host)
 		}
 	}
-	want := &sandbox.Identity{User: user, UID: 0, GID: 0, Home: "/home/" + user, HostUID: host, HostUIDCount: count, Capabilities: "none"}
+	want := &sandbox.Identity{User: user, UID: 0, GID: 0, Home: "/home/" + user, HostUID: host, HostUIDCount: count, Capabilities: defaultCapabilities()}
 	if !reflect.DeepEqual(info.Identity, want) {
 		t.Errorf("identity %+v, want %+v", info.Identity, want)
 	}
@@ -287,7 +310,7 @@ func TestInfoIdentityTrue(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := info.Identity
-	inside := fmt.Sprintf("%d\n%d\n%s %s\nCapEff:\t0000000000000000", id.UID, id.GID, id.User, id.Home)
+	inside := fmt.Sprintf("%d\n%d\n%s %s\nCapEff:\t%s", id.UID, id.GID, id.User, id.Home, defaultCapMask())
 	if len(lines) != 5 || strings.Join(lines[:4], "\n") != inside ||
 		strings.Join(strings.Fields(lines[4]), " ") != fmt.Sprintf("0 %d %d", id.HostUID, id.HostUIDCount) {
 		t.Errorf("inside: %q; Info says %+v", got, id)

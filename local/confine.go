@@ -21,13 +21,17 @@ func (c Confinement) nestedNamespaces() bool { return c.AllowNestedNamespaces ||
 
 // syscallFilterStatus says which system call filter commands run under.
 func (c Confinement) syscallFilterStatus() string {
+	s := "default"
 	switch {
 	case c.Unconfined:
-		return "off (Confinement.Unconfined)"
+		s = "off (Confinement.Unconfined)"
 	case c.AllowNestedNamespaces:
-		return "default, nested namespaces allowed"
+		s = "default, nested namespaces allowed"
 	}
-	return "default"
+	if c.AllowFUSE {
+		s += ", FUSE mounts allowed"
+	}
+	return s
 }
 
 // landlockStatus says what Landlock does for commands on a kernel with
@@ -52,8 +56,12 @@ func (c Confinement) addInfo(md map[string]string, abi int) {
 
 // instructions tells an agent what its commands may not do.
 func (c Confinement) instructions(abi int) string {
+	fuse := ""
+	if c.AllowFUSE {
+		fuse = " FUSE file systems (s3fs, gcsfuse, sshfs …) may be mounted (/dev/fuse is present; other mounts are refused)."
+	}
 	if c.Unconfined {
-		return "Commands run without a system call filter or Landlock, and may create nested user namespaces (they hold CAP_SETFCAP for that)."
+		return "Commands run without a system call filter or Landlock, and may create nested user namespaces (they hold CAP_SETFCAP for that)." + fuse
 	}
 	var b strings.Builder
 	b.WriteString("A system call filter refuses (EPERM) kernel keyrings, bpf, perf events, io_uring, kernel modules, setting the clock")
@@ -63,6 +71,7 @@ func (c Confinement) instructions(abi int) string {
 		b.WriteString(", mounting and new namespaces")
 	}
 	b.WriteString("; 32-bit programs do not run.")
+	b.WriteString(fuse)
 	if abi >= landlockScopeABI {
 		b.WriteString(" Commands cannot signal or reach abstract unix sockets of processes outside the sandbox (Landlock).")
 	}

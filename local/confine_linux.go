@@ -23,12 +23,17 @@ import (
 // may need what the filter refuses (mounting into the running sandbox,
 // changing its network). What protects the init from its commands is that
 // it is not dumpable (makeUndumpable) and outside their Landlock domain.
-func confineCommandThread(c Confinement) error {
-	if c.Unconfined {
-		return nil
+//
+// With c.AllowFUSE it returns the filter's notification descriptor, for
+// the FUSE supervisor; otherwise -1.
+func confineCommandThread(c Confinement) (int, error) {
+	if c.Unconfined && !c.AllowFUSE {
+		return -1, nil
 	}
-	if _, err := restrictThreadScopes(); err != nil {
-		return err
+	if !c.Unconfined {
+		if _, err := restrictThreadScopes(); err != nil {
+			return -1, err
+		}
 	}
 	return loadSyscallFilter(c)
 }

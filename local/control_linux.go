@@ -52,6 +52,9 @@ type initConfig struct {
 	// root (mountRoot), made of the image Root.
 	RootFD int         `json:"rootFD"`
 	Root   *rootRecord `json:"root,omitempty"`
+	// FUSEDev, with Confinement.AllowFUSE, is the node the init binds at
+	// /dev/fuse (fuseDevice).
+	FUSEDev *bindSpec `json:"fuseDev,omitempty"`
 	// RunAs is the user commands run as (the image's USER); nil: the
 	// sandbox's root.
 	RunAs *runAs `json:"runAs,omitempty"`

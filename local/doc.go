@@ -32,11 +32,15 @@
 // folder is closed to other users. Otherwise (not root) the sandbox's
 // only uid is the caller's own.
 //
-// Inside, the host's /usr and /etc (and the /bin, /lib … links or folders)
-// are read-only, unless the sandbox is made of an image ([Config.Image],
-// [Config.Snapshot]; root only): its root is then the image's, writable,
-// its changes kept across Stop and Start, and [CreateSnapshot] freezes
-// them into a snapshot that new sandboxes are made of; /proc, /dev and
+// Inside, the root is writable when this process runs as root: made of
+// the host's system folders (each of /usr and dpkg's database an overlay
+// of the host's folder, ID-mapped onto the sandbox's ids, and a copy of
+// the host's /etc holding only what every host user may read), or of an
+// image ([Config.Image], [Config.Snapshot]), whose changes
+// [CreateSnapshot] freezes into a snapshot that new sandboxes are made
+// of; either way changes are kept across Stop and Start and stay in the
+// sandbox. Without root, the host's /usr and /etc (and the /bin, /lib …
+// links or folders) are read-only. /proc, /dev and
 // the root are the sandbox's own; the home
 // (/home/<user>, the default working directory), /tmp and the working
 // directory are folders of the state dir, so everything written there
@@ -44,8 +48,8 @@
 // files and all, when it stops). Commands run as uid 0 of the user
 // namespace, with no capabilities at all (empty bounding, permitted,
 // effective, inheritable and ambient sets, and no_new_privs; a sandbox
-// made of an image holds [DefaultCapabilities], Docker's set, within its
-// own user namespace, and keeps no_new_privs): root inside
+// with a writable root holds [DefaultCapabilities], Docker's set, within
+// its own user namespace, and keeps no_new_privs): root inside
 // cannot mount, remount the read-only system folders, or regain
 // capabilities through setuid or file-capability programs. Every command also runs under a seccomp filter
 // modelled on Docker's default profile and, where the kernel has it,
@@ -200,6 +204,8 @@ package local
 //	                    (not dumpable, /proc/keys hidden)
 //	seccomp_linux.go    the commands' seccomp filter: the profile, its BPF program, loading it
 //	landlock_linux.go   the commands' Landlock scoping (abstract unix sockets, signals)
+//	fuse_linux.go       Confinement.AllowFUSE: the sandbox's /dev/fuse, and the init's
+//	                    supervisor doing the FUSE mount(2) and umount2 the filter hands it
 //	cgroup.go           cgroupSet (recorded in meta.json); cgroup_linux.go: creation, removal,
 //	                    cgroup_v1_linux.go and cgroup_v2_linux.go: what differs between versions
 //	                    (which limit goes into which file)

@@ -445,11 +445,20 @@ func TestNetworkHostUplink(t *testing.T) {
 	defer ln.Close()
 	go serveGreeting(ln)
 	port := ln.Addr().(*net.TCPAddr).Port
+	// The host's own addresses, but not those of other sandboxes' links:
+	// tests running beside this one add and remove them.
 	var targets []netip.Addr
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
-			targets = append(targets, p.Addr())
+	ifaces, err := net.Interfaces()
+	must(t, err)
+	for _, ifc := range ifaces {
+		if strings.HasPrefix(ifc.Name, "agentbox") {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
+				targets = append(targets, p.Addr())
+			}
 		}
 	}
 	if len(targets) == 0 {

@@ -158,6 +158,7 @@ type pid1 struct {
 
 // newPID1 makes the init's toolbox server, not serving yet.
 func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
+	notifyFD := -1
 	d, err := daemon.New(daemon.Options{
 		WorkDir: cfg.WorkingDirectory, HomeDir: cfg.userHome(), Env: env, DropCapabilities: true,
 		KeepCapabilities: cfg.keptCapabilities(),
@@ -180,11 +181,21 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 			if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 				return err
 			}
-			return confineCommandThread(cfg.Confinement)
+			fd, err := confineCommandThread(cfg.Confinement)
+			notifyFD = fd
+			return err
 		},
 	})
 	if err != nil {
 		return nil, err
+	}
+	if notifyFD >= 0 {
+		sup, err := newFUSESupervisor(notifyFD, cfg.Confinement.AllowNestedNamespaces || cfg.Confinement.Unconfined)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		go sup.serve()
 	}
 	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, stamps: cfg.stampDir(fds)}
 	p.act = newActivity(filepath.Join(p.stamps, activityFile))

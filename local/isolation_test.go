@@ -34,7 +34,10 @@ func TestIsolation(t *testing.T) {
 	}
 	defer os.Remove(marker)
 
-	sb := newSandbox(t, local.Options{})
+	// The host's system folders read-only, no capability: the posture
+	// without root, asked for as root (hostroot_linux_test.go tests the
+	// writable root root gives by default).
+	sb := newSandbox(t, local.Options{Config: local.Config{ReadOnlyRoot: true}})
 
 	t.Run("pid1-is-init", func(t *testing.T) {
 		out := mustRun(t, sb, "cat /proc/1/cmdline | tr '\\0' ' '; echo; echo $$")

@@ -195,7 +195,9 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	}
 	info.Identity, info.Network = describe(c, m.RunAs, m.HostIDs)
 	info.Identity.Capabilities = m.Root.capabilities(m.RunAs)
-	if m.Root != nil {
+	if m.Root != nil && m.Root.Host {
+		info.Metadata["rootfs"] = "writable overlay of the host's system folders"
+	} else if m.Root != nil {
 		ref, what := rootRef(c)
 		info.Metadata[what] = ref
 		info.Metadata["imageId"] = m.Root.Image

@@ -26,8 +26,6 @@ const (
 	// toolExitGrace is how long a FUSE tool has to exit by itself once its
 	// mount is gone, before it is killed.
 	toolExitGrace = 5 * time.Second
-	// fuseSuperMagic is the f_type of FUSE file systems.
-	fuseSuperMagic = 0x65735546
 )
 
 // mountNew mounts fs for the record r (new, not in m.Mounts yet) in the

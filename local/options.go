@@ -179,14 +179,22 @@ type Config struct {
 	// the image's Env, WorkingDir and Entrypoint/Cmd apply (root.go).
 	// Commands then hold Docker's default capabilities inside the
 	// sandbox's user namespace (DefaultCapabilities). Needs root. Empty:
-	// the host's system folders, read-only, as described in the package
-	// documentation.
+	// the root is made of the host's system folders, writable as root
+	// (see ReadOnlyRoot and the package documentation).
 	Image string `json:"image,omitempty"`
 	// Snapshot creates the sandbox from a snapshot (see [CreateSnapshot])
 	// instead: its root is the snapshot's base image with the frozen
 	// writable layer on top. It wins over Image, as Daytona's snapshot
 	// wins over its image. Needs root.
 	Snapshot string `json:"snapshot,omitempty"`
+	// ReadOnlyRoot keeps the host's system folders (/usr, /etc …)
+	// read-only in a sandbox made with neither Image nor Snapshot, as
+	// sandboxes started without root have them, instead of the writable
+	// root made of them that root gives by default: commands then hold no
+	// capabilities at all and cannot install system packages, and the
+	// sandbox starts a little faster. Not together with Image or
+	// Snapshot.
+	ReadOnlyRoot bool `json:"readOnlyRoot,omitempty"`
 	// Resources limits the sandbox's CPU, memory, processes and disk; the
 	// zero value gives every default this host can enforce (see
 	// [Resources]). Info (Limits) and Instructions say what is enforced.
@@ -247,6 +255,21 @@ type Confinement struct {
 	// out whether the confinement is what breaks a tool, not for
 	// untrusted code.
 	Unconfined bool `json:"unconfined,omitempty"`
+	// AllowFUSE lets commands mount FUSE file systems (s3fs, gcsfuse,
+	// sshfs …), as Daytona's sandboxes do: /dev/fuse is present, and the
+	// sandbox's init mounts, on a command's behalf, what its mount(2)
+	// asks when the file system type is "fuse" or "fuse.NAME" and the
+	// request holds up (fuse_linux.go): the /dev/fuse descriptor named by
+	// fd= is the caller's own, the mount point is a folder outside /proc,
+	// /sys, /dev and the init's /run/agentbox, and a caller other than the
+	// sandbox's root owns the mount point and mounts as itself (user_id=),
+	// as fusermount3 would check. Such mounts are always nosuid and nodev.
+	// umount2 of a FUSE mount is done the same way (by root, or the user
+	// who mounted it). Every other mount, and the new mount API (fsopen
+	// …), stays refused. The host makes the sandbox's /dev/fuse node
+	// (which needs root), or binds the host's when it is open to every
+	// user.
+	AllowFUSE bool `json:"allowFUSE,omitempty"`
 }
 
 // Volume is a named persistent folder bound into a sandbox.
@@ -354,6 +377,9 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.Resources, err = c.Resources.normalize(); err != nil {
 		return c, err
+	}
+	if c.ReadOnlyRoot && (c.Image != "" || c.Snapshot != "") {
+		return c, fmt.Errorf("%w: ReadOnlyRoot applies to sandboxes made of the host's system folders, not to one made of an image or snapshot: leave ReadOnlyRoot unset, or Image and Snapshot empty", sandbox.ErrInvalidArgument)
 	}
 	if reservedPath(c.WorkingDirectory) && !within(c.WorkingDirectory, sandboxTmp) {
 		return c, fmt.Errorf("%w: WorkingDirectory %s is inside a read-only system folder; choose a path under %s, /tmp or a new top-level folder such as /workspace", sandbox.ErrInvalidArgument, c.WorkingDirectory, home)

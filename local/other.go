@@ -39,6 +39,9 @@ func (s *cgroupSet) destroy(context.Context) error { return nil }
 // resources returns nil: no cgroup is made here.
 func (s *cgroupSet) resources() *sandbox.Resources { return nil }
 
+// hostRoot returns nil: no sandbox starts here.
+func hostRoot(string) (*rootRecord, error) { return nil, nil }
+
 // nextHostIDs returns nil: no sandbox starts here.
 func nextHostIDs() *idRange { return nil }
 

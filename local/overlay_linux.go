@@ -22,26 +22,38 @@ func writableRootAvailable() bool { return shiftedMode() }
 // (trusted.overlay.*), as the image store writes them; commands still
 // reach its files with their own credentials only.
 func mountRoot(r *rootRecord, data string, own *ownership) (*os.File, error) {
-	upper, work := filepath.Join(data, rootFS, "upper"), filepath.Join(data, rootFS, "work")
-	if err := os.MkdirAll(work, 0o700); err != nil {
+	f, err := mountOverlay(r.Layers, filepath.Join(data, rootFS), own)
+	if err != nil {
 		return nil, fmt.Errorf("writable root: %w", err)
+	}
+	return f, nil
+}
+
+// mountOverlay mounts, detached, an overlay of the layer folders layers
+// (lowest first), each ID-mapped with the sandbox's user namespace, with
+// its upper and work folders in dir ("upper", "work"), and returns the
+// mount.
+func mountOverlay(layers []string, dir string, own *ownership) (*os.File, error) {
+	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return nil, err
 	}
 	if err := os.Mkdir(upper, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("writable root: %w", err)
+		return nil, err
 	}
 	if err := os.Lchown(upper, own.owner(), own.owner()); err != nil {
-		return nil, fmt.Errorf("writable root: %w", err)
+		return nil, err
 	}
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("writable root: overlayfs: %w", err)
+		return nil, fmt.Errorf("overlayfs: %w", err)
 	}
 	defer unix.Close(fsfd)
 	// Each lowerdir+ goes below the ones before: the top layer first. The
 	// layers' detached mounts must live until the overlay is made (it
 	// clones them then): they are closed on return.
-	for i := len(r.Layers) - 1; i >= 0; i-- {
-		fd, err := setLayer(fsfd, r.Layers[i], own)
+	for i := len(layers) - 1; i >= 0; i-- {
+		fd, err := setLayer(fsfd, layers[i], own)
 		if err != nil {
 			return nil, err
 		}
@@ -53,13 +65,13 @@ func mountRoot(r *rootRecord, data string, own *ownership) (*os.File, error) {
 		}
 	}
 	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return nil, fmt.Errorf("writable root: mount the overlay: %w", err)
+		return nil, fmt.Errorf("mount the overlay: %w", err)
 	}
 	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
-		return nil, fmt.Errorf("writable root: mount the overlay: %w", err)
+		return nil, fmt.Errorf("mount the overlay: %w", err)
 	}
-	return os.NewFile(uintptr(mfd), "rootfs"), nil
+	return os.NewFile(uintptr(mfd), "overlay"), nil
 }
 
 // setLayer adds the layer folder dir, read-only and ID-mapped with the
@@ -89,12 +101,12 @@ func setFolder(fsfd int, key, path string, fd int) error {
 	if fd < 0 {
 		var err error
 		if fd, err = unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-			return fmt.Errorf("writable root: %w", err)
+			return err
 		}
 		defer unix.Close(fd)
 	}
 	if err := unix.FsconfigSetFd(fsfd, key, fd); err != nil {
-		return fmt.Errorf("writable root: overlay %s %s: %w", key, path, err)
+		return fmt.Errorf("overlay %s %s: %w", key, path, err)
 	}
 	return nil
 }

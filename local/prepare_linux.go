@@ -54,12 +54,25 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		}
 		m.RunAs = cfg.RunAs
 	}
+	var sys []*os.File
+	var sysTargets []string
+	if m.Root != nil && m.Root.Host {
+		err := writePasswd(m.Root, data, m.Config.User, m.Config.home(), own)
+		if err == nil {
+			sys, sysTargets, err = mountHostOverlays(m.Root, data, own)
+		}
+		if err != nil {
+			root.Close()
+			return nil, nil, err
+		}
+	}
 	binds := stateBinds(data, stateDir, &m.Config, cfg.RunAs)
 	ln, err := listenToolbox(dir)
 	if err != nil {
 		if root != nil {
 			root.Close()
 		}
+		closeFiles(sys)
 		return nil, nil, err
 	}
 	files := []*os.File{ln}
@@ -67,6 +80,15 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		files = append(files, root)
 		cfg.RootFD, cfg.Root = len(files)-1, m.Root
 		cfg.WorkingDirectory = m.Root.workingDirectory(&m.Config)
+	}
+	for i, f := range sys {
+		files = append(files, f)
+		cfg.Binds = append(cfg.Binds, bindSpec{FD: len(files) - 1, Target: sysTargets[i]})
+	}
+	if _, err := os.Stat("/opt"); err == nil && m.Root != nil && m.Root.Host {
+		// The host's /opt, read-only and not ID-mapped, as without a
+		// writable root: what only the host's root may read stays so.
+		cfg.Binds = append(cfg.Binds, bindSpec{FD: -1, Path: "/opt", Target: "/opt", ReadOnly: true})
 	}
 	for _, b := range binds {
 		spec, f, err := bindSource(b, stateDir, own)
@@ -79,6 +101,18 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 			spec.FD = len(files) - 1
 		}
 		cfg.Binds = append(cfg.Binds, spec)
+	}
+	if m.Config.Confinement.AllowFUSE {
+		spec, f, err := fuseDevice(dir, own)
+		if err != nil {
+			closeFiles(files)
+			return nil, nil, err
+		}
+		if f != nil {
+			files = append(files, f)
+			spec.FD = len(files) - 1
+		}
+		cfg.FUSEDev = &spec
 	}
 	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
 		closeFiles(files)

@@ -18,10 +18,13 @@ import (
 // Start and the disk limit covers them. The host, as root, mounts the
 // overlay detached (overlay_linux.go) and hands it to the init, which
 // makes it the new root. The sandbox holds its image in the store
-// (Store.Hold) from its creation until it is removed.
+// (Store.Hold) from its creation until it is removed. A sandbox created
+// with neither, by root, has a writable root made the same way of the
+// host's system folders (hostroot_linux.go).
 
 // DefaultCapabilities are the capabilities commands of a sandbox with a
-// writable root (an Image or a Snapshot) hold, within the sandbox's own
+// writable root (an Image, a Snapshot, or the host's folders as root)
+// hold, within the sandbox's own
 // user namespace: Docker's default set, so that package managers work as
 // the sandbox's root (chown, setuid helpers, raw sockets for ping). They
 // give no power over the host or over anything outside the sandbox's
@@ -51,6 +54,12 @@ var dockerCapabilities = [...]struct {
 // rootRecord is the image a sandbox's root is made of, as resolved when
 // the sandbox was created (kept in its metadata).
 type rootRecord struct {
+	// Host: the root is made of the host's system folders (hostRoot), not
+	// of an image; Image and Config are empty then.
+	Host bool `json:"host,omitempty"`
+	// Overlays are the host folders that have overlays of their own in a
+	// root made of the host's folders (e.g. /usr), bound at their place.
+	Overlays []string `json:"overlays,omitempty"`
 	// Image is the image's (or snapshot's) ID in the store.
 	Image string `json:"image"`
 	// Layers are its layer folders, lowest first.
@@ -74,13 +83,18 @@ func rootRef(c *Config) (ref, what string) {
 }
 
 // resolveRoot resolves the image or snapshot of the new sandbox id shaped
-// by c in the state dir's store and holds it for the sandbox: nil for
-// the default root. The caller releases it (releaseRoot) if the sandbox
-// is not made after all.
+// by c in the state dir's store and holds it for the sandbox; with
+// neither, it returns the root made of the host's system folders
+// (hostRoot), or nil where this process cannot make one (the host's
+// folders, read-only). The caller releases it (releaseRoot) if the
+// sandbox is not made after all.
 func resolveRoot(ctx context.Context, stateDir, id string, c *Config) (*rootRecord, error) {
 	ref, what := rootRef(c)
 	if ref == "" {
-		return nil, nil
+		if c.ReadOnlyRoot {
+			return nil, nil
+		}
+		return hostRoot(stateDir)
 	}
 	if !writableRootAvailable() {
 		return nil, fmt.Errorf("%w: %s %s: a sandbox's root made of an image is not writable without root: run as root, or leave Image and Snapshot empty", sandbox.ErrIsolationUnavailable, what, ref)
@@ -113,7 +127,7 @@ func resolveRoot(ctx context.Context, stateDir, id string, c *Config) (*rootReco
 // releaseRoot lets go of the image the sandbox id of the state dir held,
 // if any.
 func releaseRoot(stateDir, id string, r *rootRecord) error {
-	if r == nil {
+	if r == nil || r.Host {
 		return nil
 	}
 	st, err := openImages(stateDir)

@@ -39,6 +39,7 @@ type rootfs struct {
 	fds      []int    // the descriptors received with the configuration
 	sources  []int    // per cfg.Binds, the descriptor of its source
 	readOnly []string // mount points under newRoot to make read-only
+	fuseDev  int      // the source of /dev/fuse (Confinement.AllowFUSE), else 0
 }
 
 // at returns the path of p (a path inside the sandbox) under newRoot.
@@ -65,7 +66,7 @@ func (r *rootfs) openSources() error {
 		}
 		r.sources[i] = fd
 	}
-	return nil
+	return r.openFUSEDev()
 }
 
 // mountRoot mounts the tmpfs of the new root, or moves the writable root
@@ -146,24 +147,13 @@ func (r *rootfs) nameUser() error {
 	if err != nil {
 		return nil // a host without one: nothing to name
 	}
-	shell := "/bin/sh"
-	var rest []string
-	for _, line := range strings.Split(strings.TrimRight(string(host), "\n"), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) >= 7 && f[2] == "0" && shell == "/bin/sh" && f[6] != "" {
-			shell = f[6] // root's shell
-		}
-		if f[0] != user {
-			rest = append(rest, line)
-		}
-	}
-	text := fmt.Sprintf("%s:x:0:0:%s:%s:%s\n%s\n", user, user, r.cfg.home(), shell, strings.Join(rest, "\n"))
+	text := passwdNaming(host, user, r.cfg.home())
 	dir := r.at("run/agentbox")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	p := filepath.Join(dir, "passwd")
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(p, text, 0o644); err != nil {
 		return err
 	}
 	if err := unix.Mount(p, r.at("etc/passwd"), "", unix.MS_BIND, ""); err != nil {
@@ -203,6 +193,9 @@ func (r *rootfs) makeDev() error {
 		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
 			return err
 		}
+	}
+	if err := r.bindFUSEDev(dev); err != nil {
+		return err
 	}
 	if err := os.Mkdir(filepath.Join(dev, "pts"), 0o755); err != nil {
 		return err

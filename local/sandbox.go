@@ -211,7 +211,9 @@ func (s *Sandbox) Instructions() string {
 	} else if id.HostUIDCount == 1 {
 		parts = append(parts, fmt.Sprintf("On the host, uid 0 inside is uid %d, the only uid the sandbox has.", id.HostUID))
 	}
-	if m.Root != nil {
+	if m.Root != nil && m.Root.Host {
+		parts = append(parts, "The root file system is a writable copy of the host's system folders (/usr, /etc): packages may be installed, and changes persist across stop and start and stay in this sandbox.")
+	} else if m.Root != nil {
 		parts = append(parts, "The root file system is the image's and writable: packages may be installed, and changes persist across stop and start and stay in this sandbox.")
 	} else {
 		parts = append(parts, "/usr and /etc are the host's, read-only: system packages cannot be installed; put tools under the home folder instead.")

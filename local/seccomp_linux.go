@@ -2,6 +2,7 @@ package local
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -52,6 +53,10 @@ var namespaceSyscalls = []string{
 	"fsopen", "fsmount", "fsconfig", "fspick", "mount_setattr",
 }
 
+// fuseSyscalls are the calls Confinement.AllowFUSE hands to the init's
+// FUSE supervisor rather than refusing them.
+var fuseSyscalls = []string{"mount", "umount2"}
+
 // newNamespaceFlags are the CLONE_NEW* flags of clone and unshare
 // (CLONE_NEWTIME, 0x80, only means a namespace to unshare: in clone it is
 // part of the exit signal).
@@ -77,6 +82,15 @@ const actionENOSYS = seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)
 // Calls of deniedWhereDefined that a lacks are left out; any other name a
 // lacks is an error.
 func syscallPolicy(c Confinement, a *arch.Info) seccomp.Policy {
+	var notify []seccomp.SyscallGroup
+	if c.AllowFUSE {
+		// mount and umount2 go to the init's FUSE supervisor
+		// (fuse_linux.go), which does what it allows and refuses the rest.
+		notify = append(notify, seccomp.SyscallGroup{Names: fuseSyscalls, Action: seccomp.ActionUserNotify})
+	}
+	if c.Unconfined {
+		return seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: notify}
+	}
 	deny := append([]string(nil), deniedSyscalls...)
 	for _, n := range deniedWhereDefined {
 		if _, ok := a.SyscallNames[n]; ok {
@@ -101,9 +115,13 @@ func syscallPolicy(c Confinement, a *arch.Info) seccomp.Policy {
 			{Argument: 0, Operation: seccomp.BitsNotSet, Value: 0xffffffff &^ afVsock},
 		}},
 	)
-	groups := []seccomp.SyscallGroup{}
+	groups := notify
 	if !c.AllowNestedNamespaces {
-		deny = append(deny, namespaceSyscalls...)
+		for _, n := range namespaceSyscalls {
+			if !c.AllowFUSE || !slices.Contains(fuseSyscalls, n) {
+				deny = append(deny, n)
+			}
+		}
 		conditional = append(conditional,
 			seccomp.NameWithConditions{Name: "unshare", Conditions: seccomp.ArgumentConditions{
 				{Argument: 0, Operation: seccomp.BitsSet, Value: unshareNamespaceFlags},
@@ -165,23 +183,33 @@ const seccompDataArch = 4
 // loadSyscallFilter installs the filter for c on the calling OS thread
 // only (no TSYNC): the threads it creates and the processes it forks
 // inherit it, across execve. The thread must hold CAP_SYS_ADMIN in its
-// user namespace or have no_new_privs set.
-func loadSyscallFilter(c Confinement) error {
+// user namespace or have no_new_privs set. With c.AllowFUSE it returns the
+// filter's notification descriptor (close-on-exec), from which the FUSE
+// supervisor takes the calls the filter hands it; otherwise -1.
+func loadSyscallFilter(c Confinement) (int, error) {
 	insts, err := filterProgram(c)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	raw, err := bpf.Assemble(insts)
 	if err != nil {
-		return fmt.Errorf("system call filter: %w", err)
+		return -1, fmt.Errorf("system call filter: %w", err)
 	}
 	prog := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
 		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		return fmt.Errorf("system call filter: seccomp(SET_MODE_FILTER): %w", e)
+	var flags uintptr
+	if c.AllowFUSE {
+		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
 	}
-	return nil
+	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	if e != 0 {
+		return -1, fmt.Errorf("system call filter: seccomp(SET_MODE_FILTER): %w", e)
+	}
+	if !c.AllowFUSE {
+		return -1, nil
+	}
+	return int(r), nil
 }

@@ -28,7 +28,7 @@ import (
 // keeps overlayfs's deletion marks. [Config.Snapshot] creates sandboxes
 // from it. It fails with an error matching image.ErrExists when the name
 // is taken, and [sandbox.ErrInvalidArgument] when the sandbox was created
-// without an Image or Snapshot (its root is not writable).
+// without an Image or Snapshot (its root is not made of an image).
 func CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Image, error) {
 	if err := ValidateID(name); err != nil {
 		return nil, fmt.Errorf("snapshot name: %w", err)
@@ -42,8 +42,8 @@ func CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Imag
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
 	}
-	if m.Root == nil {
-		return nil, fmt.Errorf("%w: sandbox %s has no writable root to snapshot: create it with an Image or a Snapshot", sandbox.ErrInvalidArgument, id)
+	if m.Root == nil || m.Root.Host {
+		return nil, fmt.Errorf("%w: sandbox %s is not made of an image (its root is the host's system folders): only a sandbox created with an Image or a Snapshot can be snapshotted", sandbox.ErrInvalidArgument, id)
 	}
 	st, err := openImages(stateDir)
 	if err != nil {
@@ -92,8 +92,8 @@ func freezeLayer(ctx context.Context, stateDir, id string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("sandbox %q: read metadata: %w", id, err)
 	}
-	if m.Root == nil {
-		return "", fmt.Errorf("%w: sandbox %s has no writable root", sandbox.ErrInvalidArgument, id)
+	if m.Root == nil || m.Root.Host {
+		return "", fmt.Errorf("%w: sandbox %s is not made of an image", sandbox.ErrInvalidArgument, id)
 	}
 	st, err := openImages(stateDir)
 	if err != nil {

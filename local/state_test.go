@@ -211,9 +211,9 @@ func TestInfoAndInstructions(t *testing.T) {
 	if err != nil || info.Status != sandbox.StatusPending || info.Provider != "local" {
 		t.Fatalf("Info before start: %+v %v", info, err)
 	}
-	// What the instructions claim: root of the user namespace, no
-	// capabilities, HOME=/home/dev.
-	if got := mustRun(t, sb, "id -u; grep ^CapEff: /proc/self/status"); got != "0\nCapEff:\t0000000000000000\n" {
+	// What the instructions claim: root of the user namespace, Docker's
+	// capabilities with the writable root (as root) or none, HOME=/home/dev.
+	if got := mustRun(t, sb, "id -u; grep ^CapEff: /proc/self/status"); got != "0\nCapEff:\t"+defaultCapMask()+"\n" {
 		t.Errorf("identity inside: %q", got)
 	}
 	if got := mustRun(t, sb, "pwd; echo $HOME; echo hi > /workspace/f; touch /cache/x 2>&1 || echo ro"); !strings.HasPrefix(got, "/workspace\n/home/dev\n") || !strings.Contains(got, "ro") {

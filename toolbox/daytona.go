@@ -112,7 +112,11 @@ func (f *follower) watchExit(ctx context.Context) *exitWatch {
 		defer close(w.done)
 		start := time.Now()
 		pause := exitPollFirst
-		t := time.NewTimer(0)
+		first := time.Duration(0)
+		if f.looked {
+			first = pause // the command was looked at a moment ago
+		}
+		t := time.NewTimer(first)
 		defer t.Stop()
 		for {
 			select {

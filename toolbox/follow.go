@@ -29,7 +29,10 @@ const wsReadLimit = 64 << 20
 // calling goroutine, in order, never concurrently.
 //
 // It follows over a WebSocket (with the frames extension when the server
-// offers it, else demultiplexing Daytona's marked log). Without frames the
+// offers it, else demultiplexing Daytona's marked log). Without frames it
+// first looks at the command (GET …/command/{id}): one that has ended is
+// read whole by one GET …/logs of the raw marked log, so that a short
+// command costs its exec and these two requests. Otherwise the
 // socket does not tell the exit code, and Daytona's closes only about a
 // second after the command ended: meanwhile the command is looked at
 // (GET …/command/{id}, every few milliseconds at first, backing off), and
@@ -56,6 +59,15 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 	f := &follower{c: c, sid: sessionID, cid: cmdID, w: [2]io.Writer{stdout, stderr}}
 	f.dmx = NewDemuxer(streamWriter{f, 0}, streamWriter{f, 1})
 	if !c.noWS {
+		if e, known := c.cachedExtensions(); known && !e.Frames {
+			// Daytona's daemon: a command that already ended (a short
+			// one, by the time this look arrives) is read whole in one
+			// request, not through a socket that tells no exit code and
+			// lingers a second.
+			if r, done, err := f.endedEarly(ctx); done || err != nil {
+				return r, err
+			}
+		}
 		r, err := f.websocket(ctx)
 		if err != nil {
 			return FollowResult{}, err
@@ -124,6 +136,7 @@ type follower struct {
 	raw      int64
 	dmx      *Demuxer
 	seen     bool // the command was seen to exist during this follow
+	looked   bool // endedEarly looked at the command: exitWatch waits before its first look
 	werr     error
 	active   atomic.Int64 // when the socket last brought data (Unix ns), for exitWatch
 }
@@ -209,6 +222,34 @@ func (f *follower) feedRaw(off int64, data []byte) error {
 }
 
 func (f *follower) logsPath() string { return commandPath(f.sid, f.cid) + "/logs" }
+
+// endedEarly looks at the command once before a follow without frames
+// opens its socket: when the command has ended, the whole log is read in
+// one request and done reports that the follow is over. An error of the
+// look but ctx's leaves the following to the socket.
+func (f *follower) endedEarly(ctx context.Context) (r FollowResult, done bool, err error) {
+	cmd, err := f.c.GetCommand(ctx, f.sid, f.cid)
+	if err != nil {
+		if ctx.Err() != nil {
+			return FollowResult{}, true, ctx.Err()
+		}
+		return FollowResult{}, false, nil
+	}
+	f.seen, f.looked = true, true
+	if cmd.ExitCode == nil {
+		return FollowResult{}, false, nil
+	}
+	a, err := f.fetchRest(ctx)
+	if err != nil {
+		r, err := f.pollErr(ctx, err)
+		return r, true, err
+	}
+	if err := f.feedLogs(a, true); err != nil {
+		return FollowResult{}, true, err
+	}
+	r, err = f.exited(*cmd.ExitCode)
+	return r, true, err
+}
 
 // websocket follows over a WebSocket. A result with done=false means: poll.
 func (f *follower) websocket(ctx context.Context) (wsOutcome, error) {

@@ -20,5 +20,9 @@
 // Filesystems mounted into the sandbox (S3, GCS buckets; package mount)
 // plug in through Config.Mounts, a [Mounts]: the workspace mounts them
 // when it starts the sandbox and adds their description to its
-// instructions. This package does not mount anything itself.
+// instructions. [NewFilesystemMounts] is the Mounts of a map from paths to
+// filesystems, mounted with sandbox.Mount on engines that implement
+// sandbox.Mounter (the daytona engine runs s3fs or gcsfuse inside its
+// sandbox); a failed mount does not fail the start, and its state and
+// error show in Instructions and in the sandbox's Info.
 package workspace

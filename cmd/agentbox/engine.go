@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"strings"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/daytona/server"
@@ -84,12 +87,38 @@ func (serverKeys) RemoveKey(ctx context.Context, stateDir, idOrName string) erro
 	return server.RemoveAPIKey(ctx, stateDir, idOrName)
 }
 
-func (localEngine) CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Image, error) {
-	return local.CreateSnapshot(ctx, stateDir, id, name)
+// CreateSnapshot freezes a sandbox's root (src.Sandbox); the local engine
+// makes images with agentbox image pull and build, not snapshots.
+func (localEngine) CreateSnapshot(ctx context.Context, stateDir, name string, src cli.SnapshotSource, _ io.Writer) (*cli.Snapshot, error) {
+	if src.Sandbox == "" {
+		return nil, fmt.Errorf("%w: the local engine snapshots a sandbox (--from SANDBOX); make images with 'agentbox image pull' or 'agentbox image build' and create sandboxes with --image", sandbox.ErrUnsupported)
+	}
+	if src.CPU != 0 || src.Memory != 0 || src.Disk != 0 {
+		return nil, fmt.Errorf("%w: a local snapshot has no sizes (--cpu, --memory, --disk): give them to the sandboxes", sandbox.ErrUnsupported)
+	}
+	img, err := local.CreateSnapshot(ctx, stateDir, src.Sandbox, name)
+	if err != nil {
+		return nil, err
+	}
+	s := localSnapshot(img)
+	return &s, nil
 }
 
-func (localEngine) Snapshots(ctx context.Context, stateDir string) ([]*image.Image, error) {
-	return local.Snapshots(ctx, stateDir)
+func (localEngine) Snapshots(ctx context.Context, stateDir string) ([]cli.Snapshot, error) {
+	imgs, err := local.Snapshots(ctx, stateDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cli.Snapshot, len(imgs))
+	for i, img := range imgs {
+		out[i] = localSnapshot(img)
+	}
+	return out, nil
+}
+
+// localSnapshot describes the local snapshot img.
+func localSnapshot(img *image.Image) cli.Snapshot {
+	return cli.Snapshot{Name: strings.Join(img.Names, ","), ID: img.ID, State: "active", Source: img.Base, Size: img.Size, Created: img.Created}
 }
 
 func (localEngine) RemoveSnapshot(ctx context.Context, stateDir, name string) error {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/daytona"
@@ -100,3 +102,70 @@ func (daytonaEngine) UnpublishPort(context.Context, string, string, int) error {
 
 // errPreviewPorts is why ports publish fails on the daytona engine.
 var errPreviewPorts = fmt.Errorf("%w: a Daytona sandbox's ports are reached through its preview URLs (https://PORT-ID.<proxy>), not published on this host", sandbox.ErrUnsupported)
+
+// CreateSnapshot builds the snapshot name on the control plane from an
+// image reference, a Dockerfile or a base image with commands, its build
+// logs written to logs as they come. A sandbox's root (src.Sandbox) is
+// refused: Daytona's snapshots are built images.
+func (daytonaEngine) CreateSnapshot(ctx context.Context, _, name string, src cli.SnapshotSource, logs io.Writer) (*cli.Snapshot, error) {
+	var img daytona.Image
+	switch {
+	case src.Sandbox != "":
+		return nil, fmt.Errorf("%w: the daytona engine builds snapshots of images: use --image REF, --dockerfile FILE or --from-image BASE --run CMD", sandbox.ErrUnsupported)
+	case src.Image != "":
+		img = daytona.BaseImage(src.Image)
+	case src.Dockerfile != "":
+		img = daytona.ImageFromDockerfile(src.Dockerfile)
+	default:
+		img = daytona.BaseImage(src.BaseImage).RunCommands(src.Run...)
+	}
+	return withClient(func(c *daytona.Client) (*cli.Snapshot, error) {
+		fmt.Fprintf(logs, "Creating snapshot %s on %s…\n", name, c.APIURL())
+		snap, err := c.BuildSnapshot(ctx, name, img, daytona.Resources{CPU: src.CPU, Memory: src.Memory, Disk: src.Disk}, logs)
+		if err != nil {
+			return nil, err
+		}
+		out := daytonaSnapshot(snap)
+		return &out, nil
+	})
+}
+
+func (daytonaEngine) Snapshots(ctx context.Context, _ string) ([]cli.Snapshot, error) {
+	return withClient(func(c *daytona.Client) ([]cli.Snapshot, error) {
+		var out []cli.Snapshot
+		for page := 1; ; page++ {
+			p, err := c.ListSnapshots(ctx, "", page, 200)
+			if err != nil {
+				return nil, err
+			}
+			for i := range p.Items {
+				out = append(out, daytonaSnapshot(&p.Items[i]))
+			}
+			if page >= p.TotalPages || len(p.Items) == 0 {
+				return out, nil
+			}
+		}
+	})
+}
+
+// daytonaSnapshot describes the Daytona snapshot s.
+func daytonaSnapshot(s *daytona.Snapshot) cli.Snapshot {
+	src := s.ImageName
+	if src == "" && s.BuildInfo != nil {
+		src = "dockerfile"
+	}
+	created, _ := time.Parse(time.RFC3339Nano, s.CreatedAt)
+	return cli.Snapshot{Name: s.Name, ID: s.ID, State: string(s.State), Source: src, Reason: s.ErrorReason,
+		Size: int64(s.Size * 1e9), Created: created}
+}
+
+func (daytonaEngine) RemoveSnapshot(ctx context.Context, _, name string) error {
+	_, err := withClient(func(c *daytona.Client) (struct{}, error) { return struct{}{}, c.DeleteSnapshot(ctx, name) })
+	return err
+}
+
+// Both engines have snapshots.
+var (
+	_ cli.SnapshotEngine = localEngine{}
+	_ cli.SnapshotEngine = daytonaEngine{}
+)

@@ -238,7 +238,10 @@ func TestSandboxInfoLocal(t *testing.T) {
 	r := e.must("sandbox", "info", cli.DefaultID)
 	hostUIDs := fmt.Sprintf("%d (uid 0 inside; the sandbox has no other)", os.Geteuid())
 	limits := "none enforced (no CPU, memory, process-count or disk limit"
+	caps := "capabilities: none"
 	if os.Geteuid() == 0 {
+		// As root, the root is writable, with Docker's capabilities.
+		caps = "capabilities: CAP_CHOWN,"
 		// The sandbox's own range, as its uid_map says ("0 first 65536").
 		var first int
 		if f := strings.Fields(uid); len(f) == 4 {
@@ -247,7 +250,7 @@ func TestSandboxInfoLocal(t *testing.T) {
 		hostUIDs = fmt.Sprintf("%d-%d (uids 0-65535 inside, unprivileged on the host)", first, first+65535)
 		limits = "1024 processes"
 	}
-	for _, w := range []string{"User:", "agent (uid 0, gid 0: root of the sandbox's own user namespace, capabilities: none), HOME=/home/agent",
+	for _, w := range []string{"User:", "agent (uid 0, gid 0: root of the sandbox's own user namespace, " + caps, "HOME=/home/agent",
 		"Host uids:", hostUIDs, "Network:", "the public internet only", "Limits:", limits} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("info lacks %q: %s", w, r.stdout)

@@ -12,8 +12,8 @@ import (
 // and a request sees the sandboxes and volumes of its key's organization
 // only — another organization's are not found (404). The keys are those
 // of Options.APIKeys (of Options.OrganizationID) and those of the store
-// (keys.go), of their own organizations; only their SHA-256 hashes are
-// kept. Without any key every request is accepted, as of
+// (keys.go), of their own organizations, which may change while the
+// server runs; only their SHA-256 hashes are kept. Without any key every request is accepted, as of
 // Options.OrganizationID.
 
 // apiKey is a key the server accepts: its hash and organization.
@@ -40,7 +40,7 @@ func orgOf(r *http.Request) string {
 // bearer token; ok is false when it carries none of the server's keys.
 // Without keys, every request is of the server's default organization.
 func (s *Server) requestOrg(r *http.Request) (org string, ok bool) {
-	if len(s.keys) == 0 {
+	if !s.AuthRequired() {
 		return s.org, true
 	}
 	scheme, token, found := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -55,16 +55,19 @@ func (s *Server) requestOrg(r *http.Request) (org string, ok bool) {
 // key's, in constant time. Without keys, every token is of the server's
 // default organization.
 func (s *Server) tokenOrg(token string) (org string, ok bool) {
-	if len(s.keys) == 0 {
+	stored := s.stored.current()
+	if !s.keyed && len(s.keys)+len(stored) == 0 {
 		return s.org, true
 	}
 	if token == "" {
 		return "", false
 	}
 	h := sha256.Sum256([]byte(token))
-	for _, k := range s.keys {
-		if subtle.ConstantTimeCompare(h[:], k.hash[:]) == 1 {
-			org, ok = k.org, true
+	for _, keys := range [][]apiKey{s.keys, stored} {
+		for _, k := range keys {
+			if subtle.ConstantTimeCompare(h[:], k.hash[:]) == 1 {
+				org, ok = k.org, true
+			}
 		}
 	}
 	return org, ok
@@ -72,5 +75,9 @@ func (s *Server) tokenOrg(token string) (org string, ok bool) {
 
 // AuthRequired reports whether the server has API keys, which every
 // request but /api/config must carry. Without, it accepts every request:
-// listen on loopback only then.
-func (s *Server) AuthRequired() bool { return len(s.keys) > 0 }
+// listen on loopback only then. A server that had keys when it started
+// requires one for good: with every key removed it refuses every request.
+// One that had none requires one as soon as a key is created.
+func (s *Server) AuthRequired() bool {
+	return s.keyed || len(s.keys) > 0 || len(s.stored.current()) > 0
+}

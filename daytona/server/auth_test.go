@@ -2,14 +2,19 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -192,13 +197,18 @@ func TestAPIKeys(t *testing.T) {
 	if err != nil || len(keys) != 2 || keys[0] != k1 || keys[1] != k2 {
 		t.Fatalf("keys %+v %v, want %+v %+v", keys, err, k1, k2)
 	}
-	// Only hashes are stored.
-	data, err := os.ReadFile(filepath.Join(dir, storeFile))
-	if err != nil {
-		t.Fatal(err)
+	// Only hashes are stored, in a file of the owner's only.
+	for _, f := range []string{storeFile, keysFileName} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), key1) || strings.Contains(string(data), key1[len(keyPrefix):]) {
+			t.Fatalf("%s holds a key itself", f)
+		}
 	}
-	if strings.Contains(string(data), key1) || strings.Contains(string(data), key1[len(keyPrefix):]) {
-		t.Fatal("the records hold a key itself")
+	if fi, err := os.Stat(filepath.Join(dir, keysFileName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the keys file: %v %v, want mode 0600", fi.Mode(), err)
 	}
 	if err := RemoveAPIKey(ctx, dir, "ci"); err != nil {
 		t.Fatal(err)
@@ -218,4 +228,145 @@ func TestAPIKeys(t *testing.T) {
 	if !h.s.AuthRequired() {
 		t.Fatal("AuthRequired is false with keys")
 	}
+}
+
+// Keys created and removed while a server runs apply from the next
+// request on: a new key is accepted, a removed one refused.
+func TestKeysChangeWhileServing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	h := newHarness(t, newFakeEngine(t), harnessOptions{stateDir: dir})
+	k, key, err := CreateAPIKey(ctx, dir, "live", "team-live")
+	if err != nil {
+		t.Fatalf("creating a key while a server runs: %v", err)
+	}
+	var sb apiSandbox
+	if st := h.callKey(key, "POST", "/sandbox", map[string]any{"name": "by-live"}, &sb); st != http.StatusOK || sb.OrganizationID != "team-live" {
+		t.Fatalf("a key created while the server runs: %d %+v", st, sb)
+	}
+	h.waitStateKey(key, sb.ID, stateStarted)
+	// Many at once: none is lost.
+	var wg sync.WaitGroup
+	keys := make([]string, 8)
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			_, keys[i], err = CreateAPIKey(ctx, dir, fmt.Sprintf("many-%d", i), "team-live")
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, key := range keys {
+		if st := h.callKey(key, "GET", "/sandbox/by-live", nil, nil); st != http.StatusOK {
+			t.Errorf("key many-%d: %d", i, st)
+		}
+	}
+	if all, err := ListAPIKeys(ctx, dir); err != nil || len(all) != 1+len(keys) {
+		t.Fatalf("keys listed while the server runs: %d %v", len(all), err)
+	}
+	if err := RemoveAPIKey(ctx, dir, k.ID); err != nil {
+		t.Fatalf("removing a key while the server runs: %v", err)
+	}
+	var e apiError
+	if st := h.callKey(key, "GET", "/sandbox/by-live", nil, &e); st != http.StatusUnauthorized {
+		t.Fatalf("a key removed while the server runs: %d %+v, want 401", st, e)
+	}
+	// The toolbox proxy and the event stream go by the same keys.
+	req, _ := http.NewRequest("GET", h.url+"/toolbox/"+sb.ID+"/version", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the toolbox with a removed key: %d, want 401", resp.StatusCode)
+	}
+	if org, ok := h.s.tokenOrg(key); ok {
+		t.Fatalf("the event stream takes a removed key, of %s", org)
+	}
+	h.callKey(keys[0], "DELETE", "/sandbox/"+sb.ID, nil, nil)
+	h.waitStateKey(keys[0], sb.ID, "gone")
+}
+
+// A server that had keys when it started refuses every request once they
+// are all removed; one that had none requires one once a key is created.
+func TestKeysAllRemovedWhileServing(t *testing.T) {
+	ctx := context.Background()
+	for _, keyedAtStart := range []bool{true, false} {
+		dir := t.TempDir()
+		var first string
+		if keyedAtStart {
+			first = newOrgKey(t, dir, "first", DefaultOrganizationID)
+		}
+		s, err := newServer(Options{StateDir: dir}, newFakeEngine(t), time.Second, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := validatedServer(t, harnessOptions{}, s)
+		h := &harness{t: t, s: s, url: srv.URL, client: srv.Client(), stateDir: dir}
+		if !keyedAtStart {
+			if st := h.callKey("", "GET", "/sandbox", nil, nil); st != http.StatusOK || s.AuthRequired() {
+				t.Fatalf("a server without keys: %d, AuthRequired %v", st, s.AuthRequired())
+			}
+			first = newOrgKey(t, dir, "first", DefaultOrganizationID)
+			if st := h.callKey("", "GET", "/sandbox", nil, nil); st != http.StatusUnauthorized || !s.AuthRequired() {
+				t.Fatalf("without a key, once one was created: %d, AuthRequired %v", st, s.AuthRequired())
+			}
+		}
+		if st := h.callKey(first, "GET", "/sandbox", nil, nil); st != http.StatusOK {
+			t.Fatalf("with the key: %d", st)
+		}
+		if err := RemoveAPIKey(ctx, dir, "first"); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"", first} {
+			st := h.callKey(key, "GET", "/sandbox", nil, nil)
+			if want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusOK}[keyedAtStart]; st != want {
+				t.Fatalf("keyed at start %v, every key removed, with the removed key %v: %d, want %d", keyedAtStart, key != "", st, want)
+			}
+		}
+		srv.Close()
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Keys that an earlier version kept in the records move to the keys file.
+func TestStoredKeysMove(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	key := keyPrefix + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	hash := sha256.Sum256([]byte(key))
+	old := storedKey{APIKey: APIKey{ID: "k1", Name: "old", OrganizationID: "team-old", CreatedAt: time.Now().UTC()}, Hash: hex.EncodeToString(hash[:])}
+	st, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.put(bucketKeys, old.ID, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.put(bucketOrgs, "team-old", storedOrg{ID: "team-old", CreatedAt: old.CreatedAt}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.close(); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := ListAPIKeys(ctx, dir)
+	if err != nil || len(keys) != 1 || keys[0] != old.APIKey {
+		t.Fatalf("keys of the records of an earlier version: %+v %v", keys, err)
+	}
+	h := newHarness(t, newFakeEngine(t), harnessOptions{stateDir: dir})
+	var sb apiSandbox
+	if st := h.callKey(key, "POST", "/sandbox", map[string]any{}, &sb); st != http.StatusOK || sb.OrganizationID != "team-old" {
+		t.Fatalf("the moved key: %d %+v", st, sb)
+	}
+	h.waitStateKey(key, sb.ID, stateStarted)
+	h.callKey(key, "DELETE", "/sandbox/"+sb.ID, nil, nil)
+	h.waitStateKey(key, sb.ID, "gone")
 }

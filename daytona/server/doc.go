@@ -78,15 +78,18 @@
 // # Records
 //
 // The server's records — sandboxes (names, labels, env, user, intervals
-// and their bases, states and their history), volumes, organizations and
-// API keys — live in the state dir, in serve/records.db, a bbolt
+// and their bases, states and their history), volumes and snapshots
+// (with their build logs) — live in the state dir, in serve/records.db, a bbolt
 // database (go.etcd.io/bbolt): one file, ACID transactions, pure Go, and
 // an exclusive lock on the file while a server has it open, so that a
 // second server on the same state dir fails at once with an error
 // matching [ErrStoreInUse] instead of corrupting it. (SQLite would add a
 // query language the records do not need, and cgo or a large
 // translation.) Every change is committed before the call that made it
-// answers, so a restart or a kill -9 of the server loses nothing; the
+// answers — written in the order the changes were made, those of
+// concurrent calls grouped in one transaction, while the server's lock
+// is free for other calls (store.go) — so a restart or a kill -9 of the
+// server loses nothing; the
 // sandboxes keep running meanwhile (their inits do not depend on the
 // server), and a new server resumes the lifecycle operations the last one
 // left in flight (see persist.go). Signed preview URLs, which last
@@ -112,12 +115,16 @@
 // proxy, previews, volumes and the event stream alike. Without any key,
 // every request is accepted, as of Options.OrganizationID
 // ([Server.AuthRequired] is false) — the caller (agentbox serve) then
-// listens on loopback only. A running server holds the records: keys are
-// created and removed while none runs, and apply from the next start.
+// listens on loopback only. Organizations and the keys of the records
+// live in serve/keys.json, apart from the other records, which a running
+// server holds: keys created or removed while a server runs apply from
+// its next request (keys.go). A server that had keys when it started
+// refuses every request once they are all removed.
 //
 // # Limits of this version
 //
-// Snapshot records beyond their images (sizes, entrypoints, deactivation,
-// builds in progress or failed) and build logs live in memory: a new
-// server knows the images of the store as active snapshots, not the rest.
+// A snapshot build that a server's end cuts short ends build_failed (a
+// new server does not build it again), as a sandbox's build does; the
+// build logs of sandboxes created from buildInfo are not kept across
+// restarts (those of snapshots are).
 package server

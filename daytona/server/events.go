@@ -8,15 +8,22 @@ const (
 	eventCreated        = "sandbox.created"               // the Sandbox
 	eventStateUpdated   = "sandbox.state.updated"         // {sandbox, oldState, newState}
 	eventDesiredUpdated = "sandbox.desired-state.updated" // {sandbox, oldDesiredState, newDesiredState}
+
+	eventSnapshotCreated = "snapshot.created"       // the Snapshot
+	eventSnapshotState   = "snapshot.state.updated" // {snapshot, oldState, newState}
+	eventSnapshotRemoved = "snapshot.removed"       // the snapshot's id
 )
 
 // An event is one message of the event stream, for the subscribers of an
-// organization. Its sandbox's toolboxProxyUrl is left empty: each
+// organization (every subscriber when org is empty: snapshots are every
+// organization's). Its sandbox's toolboxProxyUrl is left empty: each
 // subscriber fills in the URL its client reaches the server at.
 type event struct {
 	org  string
 	name string
 	dto  sandboxDTO
+	// data is the payload of a snapshot's event, sent as it is.
+	data any
 	// old and new are the states (or desired states) of an update.
 	old, new string
 }
@@ -24,6 +31,9 @@ type event struct {
 // payload returns the event's data as the stream sends it, with proxyURL
 // as the sandbox's toolbox proxy URL.
 func (e *event) payload(proxyURL string) any {
+	if e.data != nil {
+		return e.data
+	}
 	dto := e.dto
 	dto.ToolboxProxyURL = proxyURL
 	switch e.name {
@@ -79,7 +89,7 @@ func (h *hub) publish(e *event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch, org := range h.subs {
-		if org != e.org {
+		if e.org != "" && org != e.org {
 			continue
 		}
 		select {
@@ -113,4 +123,21 @@ func (s *Server) set(rec *record, state, desired string) {
 	if state != oldState {
 		s.events.publish(&event{org: rec.org, name: eventStateUpdated, dto: rec.dto(""), old: oldState, new: state})
 	}
+}
+
+// snapshotStateEvent is the payload of snapshot.state.updated.
+type snapshotStateEvent struct {
+	Snapshot snapshotDTO `json:"snapshot"`
+	OldState string      `json:"oldState"`
+	NewState string      `json:"newState"`
+}
+
+// publishSnapshotState publishes the change of rec's state from old, when
+// it changed. Called with s.snapshots.mu held.
+func (s *Server) publishSnapshotState(rec *snapshotRecord, old string) {
+	if rec.state == old {
+		return
+	}
+	dto := snapshotView{name: rec.name, rec: rec}.dto(s.org)
+	s.events.publish(&event{name: eventSnapshotState, data: snapshotStateEvent{dto, old, rec.state}})
 }

@@ -132,14 +132,19 @@ func (e *fakeEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			return sizes{}, err
 		}
 		e.mu.Lock()
-		defer e.mu.Unlock()
 		e.n++
-		b := &fakeBox{spec: sp, work: filepath.Join(e.dir, strconv.Itoa(e.n)), sock: filepath.Join(e.dir, strconv.Itoa(e.n)+".sock"), network: sp.network}
+		n := e.n
+		e.mu.Unlock()
+		// Made without e.mu held: sandboxes are created concurrently.
+		b := &fakeBox{spec: sp, work: filepath.Join(e.dir, strconv.Itoa(n)), sock: filepath.Join(e.dir, strconv.Itoa(n)+".sock"), network: sp.network}
 		if err := os.Mkdir(b.work, 0o700); err != nil {
 			return sizes{}, err
 		}
+		err := b.run(sp.env)
+		e.mu.Lock()
+		defer e.mu.Unlock()
 		e.boxes[id] = b
-		return sizes{cpu: 2, memoryGiB: 4, diskGiB: 8}, b.run(sp.env)
+		return sizes{cpu: 2, memoryGiB: 4, diskGiB: 8}, err
 	}, nil
 }
 
@@ -211,11 +216,22 @@ func (e *fakeEngine) stop(ctx context.Context, id string) error {
 }
 
 func (e *fakeEngine) remove(ctx context.Context, id string) error {
-	return e.op(ctx, "remove", id, func(b *fakeBox) error {
-		b.halt()
+	if err := e.enter(ctx, "remove"); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	b, err := e.box(id)
+	if err == nil {
 		delete(e.boxes, id)
-		return os.RemoveAll(b.work)
-	})
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// Halted without e.mu held: sandboxes are removed concurrently, and
+	// b is no one else's now.
+	b.halt()
+	return os.RemoveAll(b.work)
 }
 
 func (e *fakeEngine) status(_ context.Context, id string) (engineStatus, error) {

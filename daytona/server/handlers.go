@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,28 +64,44 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	dto, write, err := s.addRecord(rec, start, s.toolboxProxyURL(r))
+	if err != nil {
+		return err
+	}
+	// Answered once recorded: a kill -9 then does not lose the sandbox.
+	// (When the write fails the sandbox is created nevertheless; a new
+	// server would not know it.)
+	if err := write.wait(); err != nil {
+		return fmt.Errorf("agentbox serve: recording sandbox %s: %w", rec.id, err)
+	}
+	writeJSON(w, dto)
+	return nil
+}
+
+// addRecord adds rec, a new sandbox, to the server and starts its
+// creation with start. It returns the answer to the create and the
+// record's write to wait for before answering.
+func (s *Server) addRecord(rec *record, start func(context.Context) (sizes, error), proxyURL string) (sandboxDTO, *storeWrite, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byName[nameKey(rec.org, rec.name)] != nil || s.byID[rec.name] != nil {
-		return errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
+		return sandboxDTO{}, nil, errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
 	}
 	for _, v := range rec.volumes {
 		if vr := s.volumes[v.VolumeID]; vr == nil || vr.deleting {
-			return errorf(http.StatusConflict, "Volume %s was deleted meanwhile", v.VolumeID)
+			return sandboxDTO{}, nil, errorf(http.StatusConflict, "Volume %s was deleted meanwhile", v.VolumeID)
 		}
 	}
 	if err := s.beginCreate(rec, start); err != nil {
-		return err
+		return sandboxDTO{}, nil, err
 	}
 	s.byID[rec.id], s.byName[nameKey(rec.org, rec.name)] = rec, rec
-	if err := s.save(rec); err != nil {
-		// The sandbox is created nevertheless; a new server would not
-		// know it.
-		return err
+	write, err := s.save(rec)
+	if err != nil {
+		return sandboxDTO{}, nil, err
 	}
 	s.events.publish(&event{org: rec.org, name: eventCreated, dto: rec.dto("")})
-	writeJSON(w, rec.dto(s.toolboxProxyURL(r)))
-	return nil
+	return rec.dto(proxyURL), write, nil
 }
 
 // newRecord checks req and returns the record of a new sandbox of
@@ -183,25 +200,40 @@ func checkName(name string) error {
 // the record is saved before the answer.
 func (s *Server) withSandbox(fn func(r *http.Request, rec *record) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		rec, err := s.lookup(orgOf(r), r.PathValue("id"))
+		v, write, err := s.callLocked(r, fn)
 		if err != nil {
 			return err
 		}
-		v, err := fn(r, rec)
-		if err == nil {
-			err = s.save(rec)
-		}
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			v = rec.dto(s.toolboxProxyURL(r))
+		// Answered once recorded, without holding s.mu meanwhile.
+		if err := write.wait(); err != nil {
+			return fmt.Errorf("agentbox serve: recording sandbox %s: %w", r.PathValue("id"), err)
 		}
 		writeJSON(w, v)
 		return nil
 	}
+}
+
+// callLocked runs fn with s.mu held, for the sandbox named by r's path,
+// and returns the answer's body and the record's latest write.
+func (s *Server) callLocked(r *http.Request, fn func(r *http.Request, rec *record) (any, error)) (any, *storeWrite, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.lookup(orgOf(r), r.PathValue("id"))
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := fn(r, rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	write, err := s.save(rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v == nil {
+		v = rec.dto(s.toolboxProxyURL(r))
+	}
+	return v, write, nil
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {

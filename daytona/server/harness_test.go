@@ -69,7 +69,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 
 // validatedServer starts a server on loopback that validates every
 // exchange of next against Daytona's spec files.
-func validatedServer(t *testing.T, o harnessOptions, next http.Handler) *httptest.Server {
+func validatedServer(t testing.TB, o harnessOptions, next http.Handler) *httptest.Server {
 	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
 	// The toolbox's requests are the client's business; the proxy's
 	// own errors (no such sandbox, not started) have the shape of the

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,10 +17,18 @@ import (
 // API keys of the records (`agentbox serve keys create|ls|rm`): each
 // belongs to an organization, created with its first key. Only a key's
 // SHA-256 hash is stored: a key is 32 random bytes, which no dictionary
-// holds, so a slow password hash would add nothing. A server reads the
-// keys when it starts; while one runs, it holds the records (ErrStoreInUse)
-// and the keys cannot change.
-
+// holds, so a slow password hash would add nothing.
+//
+// The keys live apart from the other records, in serve/keys.json
+// (keysfile.go), because they change while a server runs: the records'
+// bbolt file is a running server's alone (its exclusive lock), while the
+// keys file is written by the keys commands — under a lock file of its
+// own, to a temporary file renamed over it, so that a reader sees the
+// old keys or the new ones, never half — and read by a server whenever
+// it changed (a stat per authenticated request: a new key works, and a
+// removed one is refused, from the next request on). Keys written by
+// earlier versions to the records' bucket move to the file when a server
+// starts, or a keys command runs while none does.
 // APIKey describes an API key of the records, never the key itself.
 type APIKey struct {
 	// ID identifies the key, as does its Name.
@@ -71,18 +78,15 @@ func CreateAPIKey(ctx context.Context, stateDir, name, org string) (APIKey, stri
 	if k.Name == "" {
 		k.Name = "key-" + k.ID[:8]
 	}
-	err := withStore(ctx, stateDir, func(st *store) error {
-		keys, err := storedKeys(st)
-		if err != nil {
-			return err
-		}
-		if slices.ContainsFunc(keys, func(o storedKey) bool { return o.Name == k.Name }) {
+	err := updateKeys(ctx, stateDir, func(kf *keysFile) error {
+		if slices.ContainsFunc(kf.Keys, func(o storedKey) bool { return o.Name == k.Name }) {
 			return fmt.Errorf("an API key named %q exists: choose another name, or remove it first: %w", k.Name, sandbox.ErrInvalidArgument)
 		}
-		if err := st.putIfAbsent(bucketOrgs, org, storedOrg{ID: org, CreatedAt: k.CreatedAt}); err != nil {
-			return err
+		if !slices.ContainsFunc(kf.Orgs, func(o storedOrg) bool { return o.ID == org }) {
+			kf.Orgs = append(kf.Orgs, storedOrg{ID: org, CreatedAt: k.CreatedAt})
 		}
-		return st.put(bucketKeys, k.ID, k)
+		kf.Keys = append(kf.Keys, k)
+		return nil
 	})
 	if err != nil {
 		return APIKey{}, "", err
@@ -93,80 +97,46 @@ func CreateAPIKey(ctx context.Context, stateDir, name, org string) (APIKey, stri
 // ListAPIKeys returns the API keys of the records of stateDir (never the
 // keys themselves), oldest first.
 func ListAPIKeys(ctx context.Context, stateDir string) ([]APIKey, error) {
+	if err := prepareKeys(ctx, stateDir); err != nil {
+		return nil, err
+	}
+	kf, _, err := readKeysFile(keysPath(stateDir))
+	if err != nil {
+		return nil, err
+	}
 	var out []APIKey
-	err := withStore(ctx, stateDir, func(st *store) error {
-		keys, err := storedKeys(st)
-		for _, k := range keys {
-			out = append(out, k.APIKey)
-		}
-		return err
-	})
-	return out, err
+	for _, k := range kf.sorted() {
+		out = append(out, k.APIKey)
+	}
+	return out, nil
 }
 
 // RemoveAPIKey removes the API key with id or name idOrName from the
 // records of stateDir; an error matching sandbox.ErrNotFound says there
-// is none.
+// is none. A server running on stateDir refuses the key from its next
+// request on.
 func RemoveAPIKey(ctx context.Context, stateDir, idOrName string) error {
-	return withStore(ctx, stateDir, func(st *store) error {
-		keys, err := storedKeys(st)
-		if err != nil {
-			return err
-		}
-		i := slices.IndexFunc(keys, func(k storedKey) bool { return k.ID == idOrName || k.Name == idOrName })
+	return updateKeys(ctx, stateDir, func(kf *keysFile) error {
+		i := slices.IndexFunc(kf.Keys, func(k storedKey) bool { return k.ID == idOrName || k.Name == idOrName })
 		if i < 0 {
 			return fmt.Errorf("no API key with id or name %q (agentbox serve keys ls lists them): %w", idOrName, sandbox.ErrNotFound)
 		}
-		return st.remove(bucketKeys, keys[i].ID)
-	})
-}
-
-// withStore runs fn with the store of stateDir, open for the while.
-func withStore(ctx context.Context, stateDir string, fn func(*store) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := local.CheckStateDir(stateDir); err != nil {
-		return fmt.Errorf("agentbox serve: %w", err)
-	}
-	st, err := openStore(stateDir)
-	if err != nil {
-		return err
-	}
-	err = fn(st)
-	if cerr := st.close(); err == nil && cerr != nil {
-		err = fmt.Errorf("agentbox serve: closing the records: %w", cerr)
-	}
-	return err
-}
-
-// storedKeys returns the keys of st, oldest first.
-func storedKeys(st *store) ([]storedKey, error) {
-	var keys []storedKey
-	err := st.each(bucketKeys, func(id string, data []byte) error {
-		var k storedKey
-		if err := json.Unmarshal(data, &k); err != nil {
-			return fmt.Errorf("agentbox serve: reading API key %s: %w", id, err)
-		}
-		keys = append(keys, k)
+		kf.Keys = slices.Delete(kf.Keys, i, i+1)
 		return nil
 	})
-	slices.SortFunc(keys, func(a, b storedKey) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	return keys, err
 }
 
-// loadKeys adds the keys of the store to the server's.
-func (s *Server) loadKeys() error {
-	keys, err := storedKeys(s.store)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
+// apiKeysOf returns the keys the server accepts of kf.
+func apiKeysOf(kf *keysFile) ([]apiKey, error) {
+	out := make([]apiKey, 0, len(kf.Keys))
+	for _, k := range kf.Keys {
 		ak := apiKey{org: k.OrganizationID}
-		if h, err := hex.DecodeString(k.Hash); err != nil || copy(ak.hash[:], h) != len(ak.hash) || len(h) != len(ak.hash) {
-			return fmt.Errorf("agentbox serve: API key %s: its hash is damaged: remove it (agentbox serve keys rm %s)", k.ID, k.ID)
+		h, err := hex.DecodeString(k.Hash)
+		if err != nil || len(h) != len(ak.hash) {
+			return nil, fmt.Errorf("agentbox serve: API key %s: its hash is damaged: remove it (agentbox serve keys rm %s)", k.ID, k.ID)
 		}
-		s.keys = append(s.keys, ak)
+		copy(ak.hash[:], h)
+		out = append(out, ak)
 	}
-	return nil
+	return out, nil
 }

@@ -34,7 +34,7 @@ func localStoreWith(t *testing.T, name string) (dir string, st *image.Store) {
 func TestLocalBuild(t *testing.T) {
 	dir, st := localStoreWith(t, "team/tools:1")
 	ctx := context.Background()
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	h := newHarness(t, newLocalEngine(dir), harnessOptions{})
 
 	sb := h.create(map[string]any{"name": "built", "buildInfo": map[string]any{
 		"dockerfileContent": "FROM team/tools:1\nRUN echo built > /built && echo from-the-run-step\n",
@@ -84,7 +84,7 @@ func TestLocalBuild(t *testing.T) {
 func TestLocalResize(t *testing.T) {
 	needRoot(t)
 	dir := newLocalStateDir(t)
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	h := newHarness(t, newLocalEngine(dir), harnessOptions{})
 	sb := h.create(map[string]any{"name": "resized", "cpu": 1, "memory": 1})
 	h.waitState(sb.ID, stateStarted)
 	var e apiError

@@ -70,7 +70,7 @@ func exec(t *testing.T, c *toolbox.Client, command string) string {
 func TestLocalEngine(t *testing.T) {
 	needRoot(t)
 	dir := newLocalStateDir(t)
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	h := newHarness(t, newLocalEngine(dir), harnessOptions{})
 	var vol volumeDTO
 	if st := h.call("POST", "/volumes", map[string]string{"name": "shared"}, &vol); st != http.StatusOK {
 		t.Fatalf("create volume: %d", st)
@@ -174,7 +174,7 @@ func TestLocalEngine(t *testing.T) {
 // sandbox's root of it; an unknown one is refused before anything exists.
 func TestLocalSnapshot(t *testing.T) {
 	dir, _ := localStoreWith(t, "team/tools:1")
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	h := newHarness(t, newLocalEngine(dir), harnessOptions{})
 	var e apiError
 	if code := h.call("POST", "/sandbox", map[string]any{"snapshot": "team/nope:1"}, &e); code != http.StatusBadRequest || !strings.Contains(e.Message, "team/nope:1 not found") {
 		t.Fatalf("create with an unknown snapshot: %d %+v", code, e)

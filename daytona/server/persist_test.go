@@ -155,9 +155,6 @@ func TestOneServerPerStateDir(t *testing.T) {
 	if !errors.Is(err, ErrStoreInUse) {
 		t.Fatalf("a second server on the state dir: %v, want ErrStoreInUse", err)
 	}
-	if _, _, err := CreateAPIKey(context.Background(), h.stateDir, "", ""); !errors.Is(err, ErrStoreInUse) {
-		t.Fatalf("creating a key while a server runs: %v, want ErrStoreInUse", err)
-	}
 	// The first one is unharmed.
 	sb := h.create(map[string]any{})
 	h.waitState(sb.ID, stateStarted)
@@ -194,5 +191,95 @@ func TestRestartDuringBuild(t *testing.T) {
 	got := h2.waitState(sb.ID, stateBuildFail)
 	if !strings.Contains(got.ErrorReason, "ended during the build") || got.BuildInfo == nil || got.BuildInfo.DockerfileContent != dockerfile {
 		t.Fatalf("after the restart: errorReason %q, buildInfo %+v", got.ErrorReason, got.BuildInfo)
+	}
+}
+
+// Snapshots, their states and their build logs are the same after a
+// restart; a build the restart cut short ends build_failed, saying why.
+func TestSnapshotsSurviveARestart(t *testing.T) {
+	eng := newImageFake(t, "tools:1")
+	h := newHarness(t, eng, harnessOptions{})
+	build := func(name, dockerfile string) {
+		t.Helper()
+		if st := h.call("POST", "/snapshots", map[string]any{"name": name, "cpu": 2, "buildInfo": map[string]any{"dockerfileContent": dockerfile}}, nil); st != http.StatusOK {
+			t.Fatalf("create snapshot %s: %d", name, st)
+		}
+	}
+	build("built:1", "FROM tools:1\nRUN echo built\n")
+	h.waitSnapshot("built:1", snapshotActive)
+	build("broken:1", "FROM tools:1\nRUN false\n")
+	h.waitSnapshot("broken:1", snapshotBuildFailed)
+	if st := h.call("POST", "/snapshots/tools:1/deactivate", nil, nil); st != http.StatusNoContent {
+		t.Fatalf("deactivate: %d", st)
+	}
+	release := eng.hold()
+	defer release()
+	build("cut:1", "FROM tools:1\nRUN echo never\n")
+	h.waitSnapshot("cut:1", snapshotBuilding)
+
+	type view struct {
+		list paginatedSnapshots
+		get  map[string]snapshotDTO
+		logs map[string]string
+	}
+	look := func(h *harness) view {
+		t.Helper()
+		v := view{get: map[string]snapshotDTO{}, logs: map[string]string{}}
+		if st := h.call("GET", "/snapshots?sort=name&order=asc", nil, &v.list); st != http.StatusOK {
+			t.Fatalf("list snapshots: %d", st)
+		}
+		for _, d := range v.list.Items {
+			var got snapshotDTO
+			if st := h.call("GET", "/snapshots/"+d.ID, nil, &got); st != http.StatusOK {
+				t.Fatalf("get snapshot %s: %d", d.Name, st)
+			}
+			v.get[d.Name] = got
+			if d.BuildInfo != nil && d.State != snapshotBuilding {
+				v.logs[d.Name] = h.buildLogs("/snapshots/"+d.ID+"/build-logs", true)
+			}
+		}
+		return v
+	}
+	before := look(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.s.Close(ctx) // gives up on the build held
+	release()
+
+	h2 := newHarness(t, eng, harnessOptions{stateDir: h.stateDir})
+	after := look(h2)
+	cut := after.get["cut:1"]
+	if cut.State != snapshotBuildFailed || cut.ErrorReason == nil || *cut.ErrorReason != errInterruptedSnapshot.Error() {
+		t.Errorf("the snapshot whose build the restart cut short: state %q, errorReason %v", cut.State, cut.ErrorReason)
+	}
+	if log := after.logs["cut:1"]; !strings.Contains(log, "Step 1/2 : FROM tools:1") || !strings.HasSuffix(log, "Build failed: "+errInterruptedSnapshot.Error()+"\n") {
+		t.Errorf("the cut build's log after the restart: %q", log)
+	}
+	// Everything else is as it was.
+	for i := range before.list.Items {
+		if before.list.Items[i].Name == "cut:1" {
+			before.list.Items[i], after.list.Items[i] = snapshotDTO{}, snapshotDTO{}
+		}
+	}
+	delete(after.get, "cut:1")
+	delete(after.logs, "cut:1")
+	delete(before.get, "cut:1")
+	if !jsonEqual(t, after.list, before.list) || !jsonEqual(t, after.get, before.get) {
+		t.Errorf("snapshots after a restart:\n got %+v\n%+v\nwant %+v\n%+v", after.list, after.get, before.list, before.get)
+	}
+	if !jsonEqual(t, after.logs, before.logs) || !strings.Contains(after.logs["broken:1"], "Build failed: ") {
+		t.Errorf("build logs after a restart:\n got %q\nwant %q", after.logs, before.logs)
+	}
+	if got := after.get["tools:1"]; got.State != snapshotInactive {
+		t.Errorf("the deactivated snapshot after a restart: %q", got.State)
+	}
+	// The records follow deletes.
+	if st := h2.call("DELETE", "/snapshots/"+cut.ID, nil, nil); st != http.StatusOK {
+		t.Fatalf("delete the failed snapshot: %d", st)
+	}
+	closeServer(t, h2)
+	h3 := newHarness(t, eng, harnessOptions{stateDir: h.stateDir})
+	if st := h3.call("GET", "/snapshots/cut:1", nil, nil); st != http.StatusNotFound {
+		t.Errorf("a deleted snapshot after a restart: %d, want 404", st)
 	}
 }

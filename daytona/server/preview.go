@@ -206,7 +206,7 @@ func (s *Server) previewTarget(r *http.Request, port int, key string) (*record, 
 	if rec.public || hasPreviewToken(r, rec.previewToken) {
 		return rec, true, nil
 	}
-	if org, keyed := s.requestOrg(r); len(s.keys) > 0 && keyed {
+	if org, keyed := s.requestOrg(r); s.AuthRequired() && keyed {
 		if org != rec.org { // another organization's sandbox
 			return nil, false, errorf(http.StatusNotFound, "no sandbox or signed preview URL %s", key)
 		}

@@ -62,11 +62,13 @@ type record struct {
 	startedAt, stoppedAt time.Time
 	lastActivity         time.Time
 
-	// saved is the record as the store has it (persist.go), history the
-	// state changes not written there yet; gone is set once the sandbox
-	// is forgotten, whose record must not be written again.
+	// saved is the record as the store has (or is about to have) it
+	// (persist.go), history the state changes not queued to it yet,
+	// pending the latest write of the record queued; gone is set once
+	// the sandbox is forgotten, whose record must not be written again.
 	saved   []byte
 	history []historyEntry
+	pending *storeWrite
 	gone    bool
 }
 

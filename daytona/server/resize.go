@@ -72,19 +72,23 @@ func (s *Server) resizeSandbox(w http.ResponseWriter, r *http.Request) error {
 	}
 	err = rz.resize(r.Context(), rec.id, want)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	rec.busy = false
 	if err == nil {
 		rec.sizes = want.or(rec.sizes)
 	}
 	s.set(rec, prev, "")
+	dto, write := rec.dto(s.toolboxProxyURL(r)), rec.pending
+	s.mu.Unlock()
 	if err != nil {
 		if errNotFound(err) {
 			return errorf(http.StatusNotFound, "Sandbox with ID or name %s not found", r.PathValue("id"))
 		}
 		return engineError(fmt.Errorf("resizing the sandbox: %w", err))
 	}
-	writeJSON(w, rec.dto(s.toolboxProxyURL(r)))
+	if err := write.wait(); err != nil {
+		return fmt.Errorf("agentbox serve: recording sandbox %s: %w", rec.id, err)
+	}
+	writeJSON(w, dto)
 	return nil
 }
 

@@ -276,3 +276,41 @@ func startServeFailing(t *testing.T, stateDir string) string {
 	}
 	return string(out)
 }
+
+// `agentbox serve keys create|rm` in another process than a running
+// serve's: the serve accepts the new key, and refuses the removed one,
+// from the next request on, without a restart.
+func TestKeysOfARunningServeProcess(t *testing.T) {
+	needRoot(t)
+	dir := newLocalStateDir(t)
+	serve := startServe(t, dir)
+	h := processHarness(t, func() string { return serve.url })
+	ctx := context.Background()
+	k, key, err := CreateAPIKey(ctx, dir, "live", "team-live")
+	if err != nil {
+		t.Fatalf("creating a key while serve runs: %v", err)
+	}
+	var list listSandboxes
+	if st := h.callKey(key, "GET", "/sandbox", nil, &list); st != http.StatusOK || len(list.Items) != 0 {
+		t.Fatalf("the new key: %d %+v", st, list)
+	}
+	if keys, err := ListAPIKeys(ctx, dir); err != nil || len(keys) != 1 || keys[0] != k {
+		t.Fatalf("keys listed while serve runs: %+v %v", keys, err)
+	}
+	if err := RemoveAPIKey(ctx, dir, "live"); err != nil {
+		t.Fatalf("removing a key while serve runs: %v", err)
+	}
+	if st := h.callKey(key, "GET", "/sandbox", nil, nil); st != http.StatusUnauthorized {
+		t.Fatalf("the removed key: %d, want 401", st)
+	}
+	if st := h.call("GET", "/sandbox", nil, nil); st != http.StatusOK {
+		t.Fatalf("serve's own key: %d", st)
+	}
+	if err := serve.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-serve.exited
+	if serve.err != nil {
+		t.Fatalf("serve after SIGTERM: %v: %s", serve.err, serve.stderr.String())
+	}
+}

@@ -67,19 +67,28 @@ type Options struct {
 type Server struct {
 	org       string
 	publicURL string
-	keys      []apiKey
-	store     *store
-	logf      func(string, ...any)
-	knobs     *knobs // nil: no test knobs
-	eng       engine
-	mux       *http.ServeMux
-	proxy     *toolboxProxy
-	preview   *httputil.ReverseProxy
-	events    hub
-	now       func() time.Time
-	tick      time.Duration
+	keys      []apiKey // of Options.APIKeys
+	// stored are the keys of the keys file, which change while the
+	// server runs; keyed is set when the server had keys when it
+	// started: it then refuses every request once none is left.
+	stored  *keySet
+	keyed   bool
+	store   *store
+	logf    func(string, ...any)
+	knobs   *knobs // nil: no test knobs
+	eng     engine
+	mux     *http.ServeMux
+	proxy   *toolboxProxy
+	preview *httputil.ReverseProxy
+	events  hub
+	now     func() time.Time
+	tick    time.Duration
 	// pingInterval is the event stream's heartbeat.
 	pingInterval time.Duration
+	// writesUnderLock makes every record's write end before s.mu is
+	// released, as the server did before its writes were grouped: the
+	// baseline of BenchmarkServeLoad. Set by tests only.
+	writesUnderLock bool
 
 	// ctx is the context of lifecycle operations, cancelled when Close
 	// gives up waiting for them; timers ends the reconciler.
@@ -115,7 +124,7 @@ func New(opts Options) (*Server, error) {
 	if err := local.CheckStateDir(opts.StateDir); err != nil {
 		return nil, fmt.Errorf("agentbox serve: %w", err)
 	}
-	return newServer(opts, localEngine{stateDir: opts.StateDir}, defaultReconcileInterval, time.Now)
+	return newServer(opts, newLocalEngine(opts.StateDir), defaultReconcileInterval, time.Now)
 }
 
 // newServer returns a Server running its sandboxes on eng, looking at them
@@ -161,13 +170,18 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		return nil, err
 	}
 	s.store = st
+	s.stored = &keySet{path: keysPath(opts.StateDir), logf: s.logf}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
 	s.proxy = newToolboxProxy(s)
 	s.preview = newPreviewProxy(s)
 	s.mux = s.routes()
-	err = s.loadKeys()
+	err = moveStoredKeys(context.Background(), st, opts.StateDir)
 	if err == nil {
+		err = s.stored.load()
+	}
+	if err == nil {
+		s.keyed = len(s.keys)+len(s.stored.keys) > 0
 		err = s.restore(s.ctx)
 	}
 	if err != nil {
@@ -263,6 +277,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/snapshots/{id}/deactivate", s.setSnapshotActive(false))
 	api("GET /api/snapshots/{id}/build-logs-url", s.getSnapshotBuildLogsURL)
 	api("GET /api/snapshots/{id}/build-logs", s.getSnapshotBuildLogs)
+	api("GET /api/object-storage/push-access", pushAccess)
 	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
 	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
 	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)

@@ -23,8 +23,9 @@ import (
 // with the local image builder, one build at a time (the others wait in
 // state pending). The server keeps records only of what the store cannot
 // tell: snapshots being built or whose build failed, the sizes and
-// entrypoint they were created with, and those deactivated. The store
-// persists the images themselves.
+// entrypoint they were created with, and those deactivated, which it
+// writes to its own store (snapshotstore.go). The image store persists
+// the images themselves.
 
 // Snapshot states, as api.json's SnapshotState spells them.
 const (
@@ -233,6 +234,7 @@ func (s *Server) snapshotViews(ctx context.Context) ([]snapshotView, error) {
 		case seen[n]:
 		case r.state == snapshotActive || r.state == snapshotInactive:
 			delete(recs, n) // its image was removed behind the server's back
+			s.unrecordSnapshot(n)
 		default:
 			views = append(views, snapshotView{name: n, rec: r})
 		}
@@ -279,12 +281,22 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	}
 	recs[rec.name] = rec
 	dto := snapshotView{name: rec.name, rec: rec}.dto(s.org)
+	write := s.saveSnapshot(rec)
+	// Published before the build moves it on, as its write is queued
+	// before the build's.
+	s.events.publish(&event{name: eventSnapshotCreated, data: dto})
 	s.snapshots.mu.Unlock()
 	if err := s.background(func(ctx context.Context) { s.buildSnapshot(ctx, ie, rec, dockerfile) }); err != nil {
 		s.snapshots.mu.Lock()
 		delete(recs, rec.name)
+		s.unrecordSnapshot(rec.name)
+		s.events.publish(&event{name: eventSnapshotRemoved, data: dto.ID})
 		s.snapshots.mu.Unlock()
 		return err
+	}
+	// Answered once recorded: a kill -9 then does not lose the snapshot.
+	if err := write.wait(); err != nil {
+		return fmt.Errorf("agentbox serve: recording snapshot %s: %w", rec.name, err)
 	}
 	writeJSON(w, dto)
 	return nil
@@ -370,18 +382,22 @@ func (s *Server) background(fn func(ctx context.Context)) error {
 	return nil
 }
 
-// buildSnapshot builds rec's image, moving rec through its states.
+// buildSnapshot builds rec's image, moving rec through its states,
+// each recorded. When the server's end cuts it short, rec keeps its
+// state, which the next server makes build_failed.
 func (s *Server) buildSnapshot(ctx context.Context, ie imageEngine, rec *snapshotRecord, dockerfile string) {
 	defer rec.log.close()
 	set := func(state, reason string) {
 		s.snapshots.mu.Lock()
 		defer s.snapshots.mu.Unlock()
+		old := rec.state
 		rec.state, rec.errorReason, rec.updatedAt = state, reason, s.now()
+		s.saveSnapshot(rec)
+		s.publishSnapshotState(rec, old)
 	}
 	release, err := s.snapshots.takeSlot(ctx)
 	if err != nil {
-		set(snapshotError, "agentbox serve stopped before the build began")
-		return
+		return // the server is closing
 	}
 	defer release()
 	failed := snapshotError
@@ -391,7 +407,10 @@ func (s *Server) buildSnapshot(ctx context.Context, ie imageEngine, rec *snapsho
 	} else {
 		set(snapshotPulling, "")
 	}
-	if _, err := ie.build(ctx, dockerfile, rec.name, rec.log); err != nil {
+	if _, err := ie.build(ctx, dockerfile, rec.name, &recordedLog{s: s, rec: rec}); err != nil {
+		if ctx.Err() != nil {
+			return // the server is closing
+		}
 		fmt.Fprintf(rec.log, "Build failed: %v\n", err)
 		s.logf("agentbox serve: snapshot %s: %v", rec.name, err)
 		set(failed, err.Error())
@@ -507,10 +526,16 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	s.snapshots.mu.Lock()
-	defer s.snapshots.mu.Unlock()
+	var write *storeWrite
 	if s.snapshots.records()[v.name] == v.rec {
 		delete(s.snapshots.records(), v.name)
+		write = s.unrecordSnapshot(v.name)
 	}
+	s.snapshots.mu.Unlock()
+	if err := write.wait(); err != nil {
+		return err
+	}
+	s.events.publish(&event{name: eventSnapshotRemoved, data: snapshotID(v.name)})
 	return nil
 }
 
@@ -526,7 +551,6 @@ func (s *Server) setSnapshotActive(active bool) handlerFunc {
 			return errorf(http.StatusBadRequest, "Snapshot %s is the default snapshot and is always active", v.name)
 		}
 		s.snapshots.mu.Lock()
-		defer s.snapshots.mu.Unlock()
 		rec := v.rec
 		if rec == nil {
 			now := s.now()
@@ -536,8 +560,10 @@ func (s *Server) setSnapshotActive(active bool) handlerFunc {
 		}
 		switch {
 		case active && rec.state == snapshotActive:
+			s.snapshots.mu.Unlock()
 			return errorf(http.StatusBadRequest, "Snapshot %s is already active", v.name)
 		case active && rec.state != snapshotInactive, !active && rec.state != snapshotActive && rec.state != snapshotInactive:
+			s.snapshots.mu.Unlock()
 			return errorf(http.StatusBadRequest, "Snapshot %s is %s, not inactive", v.name, rec.state)
 		case active:
 			rec.state = snapshotActive
@@ -545,11 +571,17 @@ func (s *Server) setSnapshotActive(active bool) handlerFunc {
 			rec.state = snapshotInactive
 		}
 		rec.updatedAt = s.now()
+		s.publishSnapshotState(rec, map[bool]string{true: snapshotInactive, false: snapshotActive}[active])
+		write, dto := s.saveSnapshot(rec), v.dto(s.org)
+		s.snapshots.mu.Unlock()
+		if err := write.wait(); err != nil {
+			return fmt.Errorf("agentbox serve: recording snapshot %s: %w", v.name, err)
+		}
 		if !active {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
-		writeJSON(w, v.dto(s.org))
+		writeJSON(w, dto)
 		return nil
 	}
 }
@@ -569,7 +601,7 @@ func (s *Server) getSnapshotBuildLogs(w http.ResponseWriter, r *http.Request) er
 		return err
 	}
 	if v.rec == nil || v.rec.log == nil {
-		return errorf(http.StatusNotFound, "Snapshot %s has no build logs: agentbox serve did not build it (or was restarted since)", v.name)
+		return errorf(http.StatusNotFound, "Snapshot %s has no build logs: agentbox serve did not build it", v.name)
 	}
 	return serveBuildLog(w, r, v.rec.log)
 }
@@ -595,5 +627,32 @@ func (s *Server) usableSnapshot(ctx context.Context, ref string) (string, snapsh
 		return "", snapshotRecord{}, errorf(http.StatusBadRequest, "Snapshot %s is %s", v.name, v.rec.state)
 	}
 	v.rec.lastUsedAt = s.now()
+	s.saveSnapshot(v.rec)
 	return v.name, snapshotRecord{cpu: v.rec.cpu, mem: v.rec.mem, disk: v.rec.disk}, nil
+}
+
+// recordedLog is the build log of a snapshot being built, written to the
+// snapshot's record as it grows (at most once per recordLogEvery), so
+// that a build the server's end cuts short keeps its log so far.
+type recordedLog struct {
+	s     *Server
+	rec   *snapshotRecord
+	mu    sync.Mutex
+	saved time.Time // guarded by mu
+}
+
+// recordLogEvery is how often a build log being written is recorded.
+const recordLogEvery = time.Second
+
+func (l *recordedLog) Write(p []byte) (int, error) {
+	n, err := l.rec.log.Write(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); now.Sub(l.saved) >= recordLogEvery {
+		l.saved = now
+		l.s.snapshots.mu.Lock()
+		l.s.saveSnapshot(l.rec)
+		l.s.snapshots.mu.Unlock()
+	}
+	return n, err
 }

@@ -237,6 +237,11 @@ func TestSnapshots(t *testing.T) {
 	if st := h.call("POST", "/snapshots", map[string]any{"name": "ctx", "buildInfo": map[string]any{"dockerfileContent": "FROM a:1", "contextHashes": []string{"h"}}}, &e); st != http.StatusNotImplemented {
 		t.Errorf("a build context: %d %+v, want 501", st, e)
 	}
+	// The SDKs ask for object storage before uploading a context: 501,
+	// saying what to do instead.
+	if st := h.call("GET", "/object-storage/push-access", nil, &e); st != http.StatusNotImplemented || !strings.Contains(e.Message, "agentbox image build") {
+		t.Errorf("push access to object storage: %d %+v, want 501", st, e)
+	}
 
 	// Delete takes the snapshot's name off the store, keeping the image
 	// it was made of.
@@ -362,4 +367,48 @@ func TestResize(t *testing.T) {
 	}
 	h.call("DELETE", "/sandbox/"+sb.ID, nil, nil)
 	h.waitState(sb.ID, "gone")
+}
+
+// The event stream carries snapshots' events, as Daytona's: created, each
+// change of state, removed.
+func TestSnapshotEvents(t *testing.T) {
+	eng := newImageFake(t, "tools:1")
+	h := newHarness(t, eng, harnessOptions{})
+	c := dialEvents(t, h)
+	c.send(`40{"token":"` + testKey + `"}`)
+	if m := c.read(); !strings.HasPrefix(m, `40{"sid":`) {
+		t.Fatalf("CONNECT: %q", m)
+	}
+	var created snapshotDTO
+	if st := h.call("POST", "/snapshots", map[string]any{"name": "ev:1", "imageName": "tools:1"}, &created); st != http.StatusOK {
+		t.Fatalf("create snapshot: %d", st)
+	}
+	name, data := c.next()
+	if name != eventSnapshotCreated || data["id"] != created.ID || data["name"] != "ev:1" {
+		t.Fatalf("first event: %s %v, want %s of ev:1", name, data, eventSnapshotCreated)
+	}
+	state := func(old, new string) {
+		t.Helper()
+		name, data := c.next()
+		snap, _ := data["snapshot"].(map[string]any)
+		if name != eventSnapshotState || data["oldState"] != old || data["newState"] != new || snap["id"] != created.ID || snap["state"] != new {
+			t.Fatalf("event %s %v, want %s from %s to %s", name, data, eventSnapshotState, old, new)
+		}
+	}
+	state(snapshotPending, snapshotPulling)
+	state(snapshotPulling, snapshotActive)
+	if st := h.call("POST", "/snapshots/"+created.ID+"/deactivate", nil, nil); st != http.StatusNoContent {
+		t.Fatalf("deactivate: %d", st)
+	}
+	state(snapshotActive, snapshotInactive)
+	if st := h.call("POST", "/snapshots/"+created.ID+"/activate", nil, nil); st != http.StatusOK {
+		t.Fatalf("activate: %d", st)
+	}
+	state(snapshotInactive, snapshotActive)
+	if st := h.call("DELETE", "/snapshots/"+created.ID, nil, nil); st != http.StatusOK {
+		t.Fatalf("delete: %d", st)
+	}
+	if m, want := c.read(), `42["`+eventSnapshotRemoved+`","`+created.ID+`"]`; m != want {
+		t.Fatalf("after the delete: %q, want %q", m, want)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,6 +32,7 @@ var (
 	bucketVolumes   = []byte("volumes")
 	bucketKeys      = []byte("keys")
 	bucketOrgs      = []byte("organizations")
+	bucketSnapshots = []byte("snapshots") // by name
 )
 
 // storeFile is the store's path under the state dir.
@@ -50,9 +52,45 @@ var ErrStoreInUse = errors.New("the records are in use by an agentbox serve runn
 
 // store is the server's records on disk. Its methods are safe for
 // concurrent use.
+//
+// Writes go through one writer goroutine, in the order they were queued
+// (enqueue), and those queued meanwhile are committed together, in one
+// transaction and one fsync (group commit): the server queues a record's
+// write while it holds its mutex, which fixes the order of the writes of
+// one record, and waits for it (storeWrite.wait) after releasing the
+// mutex, before it answers — so that what a call acknowledged is on disk
+// (a kill -9 loses nothing of it) while other calls go on meanwhile.
 type store struct {
 	db *bolt.DB
+
+	mu     sync.Mutex
+	queue  []*storeWrite
+	wake   chan struct{} // holds a value when queue has writes
+	closed bool          // no more writes are queued
+	done   chan struct{} // closed when the writer has ended
 }
+
+// A storeWrite is one write queued to the store.
+type storeWrite struct {
+	fn func(tx *bolt.Tx) error
+	// failed, when set, runs (in the writer) with the write's error.
+	failed func(error)
+	done   chan struct{} // closed once committed, or failed (err)
+	err    error
+}
+
+// wait waits until w is committed and returns its error. A nil w is a
+// write that was not needed: its wait returns nil at once.
+func (w *storeWrite) wait() error {
+	if w == nil {
+		return nil
+	}
+	<-w.done
+	return w.err
+}
+
+// errStoreClosed is the error of writes queued after the store closed.
+var errStoreClosed = errors.New("agentbox serve: the records are closed")
 
 // openStore opens (creating it if need be) the store of stateDir.
 func openStore(stateDir string) (*store, error) {
@@ -68,7 +106,7 @@ func openStore(stateDir string) (*store, error) {
 		return nil, fmt.Errorf("agentbox serve: opening the records %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs} {
+		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -79,11 +117,88 @@ func openStore(stateDir string) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("agentbox serve: preparing the records %s: %w", path, err)
 	}
-	return &store{db: db}, nil
+	st := &store{db: db, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go st.writer()
+	return st, nil
 }
 
-// close closes the store's file.
-func (st *store) close() error { return st.db.Close() }
+// close commits the writes queued, then closes the store's file.
+func (st *store) close() error {
+	st.mu.Lock()
+	if !st.closed {
+		st.closed = true
+		close(st.wake)
+	}
+	st.mu.Unlock()
+	<-st.done
+	return st.db.Close()
+}
+
+// enqueue queues fn, to run in a write transaction after the writes
+// queued before; failed, when not nil, is told its error.
+func (st *store) enqueue(fn func(tx *bolt.Tx) error, failed func(error)) *storeWrite {
+	w := &storeWrite{fn: fn, failed: failed, done: make(chan struct{})}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		w.err = errStoreClosed
+		close(w.done)
+		return w
+	}
+	st.queue = append(st.queue, w)
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+	return w
+}
+
+// update runs fn in a write transaction, after the writes queued before,
+// and returns its error.
+func (st *store) update(fn func(tx *bolt.Tx) error) error { return st.enqueue(fn, nil).wait() }
+
+// writer commits the queued writes, all those queued meanwhile in one
+// transaction, until the store closes.
+func (st *store) writer() {
+	defer close(st.done)
+	for {
+		_, open := <-st.wake
+		st.mu.Lock()
+		batch := st.queue
+		st.queue = nil
+		st.mu.Unlock()
+		if len(batch) > 0 {
+			st.commit(batch)
+		}
+		if !open {
+			return
+		}
+	}
+}
+
+// commit commits batch in one transaction; when that fails, each write
+// goes on its own, so that one failing write fails alone.
+func (st *store) commit(batch []*storeWrite) {
+	err := st.db.Update(func(tx *bolt.Tx) error {
+		for _, w := range batch {
+			if err := w.fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, w := range batch {
+		if err != nil && len(batch) > 1 {
+			w.err = st.db.Update(w.fn)
+		} else {
+			w.err = err
+		}
+		if w.err != nil && w.failed != nil {
+			w.failed(w.err)
+		}
+		close(w.done)
+	}
+}
 
 // put writes v as the JSON record key of bucket.
 func (st *store) put(bucket []byte, key string, v any) error {
@@ -94,25 +209,16 @@ func (st *store) put(bucket []byte, key string, v any) error {
 	return st.putRaw(bucket, key, data, nil)
 }
 
-// putIfAbsent writes v as the JSON record key of bucket unless bucket has
-// one.
-func (st *store) putIfAbsent(bucket []byte, key string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("encoding record %s: %w", key, err)
-	}
-	return st.db.Update(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucket); b.Get([]byte(key)) == nil {
-			return b.Put([]byte(key), data)
-		}
-		return nil
-	})
-}
-
 // putRaw writes data as record key of bucket and, in the same
 // transaction, appends hist to the history of key.
 func (st *store) putRaw(bucket []byte, key string, data []byte, hist []historyEntry) error {
-	return st.db.Update(func(tx *bolt.Tx) error {
+	return st.putAsync(bucket, key, data, hist, nil).wait()
+}
+
+// putAsync queues the write of putRaw; failed, when not nil, is told its
+// error.
+func (st *store) putAsync(bucket []byte, key string, data []byte, hist []historyEntry, failed func(error)) *storeWrite {
+	return st.enqueue(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucket).Put([]byte(key), data); err != nil {
 			return err
 		}
@@ -120,7 +226,7 @@ func (st *store) putRaw(bucket []byte, key string, data []byte, hist []historyEn
 			return nil
 		}
 		return appendHistory(tx, key, hist)
-	})
+	}, failed)
 }
 
 // appendHistory appends hist to the history of sandbox id, keeping the
@@ -159,7 +265,13 @@ func appendHistory(tx *bolt.Tx, id string, hist []historyEntry) error {
 
 // remove deletes record key of bucket (and its history, for a sandbox).
 func (st *store) remove(bucket []byte, key string) error {
-	return st.db.Update(func(tx *bolt.Tx) error {
+	return st.removeAsync(bucket, key, nil).wait()
+}
+
+// removeAsync queues the write of remove; failed, when not nil, is told
+// its error.
+func (st *store) removeAsync(bucket []byte, key string, failed func(error)) *storeWrite {
+	return st.enqueue(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucket).Delete([]byte(key)); err != nil {
 			return err
 		}
@@ -167,7 +279,7 @@ func (st *store) remove(bucket []byte, key string) error {
 			return h.DeleteBucket([]byte(key))
 		}
 		return nil
-	})
+	}, failed)
 }
 
 // each calls fn with every record of bucket, in key order.

@@ -43,3 +43,11 @@ func unsupported(req *createSandbox) error {
 	}
 	return errorf(http.StatusNotImplemented, "agentbox serve does not support %s yet: create the sandbox without it", strings.Join(what, ", "))
 }
+
+// pushAccess answers GET /object-storage/push-access, which the SDKs ask
+// before they upload the files of a build context (buildInfo's
+// contextHashes) to Daytona's S3 object storage: the server has none, so
+// the SDK stops there, saying why, before any upload.
+func pushAccess(http.ResponseWriter, *http.Request) error {
+	return errorf(http.StatusNotImplemented, "agentbox serve has no object storage for build contexts (files an image copies from this machine) yet: build the image with `agentbox image build` and use it as the snapshot, or give a Dockerfile without local files")
+}

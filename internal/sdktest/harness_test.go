@@ -37,7 +37,7 @@ const driverTimeout = 3 * time.Minute
 
 // unavailable fails the test under AGENTBOX_REQUIRE_ALL=1 (as in CI) and
 // skips it otherwise, saying why.
-func unavailable(t *testing.T, format string, args ...any) {
+func unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	why := fmt.Sprintf(format, args...)
 	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
@@ -55,7 +55,7 @@ type nodeProject struct {
 
 // findNode finds node and the SDK releases installed in testdata/node,
 // or skips (fails under AGENTBOX_REQUIRE_ALL=1) saying how to install them.
-func findNode(t *testing.T) nodeProject {
+func findNode(t testing.TB) nodeProject {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -326,7 +326,7 @@ func writeAPIError(w http.ResponseWriter, r *http.Request, status int, msg strin
 // serveLoopback serves h on a fresh TCP port of 127.0.0.1 until the test's
 // cleanup, which runs stop (when not nil) and then waits for the requests
 // in flight. It returns the server's URL.
-func serveLoopback(t *testing.T, h http.Handler, stop func() error) string {
+func serveLoopback(t testing.TB, h http.Handler, stop func() error) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -430,7 +430,7 @@ func (cp *controlPlane) run(t *testing.T, p nodeProject, alias string, features 
 // alias against the control plane at base (DAYTONA_API_URL base/api, the
 // test's API key), with the extra environment variables env, and returns
 // its standard output and exit error; it logs its standard error.
-func (p nodeProject) runNode(t *testing.T, script, base, alias string, env ...string) ([]byte, error) {
+func (p nodeProject) runNode(t testing.TB, script, base, alias string, env ...string) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
 	defer cancel()

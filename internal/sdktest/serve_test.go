@@ -91,7 +91,7 @@ func runServeProgram(t *testing.T, p nodeProject, base, alias, name string) serv
 
 // removeLeftSandboxes fails the test for every sandbox left in stateDir,
 // and removes it.
-func removeLeftSandboxes(t *testing.T, stateDir string) {
+func removeLeftSandboxes(t testing.TB, stateDir string) {
 	ctx := context.Background()
 	infos, err := local.List(ctx, stateDir)
 	if err != nil {

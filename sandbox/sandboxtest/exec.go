@@ -236,11 +236,11 @@ func (s *execSuite) testCwdAndEnv(t *testing.T) {
 	r = mustRun(ctx, t, sb, `printf '%s|%s' "$SBT_ONE" "$SBT_AWKWARD"`, nil, &sandbox.ExecOptions{
 		Env: map[string]string{"SBT_ONE": "1", "SBT_AWKWARD": awkward},
 	})
-	if want := "1|" + awkward; r.Stdout != want {
+	if want := s.out("1|" + awkward); r.Stdout != want {
 		t.Fatalf("env values: %q, want %q", r.Stdout, want)
 	}
 	// Per-call env does not leak into the next command.
-	if got := mustSucceed(ctx, t, sb, `printf '%s' "${SBT_ONE-unset}"`); got != "unset" {
+	if got := mustSucceed(ctx, t, sb, `printf '%s' "${SBT_ONE-unset}"`); got != s.out("unset") {
 		t.Fatalf("per-call env leaked into the next command: SBT_ONE=%q", got)
 	}
 	_, err := sb.ExecuteCommand(ctx, "echo", []string{"never"}, &sandbox.ExecOptions{Env: map[string]string{"BAD-NAME": "x"}})
@@ -280,7 +280,7 @@ func (s *execSuite) testEnvOverlay(t *testing.T) {
 	r := mustRun(ctx, t, sb, `printf '%s|%s|%s' "$SBT_OVERLAY" "$SBT_BOTH" "$SBT_CALL"`, nil, &sandbox.ExecOptions{
 		Env: map[string]string{"SBT_BOTH": "call", "SBT_CALL": "call"},
 	})
-	if r.Stdout != "overlay|call|call" {
+	if r.Stdout != s.out("overlay|call|call") {
 		t.Fatalf("overlay vs per-call env: %q, want %q (per-call wins)", r.Stdout, "overlay|call|call")
 	}
 	p, err := sb.Processes().Spawn(ctx, `printf '%s|%s' "$SBT_OVERLAY" "$SBT_BOTH"`, &sandbox.ExecOptions{Env: map[string]string{"SBT_BOTH": "spawn"}})
@@ -291,7 +291,7 @@ func (s *execSuite) testEnvOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	if res.Stdout != "overlay|spawn" {
+	if res.Stdout != s.out("overlay|spawn") {
 		t.Fatalf("spawned process env: %q, want %q", res.Stdout, "overlay|spawn")
 	}
 	err = setter.SetEnv(func(env map[string]string) map[string]string {
@@ -361,19 +361,22 @@ func (s *execSuite) testStdin(t *testing.T) {
 	sb := s.sb
 	ctx := s.context(t)
 	in := "line 1\nline 2 ✓\n\x00 no newline at end"
-	r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(in)})
-	if r.Stdout != in {
-		t.Fatalf("cat of Stdin: %q, want %q", r.Stdout, in)
+	if s.opts.NoStdinReader {
+		if _, err := sb.ExecuteCommand(ctx, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(in)}); !errors.Is(err, sandbox.ErrUnsupported) {
+			t.Fatalf("Stdin on an engine without it: err = %v, want ErrUnsupported", err)
+		}
+	} else if r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(in)}); r.Stdout != s.out(in) {
+		t.Fatalf("cat of Stdin: %q, want %q", r.Stdout, s.out(in))
 	}
-	if s.opts.BinaryStdin {
+	if s.opts.BinaryStdin && !s.opts.NoStdinReader {
 		bin := string(allBytes())
 		r := mustRun(ctx, t, sb, "cat", nil, &sandbox.ExecOptions{Stdin: strings.NewReader(bin)})
-		if r.Stdout != bin {
+		if r.Stdout != s.out(bin) {
 			t.Fatalf("cat of binary Stdin: %q", r.Stdout)
 		}
 	}
 	// Without Stdin, the command reads an empty input and does not hang.
-	r = mustRun(ctx, t, sb, "cat; echo eof", nil, &sandbox.ExecOptions{Timeout: 10 * time.Second})
+	r := mustRun(ctx, t, sb, "cat; echo eof", nil, &sandbox.ExecOptions{Timeout: 10 * time.Second})
 	if r.TimedOut || r.Stdout != "eof\n" {
 		t.Fatalf("cat without Stdin: %+v; want an immediate EOF", r)
 	}
@@ -418,13 +421,14 @@ func (s *execSuite) testBinaryOutput(t *testing.T) {
 	q := sandbox.ShellQuote(format.String())
 	stdout, stderr := newStreamWriter(), newStreamWriter()
 	r := mustRun(ctx, t, sb, "printf "+q+"; printf "+q+" >&2", nil, &sandbox.ExecOptions{Stdout: stdout, Stderr: stderr})
-	if r.Stdout != string(all) {
+	want := s.out(string(all))
+	if r.Stdout != want {
 		t.Fatalf("binary stdout: %q", r.Stdout)
 	}
-	if r.Stderr != string(all) {
+	if r.Stderr != want {
 		t.Fatalf("binary stderr: %q", r.Stderr)
 	}
-	if stdout.String() != string(all) || stderr.String() != string(all) {
+	if stdout.String() != want || stderr.String() != want {
 		t.Fatalf("streamed binary output differs: %q / %q", stdout.String(), stderr.String())
 	}
 }
@@ -470,7 +474,7 @@ func (s *execSuite) testConcurrent(t *testing.T) {
 		wg.Wait()
 		for i := range n {
 			v := fmt.Sprintf("value-%d", i)
-			if want := v + " " + v + "|" + dir; got[i] != want {
+			if want := s.out(v+" "+v) + "|" + dir; got[i] != want {
 				t.Errorf("round %d, command %d: %q, want %q (output or env crossed, or the end of the output was lost)", round, i, got[i], want)
 			}
 		}

@@ -317,7 +317,7 @@ func (s *suite) testPersistentFiles(t *testing.T) {
 	if _, err := sb.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustSucceed(ctx, t, sb, "cat", f); got != "kept across restarts" {
+	if got := mustSucceed(ctx, t, sb, "cat", f); got != s.out("kept across restarts") {
 		t.Fatalf("file after stop/start: %q", got)
 	}
 	if got := mustSucceed(ctx, t, sb, "pwd"); !strings.HasPrefix(got, "/") {

@@ -214,6 +214,13 @@ func (s *procSuite) testCloseStdin(t *testing.T) {
 // testSpawnStdinReader checks that ExecOptions.Stdin feeds a background process.
 func (s *procSuite) testSpawnStdinReader(t *testing.T) {
 	pm := s.pm
+	if s.opts.NoStdinReader {
+		_, err := pm.Spawn(s.context(t), "cat", &sandbox.ExecOptions{Stdin: strings.NewReader("from a reader\n")})
+		if !errors.Is(err, sandbox.ErrUnsupported) {
+			t.Fatalf("Spawn with Stdin on an engine without it: err = %v, want ErrUnsupported", err)
+		}
+		return
+	}
 	p := s.spawn(t, pm, "cat", &sandbox.ExecOptions{Stdin: strings.NewReader("from a reader\n")})
 	r := s.wait(t, p)
 	if r.ExitCode != 0 || r.Stdout != "from a reader\n" {

@@ -47,6 +47,18 @@ type Options struct {
 	// NoCloseStdin says Process.CloseStdin is not offered; it must then fail
 	// with an error matching sandbox.ErrUnsupported.
 	NoCloseStdin bool
+	// NoStdinReader says ExecOptions.Stdin (exact input from a reader, with
+	// its end) is not offered, as on Daytona's own toolbox, whose input
+	// gets a newline appended and cannot be closed: ExecuteCommand and
+	// Spawn given a Stdin must then fail, before running anything, with an
+	// error matching sandbox.ErrUnsupported. A command without Stdin must
+	// still read an empty input.
+	NoStdinReader bool
+	// LineOutput says output passes through a line reader, as on Daytona's
+	// own toolbox: a stream's last line that lacks a newline gets one when
+	// the command ends, and NUL bytes are dropped. The suite then expects
+	// every output so changed (see [LineOutput]) instead of byte for byte.
+	LineOutput bool
 	// ScratchParent is a writable folder inside the sandbox under which the
 	// suite makes its scratch folders; default "/tmp".
 	ScratchParent string
@@ -170,6 +182,25 @@ func mustRun(ctx context.Context, t *testing.T, sb sandbox.Sandbox, command stri
 		t.Fatalf("ExecuteCommand(%q, %q) returned a nil result and no error", command, args)
 	}
 	return r
+}
+
+// LineOutput returns out as an engine with Options.LineOutput delivers it:
+// without NUL bytes, and a last line that lacks a newline ended by one.
+func LineOutput(out string) string {
+	out = strings.ReplaceAll(out, "\x00", "")
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return out
+}
+
+// out returns the output expected where a command writes want: want
+// itself, or LineOutput(want) with Options.LineOutput.
+func (s *suite) out(want string) string {
+	if s.opts.LineOutput {
+		return LineOutput(want)
+	}
+	return want
 }
 
 // mustSucceed runs a command and fails the test unless it exits with 0.

@@ -55,6 +55,31 @@ func (m *Manager) acquire(ctx context.Context) (session, error) {
 	return session{id: id, gen: gen}, nil
 }
 
+// Warm creates a session for the pool when it holds none, so that the
+// next command runs in one request instead of two (create the session,
+// then run). Engines call it when a sandbox starts. Best effort: on
+// failure the next command creates its session itself.
+func (m *Manager) Warm(ctx context.Context) {
+	m.mu.Lock()
+	gen, empty := m.gen, len(m.idle) == 0
+	m.mu.Unlock()
+	if !empty {
+		return
+	}
+	id := m.prefix + randomID()
+	if m.client.CreateSession(ctx, id) != nil {
+		return
+	}
+	m.mu.Lock()
+	if gen == m.gen && len(m.idle) < m.maxIdle {
+		m.idle = append(m.idle, session{id: id, gen: gen})
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	m.deleteSession(id)
+}
+
 // release returns a session whose command finished normally to the pool;
 // kept is how many bytes of the command's output the server keeps (0 when
 // it dropped the log). It deletes the session instead when the pool is

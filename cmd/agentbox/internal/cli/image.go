@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/local/image/build"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -161,10 +162,16 @@ func (a *app) imagePrune(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := s.Prune(ctx)
+	r, err := s.Prune(ctx)
 	if err != nil {
 		return err
 	}
+	// The build steps cached on layers the prune removed go too.
+	n, err := build.PruneCache(filepath.Join(s.Dir(), buildCacheDir))
+	if err != nil {
+		return err
+	}
+	rep := pruneReport{PruneReport: r, CacheEntries: n}
 	if a.json {
 		if rep.Images == nil {
 			rep.Images = []string{}
@@ -174,8 +181,19 @@ func (a *app) imagePrune(ctx context.Context, w io.Writer) error {
 		}
 		return writeJSON(w, rep)
 	}
-	fmt.Fprintf(w, "removed %s, %s (%s)\n", plural(len(rep.Images), "image"), plural(len(rep.Layers), "layer"), byteSize(rep.Bytes))
+	fmt.Fprintf(w, "removed %s, %s (%s), %s\n", plural(len(rep.Images), "image"), plural(len(rep.Layers), "layer"), byteSize(rep.Bytes), plural(rep.CacheEntries, "cached build step"))
 	return nil
+}
+
+// buildCacheDir is the folder of the image store that holds the build
+// steps' cache (local.NewImageBuilder).
+const buildCacheDir = "build-cache"
+
+// pruneReport is what image prune removed: the store's images and layers,
+// and the build cache's entries whose layers went.
+type pruneReport struct {
+	image.PruneReport
+	CacheEntries int `json:"cacheEntries"`
 }
 
 // plural writes n things: "1 layer", "2 layers".

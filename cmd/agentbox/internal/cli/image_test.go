@@ -65,10 +65,31 @@ func TestImageCommands(t *testing.T) {
 	if r = h.must("image", "rm", imgs[0].ID[7:19]); r.stdout != "removed "+imgs[0].ID[7:19]+"\n" {
 		t.Errorf("image rm by id: %v", r)
 	}
+	// A build step cached on a layer gone with the image goes with the
+	// prune; one whose layer is still there stays.
+	cache := filepath.Join(s.Dir(), "build-cache")
+	if err := os.MkdirAll(cache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, layer := range map[string]string{"gone": filepath.Join(s.Dir(), "layers", "gone"), "kept": ""} {
+		entry := `{"layer":"` + layer + `","instruction":"RUN x"}`
+		if err := os.WriteFile(filepath.Join(cache, name+".json"), []byte(entry), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r = h.must("--json", "image", "prune")
-	var rep image.PruneReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Images == nil || len(rep.Layers) != 0 {
-		t.Errorf("image prune --json: %v (%v); want an empty report (rm removed the layer)", r, err)
+	var rep struct {
+		image.PruneReport
+		CacheEntries int `json:"cacheEntries"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Images == nil || len(rep.Layers) != 0 || rep.CacheEntries != 1 {
+		t.Errorf("image prune --json: %v (%v); want an empty report (rm removed the layer) and 1 cached build step", r, err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "gone.json")); err == nil {
+		t.Error("the cached step of a layer gone outlived the prune")
+	}
+	if _, err := os.Stat(filepath.Join(cache, "kept.json")); err != nil {
+		t.Errorf("the cached step without a layer went: %v", err)
 	}
 	if r = h.must("image", "ls"); strings.Count(r.stdout, "\n") != 1 {
 		t.Errorf("image ls after rm: %v", r)

@@ -41,7 +41,8 @@ func (a *app) serveKeysCommand() *cobra.Command {
 		Long: `Create an API key of an organization (agentbox, the one --api-key keys and
 key-less serves use, unless --org says another) and print it: only its hash is
 kept, so it cannot be shown again. A key sees its organization's sandboxes and
-volumes only. Serve reads the keys when it starts: stop it first.`,
+volumes only. A serve running on the state dir accepts it from its next request
+on, as it refuses a key removed with 'agentbox serve keys rm'.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sk, err := a.serverKeys()

@@ -1,0 +1,65 @@
+package daytona
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
+
+// TestRoundTrips counts, with serve's request counter, the requests a
+// command on a started sandbox costs, with a control plane as far away
+// as Daytona's (serve's latency knob): a command that streams nothing
+// one request in both toolbox modes, the first after Start included (Start
+// readies a session); a streaming one two with agentbox's extensions and
+// three on Daytona's toolbox (exec, a look at the command, its whole
+// log) when it ended before the look, as a short one does: the best of
+// five tries is asserted, as on a loaded machine even `true` may still run
+// when the look comes (it is then followed over a socket: exec, socket,
+// looks, the log's rest). toolbox's TestFollowEndedRoundTrips bounds the
+// ended case exactly.
+func TestRoundTrips(t *testing.T) {
+	needRoot(t)
+	noDaytonaEnv(t)
+	for _, mode := range toolboxModes {
+		t.Run(mode.name, func(t *testing.T) {
+			s := newServe(t, &server.Knobs{CountRequests: true, DaytonaToolbox: mode.daytona, Latency: 100 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sb := newEngine(t, s, Config{}, Options{})
+			if _, err := sb.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.srv.ResetRequestCounts()
+			if res, err := sb.ExecuteCommand(ctx, "echo plain", nil, nil); err != nil || res.Stdout != "plain\n" {
+				t.Fatalf("plain: %+v, %v", res, err)
+			}
+			if c := s.srv.RequestCounts(sb.RemoteID()); c.Total() != 1 {
+				t.Errorf("a command took %d requests, want 1: %v", c.Total(), c)
+			}
+			want := 2
+			if mode.daytona {
+				want = 3
+			}
+			best := -1
+			for range 5 {
+				s.srv.ResetRequestCounts()
+				var out strings.Builder
+				if res, err := sb.ExecuteCommand(ctx, "true", nil, &sandbox.ExecOptions{Stdout: &out}); err != nil || res.ExitCode != 0 {
+					t.Fatalf("streaming true: %+v, %v", res, err)
+				}
+				c := s.srv.RequestCounts(sb.RemoteID())
+				t.Logf("a streaming true: %d requests: %v", c.Total(), c)
+				if best < 0 || c.Total() < best {
+					best = c.Total()
+				}
+			}
+			if best > want {
+				t.Errorf("a streaming true took at least %d requests, want at most %d", best, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,354 @@
+package local
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/atomicfile"
+	"golang.org/x/sys/unix"
+)
+
+// A sandbox made with neither Image nor Snapshot, started by root, has a
+// writable root made of the host's system folders (hostRoot): a sandbox's
+// root may install packages as in an image, without an image.
+//
+//   - The root itself is an overlay whose lower layer is a small folder the
+//     host makes once per state dir and per state of its /etc (hostBase):
+//     the host's top-level links (bin → usr/bin …), empty mount points, a
+//     /var skeleton, and a copy of the host's /etc holding only what every
+//     user of the host may read. /etc is copied, not ID-mapped: an
+//     ID-mapped /etc would give the sandbox's root the host root's
+//     /etc/shadow, ssh host keys and other secrets.
+//   - Each system folder of hostOverlays (/usr, the top-level folders that
+//     are not links to it, dpkg's database) is an overlay of its own whose
+//     lower layer is the host's folder, ID-mapped read-only onto the
+//     sandbox's ids (the host's root files are the sandbox root's), bound
+//     at its place.
+//   - /opt is the host's, read-only and not ID-mapped, as before.
+//
+// Every upper folder is the sandbox's own, on its disk image when it has
+// one, so changes persist across stop and start, count against the disk
+// limit and never reach the host or another sandbox.
+
+// hostBaseDir is the folder of the state dir that holds the base layers
+// of host roots, one per state of the host's /etc.
+const hostBaseDir = "hostroot"
+
+// hostOverlayCandidates are the host folders a host root gets an overlay
+// of, when they are folders (not links) on this host.
+var hostOverlayCandidates = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/var/lib/dpkg"}
+
+// hostTopLinks are the top-level names the base layer mirrors when the
+// host has them as symlinks (merged /usr).
+var hostTopLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+// hostRoot returns the root record of a new sandbox of stateDir with a
+// writable root made of the host's system folders: nil when this process
+// cannot make one (not root), and the sandbox keeps the host's folders
+// read-only.
+func hostRoot(stateDir string) (*rootRecord, error) {
+	if !writableRootAvailable() {
+		return nil, nil
+	}
+	base, err := hostBase(filepath.Join(stateDir, hostBaseDir))
+	if err != nil {
+		return nil, fmt.Errorf("writable root from the host's folders: %w", err)
+	}
+	var overlays []string
+	for _, d := range hostOverlayCandidates {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			overlays = append(overlays, d)
+		}
+	}
+	return &rootRecord{Host: true, Layers: []string{base}, Overlays: overlays}, nil
+}
+
+// hostBaseFresh is how long the base layer last found for the host's
+// /etc is used without looking at /etc again: walking it costs
+// milliseconds that a burst of creates need not pay each. A change to the
+// host's /etc reaches the sandboxes created that long after it at the
+// latest; a sandbox keeps the base it was created with.
+const hostBaseFresh = 30 * time.Second
+
+// hostBaseCurrent is the record, in the folder of base layers, of the
+// base layer last found for the host's /etc and when.
+type hostBaseCurrent struct {
+	Base    string    `json:"base"`
+	Checked time.Time `json:"checked"`
+}
+
+// hostBase returns the base layer of host roots for the host's /etc as it
+// is now, making it in dir when no sandbox made it before.
+func hostBase(dir string) (string, error) {
+	record := filepath.Join(dir, "current.json")
+	if b, err := os.ReadFile(record); err == nil {
+		var cur hostBaseCurrent
+		if json.Unmarshal(b, &cur) == nil && cur.Base != "" && !strings.ContainsAny(cur.Base, "/.") && time.Since(cur.Checked).Abs() < hostBaseFresh {
+			if _, err := os.Stat(filepath.Join(dir, cur.Base)); err == nil {
+				return filepath.Join(dir, cur.Base), nil
+			}
+		}
+	}
+	sum, err := hostEtcDigest()
+	if err != nil {
+		return "", err
+	}
+	final, err := makeHostBaseOnce(dir, sum)
+	if err != nil {
+		return "", err
+	}
+	// A lost record only costs the next create a walk of /etc.
+	_ = atomicfile.WriteJSON(record, hostBaseCurrent{Base: sum, Checked: time.Now()})
+	return final, nil
+}
+
+// makeHostBaseOnce returns the base layer named sum in dir, making it
+// unless another process did.
+func makeHostBaseOnce(dir, sum string) (string, error) {
+	final := filepath.Join(dir, sum)
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(dir, ".new-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // gone once renamed
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := makeHostBase(tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if _, serr := os.Stat(final); serr == nil {
+			return final, nil // another process made it first
+		}
+		return "", err
+	}
+	return final, nil
+}
+
+// hostEtcDigest digests what of /etc a base layer copies, and the
+// top-level links: a change of either makes a new base layer.
+func hostEtcDigest() (string, error) {
+	h := sha256.New()
+	for _, n := range hostTopLinks {
+		t, _ := os.Readlink("/" + n)
+		fmt.Fprintf(h, "link %s %s\n", n, t)
+	}
+	err := walkPublic("/etc", func(p string, fi fs.FileInfo) error {
+		st := fi.Sys().(*syscall.Stat_t)
+		fmt.Fprintf(h, "%s %o %d %d %d %d\n", p, fi.Mode(), st.Uid, st.Gid, fi.Size(), fi.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12]), nil
+}
+
+// walkPublic calls fn for root and everything under it that every user
+// may read: folders others may list and enter, files others may read,
+// symlinks. Other entries (and folders closed to others, with what they
+// hold) are skipped.
+func walkPublic(root string, fn func(p string, fi fs.FileInfo) error) error {
+	return filepath.Walk(root, func(p string, fi fs.FileInfo, err error) error {
+		if err != nil {
+			if p == root {
+				return err
+			}
+			return nil // vanished or unreadable: not copied
+		}
+		switch m := fi.Mode(); {
+		case m.IsDir():
+			if m.Perm()&0o005 != 0o005 {
+				return filepath.SkipDir
+			}
+		case m.IsRegular():
+			if m.Perm()&0o004 == 0 {
+				return nil
+			}
+		case m&fs.ModeSymlink != 0:
+		default:
+			return nil
+		}
+		return fn(p, fi)
+	})
+}
+
+// makeHostBase fills dir with the base layer of host roots.
+func makeHostBase(dir string) error {
+	for _, d := range []struct {
+		name string
+		perm os.FileMode
+	}{
+		{"usr", 0o755}, {"opt", 0o755}, {"home", 0o755}, {"root", 0o700}, {"tmp", 0o1777},
+		{"run", 0o755}, {"proc", 0o555}, {"dev", 0o755}, {"sys", 0o555}, {"mnt", 0o755},
+		{"srv", 0o755}, {"media", 0o755}, {"var", 0o755}, {"var/lib", 0o755},
+		{"var/lib/dpkg", 0o755}, {"var/lib/apt/lists/partial", 0o755}, {"var/cache/apt/archives/partial", 0o755},
+		{"var/log", 0o755}, {"var/spool", 0o755}, {"var/mail", 0o2775},
+	} {
+		p := filepath.Join(dir, d.name)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, d.perm); err != nil {
+			return err
+		}
+	}
+	for _, n := range hostTopLinks {
+		if t, err := os.Readlink("/" + n); err == nil {
+			if err := os.Symlink(t, filepath.Join(dir, n)); err != nil {
+				return err
+			}
+		} else if fi, err := os.Lstat("/" + n); err == nil && fi.IsDir() {
+			if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	return copyPublic("/etc", filepath.Join(dir, "etc"))
+}
+
+// copyPublic copies what of the folder src every user may read to dst,
+// keeping modes (less set-id bits), owners and times.
+func copyPublic(src, dst string) error {
+	return walkPublic(src, func(p string, fi fs.FileInfo) error {
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		t := filepath.Join(dst, rel)
+		st := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case fi.IsDir():
+			if err := os.Mkdir(t, 0o700); err != nil {
+				return err
+			}
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return nil // vanished
+			}
+			if err := os.Symlink(target, t); err != nil {
+				return err
+			}
+		default:
+			if err := copyRegular(p, t); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // vanished
+				}
+				return err
+			}
+		}
+		if err := os.Lchown(t, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if err := os.Chmod(t, fi.Mode().Perm()|fi.Mode()&fs.ModeSticky); err != nil {
+				return err
+			}
+		}
+		ts := []unix.Timespec{unix.NsecToTimespec(fi.ModTime().UnixNano()), unix.NsecToTimespec(fi.ModTime().UnixNano())}
+		return unix.UtimesNanoAt(unix.AT_FDCWD, t, ts, unix.AT_SYMLINK_NOFOLLOW)
+	})
+}
+
+// copyRegular copies the file src to the new file dst.
+func copyRegular(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// mountHostOverlays mounts, detached, the overlay of each host folder of
+// r.Overlays with its upper and work folders in the data folder, and
+// returns the mounts with their places in the sandbox.
+func mountHostOverlays(r *rootRecord, data string, own *ownership) (files []*os.File, targets []string, err error) {
+	for _, d := range r.Overlays {
+		f, err := mountOverlay([]string{d}, filepath.Join(data, rootFS, "host", overlayName(d)), own)
+		if err != nil {
+			closeFiles(files)
+			return nil, nil, fmt.Errorf("writable %s: %w", d, err)
+		}
+		files, targets = append(files, f), append(targets, d)
+	}
+	return files, targets, nil
+}
+
+// overlayName names the folder of the upper of the host folder d: its
+// path with "/" as "-", e.g. "var-lib-dpkg".
+func overlayName(d string) string { return strings.ReplaceAll(strings.Trim(d, "/"), "/", "-") }
+
+// writePasswd makes the sandbox's /etc/passwd, in the upper folder of its
+// root, name uid 0 as the sandbox's user (user, with home home) when it
+// does not have one yet: the base layer's with a first entry for uid 0.
+// The file is the sandbox's own, so tools that add users may change it.
+func writePasswd(r *rootRecord, data, user, home string, own *ownership) error {
+	if user == "" || user == "root" {
+		return nil
+	}
+	etc := filepath.Join(data, rootFS, "upper", "etc")
+	p := filepath.Join(etc, "passwd")
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	host, err := os.ReadFile(filepath.Join(r.Layers[0], "etc", "passwd"))
+	if err != nil {
+		return nil // a host without one: nothing to name
+	}
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{filepath.Dir(etc), etc} {
+		if err := os.Lchown(d, own.owner(), own.owner()); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(p, passwdNaming(host, user, home), 0o644); err != nil {
+		return err
+	}
+	return os.Lchown(p, own.owner(), own.owner())
+}
+
+// passwdNaming returns the passwd file host with uid 0 named user, with
+// home home, as its first entry, and no other entry of that name.
+func passwdNaming(host []byte, user, home string) []byte {
+	shell := "/bin/sh"
+	var rest []string
+	for _, line := range strings.Split(strings.TrimRight(string(host), "\n"), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 7 && f[2] == "0" && shell == "/bin/sh" && f[6] != "" {
+			shell = f[6] // root's shell
+		}
+		if f[0] != user {
+			rest = append(rest, line)
+		}
+	}
+	return fmt.Appendf(nil, "%s:x:0:0:%s:%s:%s\n%s\n", user, user, home, shell, strings.Join(rest, "\n"))
+}
