@@ -268,7 +268,7 @@ func TestMountBadInput(t *testing.T) {
 		t.Fatalf("Mount: %v", err)
 	}
 	mustRun(t, sb, "echo kept > /tmp/other/k")
-	for _, p := range []string{"../x", "/data/../etc", "/proc", "/proc/self", "/", home, "relative", "/sys/x", "/a b", "/mnt/ro"} {
+	for _, p := range []string{"../x", "/data/../etc", "/proc", "/proc/self", "/", home, "relative", "/sys/x", "/a b"} {
 		err := sb.Mount(ctx, s3Filesystem(srv, "data"), p)
 		if !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("Mount at %q = %v, want ErrInvalidArgument", p, err)
