@@ -93,6 +93,12 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	if err := s.serveEgress(ctx, m, a.files); err != nil {
 		return err
 	}
+	if len(m.Mounts) > 0 {
+		remountAll(ctx, dir, m)
+		if err := writeMeta(dir, m); err != nil {
+			return stateDirError(s.opts.StateDir, err)
+		}
+	}
 	s.afterStart(true)
 	return nil
 }

@@ -56,6 +56,9 @@ type meta struct {
 	// RunAs is the user commands ran as when the sandbox last started
 	// (its image's USER, resolved in its root); nil for its root.
 	RunAs *runAs `json:"runAs,omitempty"`
+	// Mounts are the sandbox's bucket mounts (mounts.go), kept across
+	// stops and mounted again at every start.
+	Mounts []mountRecord `json:"mounts,omitempty"`
 }
 
 // idRange is a range of host uids (and the same gids).
@@ -208,7 +211,10 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	}
 	c.Confinement.addInfo(info.Metadata, landlockABI())
 	for _, v := range c.Volumes {
-		info.Mounts = append(info.Mounts, sandbox.MountInfo{Path: v.MountPath, Filesystem: "volume:" + v.Name})
+		info.Mounts = append(info.Mounts, sandbox.MountInfo{Path: v.MountPath, Filesystem: "volume:" + v.Name, Kind: "volume", ReadOnly: v.ReadOnly})
+	}
+	for i := range m.Mounts {
+		info.Mounts = append(info.Mounts, m.Mounts[i].info(info.Status == sandbox.StatusRunning))
 	}
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
 		info.Resources = m.Cgroups.resources()

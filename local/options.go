@@ -73,6 +73,10 @@ type Options struct {
 	// on: a sandbox keeps its range. Per handle.
 	HostIDBase int
 
+	// Mount adjusts how the FUSE tools of mounts made through this handle
+	// run (Sandbox.Mount). Per handle.
+	Mount MountOptions
+
 	// Config shapes the sandbox when it is created.
 	Config
 }

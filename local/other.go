@@ -105,3 +105,14 @@ func CreateSnapshot(context.Context, string, string, string) (*image.Image, erro
 func freezeLayer(context.Context, string, string) (string, error) {
 	return "", checkPlatform(runtime.GOOS)
 }
+
+// mountNew fails: local sandboxes need Linux.
+func mountNew(context.Context, string, *meta, *mountRecord, sandbox.Filesystem) error {
+	return checkPlatform(runtime.GOOS)
+}
+
+// unmountRecord forgets the mount: no FUSE tool runs here.
+func unmountRecord(context.Context, string, *meta, *mountRecord) error { return nil }
+
+// stopMounts does nothing: no FUSE tool runs here.
+func stopMounts(context.Context, string, *meta) {}

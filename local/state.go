@@ -233,6 +233,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 	if m.alive() {
 		terminate(ctx, *m.Init)
 	}
+	stopMounts(ctx, dir, m)
 	stopEgressProxy(ctx, filepath.Dir(filepath.Dir(dir)), m)
 	teardownNetwork(ctx, m)
 	if err := m.Cgroups.destroy(ctx); err != nil {

@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
+# gcsfuse, for the GCS bucket mount tests (v3.8.3: the last release that
+# builds with Go 1.26.6).
+GCSFUSE_VERSION=v3.8.3 # github.com/googlecloudplatform/gcsfuse/v3
 # Debian packages the tests use: a shell and the usual tools commands run
 # with, util-linux (unshare, nsenter, mount) and procps (ps, pkill in
 # sandboxes) for the local engine; bubblewrap, which the escape probes run
@@ -23,7 +26,8 @@ STATICCHECK_VERSION=v0.8.2 # honnef.co/go/tools
 # TypeScript SDK (installed only when node or npm is missing: a machine may
 # have a newer Node.js of its own).
 # python3 and python3-matplotlib for code-run (charts) and the
-# interpreter; tmux, which drives agentbox shell in its test.
+# interpreter; tmux, which drives agentbox shell in its test; s3fs (with
+# fuse3), which the bucket mount tests run.
 APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git python3 python3-matplotlib tmux s3fs fuse3)
 command -v node >/dev/null || APT_PACKAGES+=(nodejs)
 command -v npm >/dev/null || APT_PACKAGES+=(npm)
@@ -85,6 +89,10 @@ if [[ "${AGENTBOX_SKIP_INSTALL:-}" != 1 ]]; then
 		go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 	fi
 	staticcheck -version
+	# (a go-installed gcsfuse reports version "unknown": read its build info)
+	if ! go version -m "$(command -v gcsfuse || echo /nonexistent)" 2>/dev/null | grep -q "gcsfuse/v3[[:space:]]*${GCSFUSE_VERSION}"; then
+		go install "github.com/googlecloudplatform/gcsfuse/v3@${GCSFUSE_VERSION}"
+	fi
 fi
 
 step "gofmt"

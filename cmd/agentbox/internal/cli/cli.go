@@ -242,7 +242,7 @@ Every command works on the sandbox "default" unless given --id.
 	pf.StringVar(&a.engineName, "engine", "", "the `ENGINE` that runs the sandboxes: "+strings.Join(engineNames(cfg), ", ")+" (default: $"+EngineEnv+", else "+DefaultEngineName+")")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text, errors included (see 'agentbox help json')")
 
-	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(), a.serveCommand(), a.snapshotCommand(), a.mcpCommand(),
+	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(), a.serveCommand(), a.snapshotCommand(), a.mcpCommand(), a.mountCommand(), a.unmountCommand(),
 		// A help topic: 'agentbox help json'.
 		&cobra.Command{Use: "json", Short: "What --json prints: event streams, documents and error codes", Long: jsonHelp})
 	return root, a

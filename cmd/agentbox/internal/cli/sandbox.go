@@ -136,7 +136,7 @@ func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
 		if i == 0 {
 			label = "Mounts:"
 		}
-		t.row(label, m.Path+" ("+m.Filesystem+")")
+		t.row(label, mountText(m))
 	}
 	for i, k := range slices.Sorted(maps.Keys(in.Metadata)) {
 		label := ""
@@ -272,6 +272,22 @@ func limitsText(l *sandbox.Limits) string {
 	}
 	if l.Note != "" {
 		s += " (" + l.Note + ")"
+	}
+	return s
+}
+
+// mountText describes a mount in a line: path, filesystem and, for a
+// bucket, its state and error.
+func mountText(m sandbox.MountInfo) string {
+	s := m.Path + " (" + m.Filesystem + ")"
+	if m.ReadOnly && !strings.Contains(m.Filesystem, "read-only") {
+		s += " read-only"
+	}
+	if m.State != "" {
+		s += " " + string(m.State)
+	}
+	if m.Error != "" {
+		s += ": " + m.Error
 	}
 	return s
 }
