@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/s3test"
 	"github.com/agentbox-dev/agentbox/local"
-	"github.com/agentbox-dev/agentbox/mount"
+	"github.com/agentbox-dev/agentbox/mount/bucket"
 )
 
 const largeSize = 256 << 20
@@ -28,7 +28,7 @@ func TestMountS3LargeFile(t *testing.T) {
 	srv := s3test.Start(t, "data")
 	sb := newSandbox(t, local.Options{ID: "mount-large", StateDir: newStateDir(t)})
 	fsys := s3Filesystem(srv, "data")
-	bucket, err := mount.Open(ctx, fsys)
+	bucket, err := bucket.Open(ctx, fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func BenchmarkMountS3(b *testing.B) {
 	srv := s3test.Start(b, "data")
 	sb := newSandbox(b, local.Options{ID: "mount-bench", StateDir: newStateDir(b)})
 	fsys := s3Filesystem(srv, "data")
-	bucket, err := mount.Open(ctx, fsys)
+	bucket, err := bucket.Open(ctx, fsys)
 	if err != nil {
 		b.Fatal(err)
 	}

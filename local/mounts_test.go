@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/s3test"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mount"
+	"github.com/agentbox-dev/agentbox/mount/bucket"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -59,7 +60,7 @@ func fuseTools(t *testing.T, path string) []int {
 	return pids
 }
 
-func readObject(t *testing.T, b mount.Bucket, name string) string {
+func readObject(t *testing.T, b bucket.Bucket, name string) string {
 	t.Helper()
 	r, err := b.Open(context.Background(), name)
 	if err != nil {
@@ -73,7 +74,7 @@ func readObject(t *testing.T, b mount.Bucket, name string) string {
 	return string(got)
 }
 
-func writeObject(t *testing.T, b mount.Bucket, name, content string) {
+func writeObject(t *testing.T, b bucket.Bucket, name, content string) {
 	t.Helper()
 	w, err := b.Create(context.Background(), name)
 	if err != nil {
@@ -95,7 +96,7 @@ func TestMountS3(t *testing.T) {
 	stateDir := newStateDir(t)
 	sb := newSandbox(t, local.Options{ID: "mount-s3", StateDir: stateDir})
 	fsys := s3Filesystem(srv, "data")
-	bucket, err := mount.Open(ctx, fsys)
+	bucket, err := bucket.Open(ctx, fsys)
 	if err != nil {
 		t.Fatal(err)
 	}

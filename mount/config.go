@@ -65,13 +65,13 @@ func Unmarshal(b []byte) (sandbox.Filesystem, error) {
 func Secrets(fsys sandbox.Filesystem) []string {
 	switch f := fsys.(type) {
 	case S3Filesystem:
-		return f.secrets()
+		return f.Secrets()
 	case *S3Filesystem:
-		return f.secrets()
+		return f.Secrets()
 	case GCSFilesystem:
-		return f.secrets()
+		return f.Secrets()
 	case *GCSFilesystem:
-		return f.secrets()
+		return f.Secrets()
 	}
 	return nil
 }

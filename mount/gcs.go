@@ -121,9 +121,9 @@ func (fs GCSFilesystem) toJSON(secrets bool) gcsJSON {
 // [Marshal] to keep them.
 func (fs GCSFilesystem) MarshalJSON() ([]byte, error) { return json.Marshal(fs.toJSON(false)) }
 
-// secrets returns the credentials, for redaction: the key and its private
+// Secrets returns the credentials, for redaction: the key and its private
 // key (which may appear alone, escaped or not).
-func (fs GCSFilesystem) secrets() []string {
+func (fs GCSFilesystem) Secrets() []string {
 	if len(fs.Credentials) == 0 {
 		return nil
 	}

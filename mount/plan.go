@@ -138,7 +138,7 @@ func s3Plan(fs S3Filesystem, o PlanOptions) (*Plan, error) {
 	if err := fs.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Plan{Tool: ToolS3FS, MountPoint: o.MountPoint, ConfigHash: ConfigHash(fs), ReadOnly: fs.ReadOnly, secrets: fs.secrets()}
+	p := &Plan{Tool: ToolS3FS, MountPoint: o.MountPoint, ConfigHash: ConfigHash(fs), ReadOnly: fs.ReadOnly, secrets: fs.Secrets()}
 	var opts []string
 	switch {
 	case fs.SessionToken != "":
@@ -192,7 +192,7 @@ func gcsPlan(fs GCSFilesystem, o PlanOptions) (*Plan, error) {
 	if err := fs.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Plan{Tool: ToolGCSFuse, MountPoint: o.MountPoint, ConfigHash: ConfigHash(fs), ReadOnly: fs.ReadOnly, secrets: fs.secrets()}
+	p := &Plan{Tool: ToolGCSFuse, MountPoint: o.MountPoint, ConfigHash: ConfigHash(fs), ReadOnly: fs.ReadOnly, secrets: fs.Secrets()}
 	var args []string
 	if len(fs.Credentials) > 0 {
 		f := path.Join(o.CredentialDir, "key.json")

@@ -122,8 +122,9 @@ func (fs S3Filesystem) LogValue() slog.Value { return slog.StringValue(fs.String
 // hasKeys reports whether the filesystem has credentials.
 func (fs S3Filesystem) hasKeys() bool { return fs.AccessKeyID != "" && fs.SecretAccessKey != "" }
 
-// secrets returns the credentials, for redaction.
-func (fs S3Filesystem) secrets() []string {
+// Secrets returns the credentials, for redaction: the values no log,
+// error or message may show.
+func (fs S3Filesystem) Secrets() []string {
 	return []string{fs.SecretAccessKey, fs.SessionToken, fs.AccessKeyID}
 }
 

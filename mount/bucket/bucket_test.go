@@ -1,4 +1,4 @@
-package mount_test
+package bucket_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/s3test"
 	"github.com/agentbox-dev/agentbox/mount"
+	"github.com/agentbox-dev/agentbox/mount/bucket"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -27,7 +28,7 @@ func TestS3Bucket(t *testing.T) {
 	fsys.Prefix = "team/"
 	testBucket(t, fsys)
 	// The prefix is where the objects are.
-	whole, err := mount.Open(context.Background(), s3FS(srv, "data"))
+	whole, err := bucket.Open(context.Background(), s3FS(srv, "data"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestGCSBucket(t *testing.T) {
 // checks the errors of a missing object and a missing bucket.
 func testBucket(t *testing.T, fsys sandbox.Filesystem) {
 	ctx := context.Background()
-	b, err := mount.Open(ctx, fsys)
+	b, err := bucket.Open(ctx, fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func testBucket(t *testing.T, fsys sandbox.Filesystem) {
 func TestS3Errors(t *testing.T) {
 	ctx := context.Background()
 	srv := s3test.Start(t, "data")
-	missing, err := mount.Open(ctx, s3FS(srv, "no-such-bucket"))
+	missing, err := bucket.Open(ctx, s3FS(srv, "no-such-bucket"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestS3Errors(t *testing.T) {
 	}
 	bad := s3FS(srv, "data")
 	bad.AccessKeyID, bad.SecretAccessKey = "AKIAWRONGKEY", "wrong-secret-value-123"
-	b, err := mount.Open(ctx, bad)
+	b, err := bucket.Open(ctx, bad)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package mount
+package bucket
 
 import (
 	"context"
@@ -16,17 +16,18 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/agentbox-dev/agentbox/internal/redact"
+	"github.com/agentbox-dev/agentbox/mount"
 )
 
-// gcsBucket is a Bucket of a GCSFilesystem, through Google's client.
+// gcsBucket is a Bucket of a mount.GCSFilesystem, through Google's client.
 type gcsBucket struct {
-	fs     GCSFilesystem
+	fs     mount.GCSFilesystem
 	prefix string
 	c      *storage.Client
 	h      *storage.BucketHandle
 }
 
-func openGCS(ctx context.Context, f GCSFilesystem) (*gcsBucket, error) {
+func openGCS(ctx context.Context, f mount.GCSFilesystem) (*gcsBucket, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -46,9 +47,9 @@ func openGCS(ctx context.Context, f GCSFilesystem) (*gcsBucket, error) {
 	}
 	c, err := storage.NewClient(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", f, redact.Text(err.Error(), f.secrets()...))
+		return nil, fmt.Errorf("%s: %s", f, redact.Text(err.Error(), f.Secrets()...))
 	}
-	return &gcsBucket{fs: f, prefix: normalizePrefix(f.Prefix), c: c, h: c.Bucket(f.Bucket)}, nil
+	return &gcsBucket{fs: f, prefix: strings.Trim(f.Prefix, "/"), c: c, h: c.Bucket(f.Bucket)}, nil
 }
 
 // err explains err of op on name, without credentials.
@@ -59,13 +60,13 @@ func (b *gcsBucket) err(op, name string, err error) error {
 	case errors.Is(err, storage.ErrObjectNotExist):
 		kind = fs.ErrNotExist
 	case errors.Is(err, storage.ErrBucketNotExist):
-		kind = ErrBucketNotFound
+		kind = mount.ErrBucketNotFound
 	case errors.As(err, &gerr) && (gerr.Code == http.StatusUnauthorized || gerr.Code == http.StatusForbidden):
-		kind = ErrAccessDenied
+		kind = mount.ErrAccessDenied
 	case errors.As(err, &gerr) && gerr.Code == http.StatusNotFound && strings.Contains(strings.ToLower(gerr.Message), "bucket"):
-		kind = ErrBucketNotFound
+		kind = mount.ErrBucketNotFound
 	}
-	msg := redact.Text(err.Error(), b.fs.secrets()...)
+	msg := redact.Text(err.Error(), b.fs.Secrets()...)
 	where := b.fs.String()
 	if name != "" {
 		where += " " + name

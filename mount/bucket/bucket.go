@@ -1,4 +1,4 @@
-package mount
+package bucket
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/mount"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -40,19 +41,19 @@ type ObjectInfo struct {
 	ModTime time.Time
 }
 
-// Open returns host-side access to the bucket of fs (an S3Filesystem or a
-// GCSFilesystem, or a pointer to one). It makes no request; a missing
+// Open returns host-side access to the bucket of fs (an mount.S3Filesystem or a
+// mount.GCSFilesystem, or a pointer to one). It makes no request; a missing
 // bucket or refused credentials show at the first call, as errors
-// matching ErrBucketNotFound or ErrAccessDenied.
+// matching mount.ErrBucketNotFound or mount.ErrAccessDenied.
 func Open(ctx context.Context, fsys sandbox.Filesystem) (Bucket, error) {
 	switch f := fsys.(type) {
-	case S3Filesystem:
+	case mount.S3Filesystem:
 		return openS3(f)
-	case *S3Filesystem:
+	case *mount.S3Filesystem:
 		return openS3(*f)
-	case GCSFilesystem:
+	case mount.GCSFilesystem:
 		return openGCS(ctx, f)
-	case *GCSFilesystem:
+	case *mount.GCSFilesystem:
 		return openGCS(ctx, *f)
 	}
 	return nil, fmt.Errorf("%w: no bucket access for %s filesystems", sandbox.ErrUnsupported, fsys.Kind())
@@ -62,7 +63,7 @@ func Open(ctx context.Context, fsys sandbox.Filesystem) (Bucket, error) {
 func objectName(prefix, name string) (string, error) {
 	name = strings.TrimPrefix(name, "/")
 	if name == "" {
-		return "", invalid("empty object name")
+		return "", fmt.Errorf("%w: empty object name", mount.ErrInvalid)
 	}
 	if prefix == "" {
 		return name, nil

@@ -1,4 +1,4 @@
-package mount
+package bucket
 
 import (
 	"context"
@@ -14,16 +14,17 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/agentbox-dev/agentbox/internal/redact"
+	"github.com/agentbox-dev/agentbox/mount"
 )
 
-// s3Bucket is a Bucket of an S3Filesystem, through minio-go.
+// s3Bucket is a Bucket of an mount.S3Filesystem, through minio-go.
 type s3Bucket struct {
-	fs     S3Filesystem
+	fs     mount.S3Filesystem
 	prefix string
 	c      *minio.Client
 }
 
-func openS3(f S3Filesystem) (*s3Bucket, error) {
+func openS3(f mount.S3Filesystem) (*s3Bucket, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
@@ -38,16 +39,16 @@ func openS3(f S3Filesystem) (*s3Bucket, error) {
 	if f.Region == "auto" || (f.Region == "" && f.Endpoint == "") {
 		opts.Region = "us-east-1"
 	}
-	if f.hasKeys() {
+	if f.AccessKeyID != "" && f.SecretAccessKey != "" {
 		opts.Creds = credentials.NewStaticV4(f.AccessKeyID, f.SecretAccessKey, f.SessionToken)
 	} else {
 		opts.Creds = credentials.NewStatic("", "", "", credentials.SignatureAnonymous)
 	}
 	c, err := minio.New(host, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", f, redact.Text(err.Error(), f.secrets()...))
+		return nil, fmt.Errorf("%s: %s", f, redact.Text(err.Error(), f.Secrets()...))
 	}
-	return &s3Bucket{fs: f, prefix: normalizePrefix(f.Prefix), c: c}, nil
+	return &s3Bucket{fs: f, prefix: strings.Trim(f.Prefix, "/"), c: c}, nil
 }
 
 // err explains err of op on name, without credentials.
@@ -58,11 +59,11 @@ func (b *s3Bucket) err(op, name string, err error) error {
 	case "NoSuchKey":
 		kind = fs.ErrNotExist
 	case "NoSuchBucket":
-		kind = ErrBucketNotFound
+		kind = mount.ErrBucketNotFound
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
-		kind = ErrAccessDenied
+		kind = mount.ErrAccessDenied
 	}
-	msg := redact.Text(err.Error(), b.fs.secrets()...)
+	msg := redact.Text(err.Error(), b.fs.Secrets()...)
 	where := b.fs.String()
 	if name != "" {
 		where += " " + name
