@@ -62,21 +62,7 @@ func (fs GCSFilesystem) Kind() string { return "gcs" }
 // String describes the filesystem without credentials, e.g.
 // "gs://bucket/prefix (read-only)".
 func (fs GCSFilesystem) String() string {
-	s := "gs://" + fs.Bucket
-	if p := normalizePrefix(fs.Prefix); p != "" {
-		s += "/" + p
-	}
-	var notes []string
-	if fs.Endpoint != "" {
-		notes = append(notes, redactURL(fs.Endpoint))
-	}
-	if fs.ReadOnly {
-		notes = append(notes, "read-only")
-	}
-	if len(notes) > 0 {
-		s += " (" + strings.Join(notes, ", ") + ")"
-	}
-	return s
+	return describe("gs", fs.Bucket, fs.Prefix, fs.Endpoint, fs.ReadOnly)
 }
 
 // GoString is String: %#v shows no credential either.

@@ -71,15 +71,22 @@ func (fs S3Filesystem) Kind() string { return "s3" }
 // String describes the filesystem without credentials, e.g.
 // "s3://bucket/prefix (http://127.0.0.1:9000, read-only)".
 func (fs S3Filesystem) String() string {
-	s := "s3://" + fs.Bucket
-	if p := normalizePrefix(fs.Prefix); p != "" {
+	return describe("s3", fs.Bucket, fs.Prefix, fs.Endpoint, fs.ReadOnly)
+}
+
+// describe is a filesystem's String: scheme://bucket/prefix, then the
+// endpoint (credentials taken out of its URL) and read-only in
+// parentheses.
+func describe(scheme, bucket, prefix, endpoint string, readOnly bool) string {
+	s := scheme + "://" + bucket
+	if p := normalizePrefix(prefix); p != "" {
 		s += "/" + p
 	}
 	var notes []string
-	if fs.Endpoint != "" {
-		notes = append(notes, redactURL(fs.Endpoint))
+	if endpoint != "" {
+		notes = append(notes, redactURL(endpoint))
 	}
-	if fs.ReadOnly {
+	if readOnly {
 		notes = append(notes, "read-only")
 	}
 	if len(notes) > 0 {
