@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -248,7 +247,7 @@ func copyPublic(src, dst string) error {
 				return err
 			}
 		default:
-			if err := copyRegular(p, t); err != nil {
+			if err := copyFile(p, t); err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					return nil // vanished
 				}
@@ -266,24 +265,6 @@ func copyPublic(src, dst string) error {
 		ts := []unix.Timespec{unix.NsecToTimespec(fi.ModTime().UnixNano()), unix.NsecToTimespec(fi.ModTime().UnixNano())}
 		return unix.UtimesNanoAt(unix.AT_FDCWD, t, ts, unix.AT_SYMLINK_NOFOLLOW)
 	})
-}
-
-// copyRegular copies the file src to the new file dst.
-func copyRegular(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // mountHostOverlays mounts, detached, the overlay of each host folder of

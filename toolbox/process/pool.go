@@ -66,18 +66,7 @@ func (m *Manager) Warm(ctx context.Context) {
 	if !empty {
 		return
 	}
-	id := m.prefix + randomID()
-	if m.client.CreateSession(ctx, id) != nil {
-		return
-	}
-	m.mu.Lock()
-	if gen == m.gen && len(m.idle) < m.maxIdle {
-		m.idle = append(m.idle, session{id: id, gen: gen})
-		m.mu.Unlock()
-		return
-	}
-	m.mu.Unlock()
-	m.deleteSession(id)
+	m.addIdle(ctx, gen)
 }
 
 // release returns a session whose command finished normally to the pool;
@@ -121,6 +110,13 @@ func (m *Manager) release(s session, kept int64) {
 func (m *Manager) replenish(gen uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
+	m.addIdle(ctx, gen)
+}
+
+// addIdle creates a session and adds it to the pool of generation gen,
+// unless the pool has been reset or filled meanwhile (then it deletes the
+// session). Best effort.
+func (m *Manager) addIdle(ctx context.Context, gen uint64) {
 	id := m.prefix + randomID()
 	if err := m.client.CreateSession(ctx, id); err != nil {
 		return
