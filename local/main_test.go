@@ -31,8 +31,7 @@ func TestMain(m *testing.M) {
 	// Inits orphaned by helper processes the tests kill come to us, so that
 	// the tests can reap them instead of leaving zombies on the host.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	// fake-gcs-server's dependencies start OpenCensus's worker at init.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+	goleak.VerifyTestMain(m)
 }
 
 // newStateDir returns a fresh state dir whose sandboxes are all removed

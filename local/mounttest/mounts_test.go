@@ -1,6 +1,6 @@
 //go:build linux
 
-package local_test
+package mounttest_test
 
 import (
 	"bytes"
