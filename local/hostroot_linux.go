@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -267,19 +268,38 @@ func copyPublic(src, dst string) error {
 	})
 }
 
-// mountHostOverlays mounts, detached, the overlay of each host folder of
-// r.Overlays with its upper and work folders in the data folder, and
-// returns the mounts with their places in the sandbox.
-func mountHostOverlays(r *rootRecord, data string, own *ownership) (files []*os.File, targets []string, err error) {
-	for _, d := range r.Overlays {
-		f, err := mountOverlay([]string{d}, filepath.Join(data, rootFS, "host", overlayName(d)), own)
-		if err != nil {
-			closeFiles(files)
-			return nil, nil, fmt.Errorf("writable %s: %w", d, err)
-		}
-		files, targets = append(files, f), append(targets, d)
+// mountHostRoot mounts, detached, the writable root r made of the host's
+// folders, with its upper and work folders in the data folder: the root
+// (whose /etc/passwd it first makes name uid 0 user, with home home), and
+// the overlay of each host folder of r.Overlays, returned with their
+// places in the sandbox. The overlays are made at once: each waits on the
+// kernel more than it computes.
+func mountHostRoot(r *rootRecord, data, user, home string, own *ownership) (root *os.File, files []*os.File, targets []string, err error) {
+	if err := writePasswd(r, data, user, home, own); err != nil {
+		return nil, nil, nil, fmt.Errorf("writable root: %w", err)
 	}
-	return files, targets, nil
+	mounts := make([]*os.File, 1+len(r.Overlays))
+	errs := make([]error, len(mounts))
+	var wg sync.WaitGroup
+	wg.Go(func() { mounts[0], errs[0] = mountRoot(r, data, own) })
+	for i, d := range r.Overlays {
+		wg.Go(func() {
+			mounts[i+1], errs[i+1] = mountOverlay([]string{d}, filepath.Join(data, rootFS, "host", overlayName(d)), own)
+			if errs[i+1] != nil {
+				errs[i+1] = fmt.Errorf("writable %s: %w", d, errs[i+1])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, f := range mounts {
+			if f != nil {
+				f.Close()
+			}
+		}
+		return nil, nil, nil, err
+	}
+	return mounts[0], mounts[1:], r.Overlays, nil
 }
 
 // overlayName names the folder of the upper of the host folder d: its

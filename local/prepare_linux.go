@@ -44,7 +44,14 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		}
 	}
 	var root *os.File
-	if m.Root != nil {
+	var sys []*os.File
+	var sysTargets []string
+	switch {
+	case m.Root != nil && m.Root.Host:
+		if root, sys, sysTargets, err = mountHostRoot(m.Root, data, m.Config.User, m.Config.home(), own); err != nil {
+			return nil, nil, err
+		}
+	case m.Root != nil:
 		if root, err = mountRoot(m.Root, data, own); err != nil {
 			return nil, nil, err
 		}
@@ -53,18 +60,6 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 			return nil, nil, err
 		}
 		m.RunAs = cfg.RunAs
-	}
-	var sys []*os.File
-	var sysTargets []string
-	if m.Root != nil && m.Root.Host {
-		err := writePasswd(m.Root, data, m.Config.User, m.Config.home(), own)
-		if err == nil {
-			sys, sysTargets, err = mountHostOverlays(m.Root, data, own)
-		}
-		if err != nil {
-			root.Close()
-			return nil, nil, err
-		}
 	}
 	binds := stateBinds(data, stateDir, &m.Config, cfg.RunAs)
 	ln, err := listenToolbox(dir)
