@@ -100,10 +100,3 @@ func mustRun(t testing.TB, sb sandbox.Sandbox, command string) string {
 	}
 	return r.Stdout
 }
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
