@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -195,5 +196,15 @@ func TestEngineMountGCS(t *testing.T) {
 	}
 	if m := mustMounts(t, sb); len(m) != 0 {
 		t.Errorf("mounts after the unmount: %+v", m)
+	}
+}
+
+// TestMountEnvInvalid: a MountEnv name that is not a variable name is
+// refused by New, with ErrInvalidEnv.
+func TestMountEnvInvalid(t *testing.T) {
+	noDaytonaEnv(t)
+	_, err := New(Options{ID: "x", Client: &Client{}, MountEnv: map[string]string{"1BAD=": "v"}})
+	if !errors.Is(err, sandbox.ErrInvalidEnv) || !strings.Contains(err.Error(), "MountEnv") {
+		t.Fatalf("New with a bad MountEnv name: %v", err)
 	}
 }
