@@ -17,7 +17,8 @@ import (
 
 func TestMain(m *testing.M) {
 	local.Init() // the test binary is re-executed as local sandboxes' init
-	goleak.VerifyTestMain(m)
+	// fake-gcs-server's dependencies start opencensus's worker at init.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
 // testKey is the API key of the test servers.

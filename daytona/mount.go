@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -301,7 +303,7 @@ func (s *Sandbox) mountRemote(ctx context.Context, e *mountEntry) error {
 		owner = &mount.Owner{UID: uid, GID: gid}
 	}
 	credDir := credDirGlob(p) + rand.Text()[:12]
-	plan, err := mount.NewPlan(e.fs, mount.PlanOptions{MountPoint: p, CredentialDir: credDir, Owner: owner, AllowOther: uid == 0})
+	plan, err := mount.NewPlan(e.fs, mount.PlanOptions{MountPoint: p, CredentialDir: credDir, Owner: owner, AllowOther: uid == 0, Emulator: emulated(e.fs)})
 	if err != nil {
 		return err
 	}
@@ -319,8 +321,8 @@ func (s *Sandbox) mountRemote(ctx context.Context, e *mountEntry) error {
 		}
 	}
 	cmd := plan.ShellCommand()
-	if len(plan.Env) > 0 {
-		cmd = "env " + quoteAll(plan.Env) + " " + cmd
+	if env := s.mountEnv(plan); len(env) > 0 {
+		cmd = "env " + quoteAll(env) + " " + cmd
 	}
 	out, err = s.sh(ctx, cmd+" 2>&1", mountTimeout)
 	if err == nil && out.ExitCode != 0 {
@@ -351,6 +353,28 @@ func (s *Sandbox) mountRemote(ctx context.Context, e *mountEntry) error {
 	return s.tb.Upload(ctx,
 		toolbox.UploadFile{Path: markerPath(p), Content: strings.NewReader(mount.Marker(p, e.hash))},
 		toolbox.UploadFile{Path: markerPath(p) + ".json", Content: strings.NewReader(string(desc))})
+}
+
+// mountEnv is the environment added to plan's tool: Options.MountEnv
+// (sorted by name), then the plan's own variables, which win.
+func (s *Sandbox) mountEnv(plan *mount.Plan) []string {
+	var env []string
+	for _, k := range slices.Sorted(maps.Keys(s.opts.MountEnv)) {
+		env = append(env, k+"="+s.opts.MountEnv[k])
+	}
+	return append(env, plan.Env...)
+}
+
+// emulated reports whether fs is served by an emulator (a GCS bucket
+// with a custom endpoint), whose tool needs the plan's emulator flags.
+func emulated(fs sandbox.Filesystem) bool {
+	switch f := fs.(type) {
+	case mount.GCSFilesystem:
+		return f.Endpoint != ""
+	case *mount.GCSFilesystem:
+		return f.Endpoint != ""
+	}
+	return false
 }
 
 // quoteAll shell-quotes each of args, joined by spaces.

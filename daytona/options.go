@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net/netip"
 	"path"
@@ -109,6 +110,11 @@ type Options struct {
 	// Default: the sandbox's own (the user's home), found at start.
 	WorkingDirectory string
 
+	// MountEnv is added to the environment of the FUSE tools Mount runs
+	// in the sandbox, e.g. GCE_METADATA_HOST for gcsfuse against an
+	// emulator. It goes into the tool's command line: nothing secret.
+	MountEnv map[string]string
+
 	// Hooks run around lifecycle transitions.
 	Hooks sandbox.Hooks
 	// Logf logs warnings (Resources without Image). Default: none.
@@ -161,6 +167,12 @@ func (o Options) normalize() (Options, error) {
 			return Options{}, fmt.Errorf("daytona: Invalid environment variable name: %q: %w", k, sandbox.ErrInvalidEnv)
 		}
 	}
+	for k := range o.MountEnv {
+		if !envName.MatchString(k) {
+			return Options{}, fmt.Errorf("daytona: MountEnv: invalid environment variable name %q: use letters, digits and underscores, not starting with a digit: %w", k, sandbox.ErrInvalidEnv)
+		}
+	}
+	o.MountEnv = maps.Clone(o.MountEnv)
 	for _, v := range o.Volumes {
 		if v.VolumeID == "" || !path.IsAbs(v.MountPath) || path.Clean(v.MountPath) == "/" {
 			return invalid("volume %q at %q: a volume needs an id or name and an absolute mount path other than /", v.VolumeID, v.MountPath)

@@ -167,8 +167,14 @@ type fuseCaller struct {
 // caller opens the caller of req: a pidfd that pins it, and its memory.
 func (s *fuseSupervisor) caller(req *seccompNotif) (*fuseCaller, error) {
 	c := &fuseCaller{pid: int(req.pid), pidfd: -1, s: s, id: req.id}
-	var err error
-	if c.pidfd, err = unix.PidfdOpen(c.pid, 0); err != nil {
+	// req.pid is the calling thread's id; a pidfd names a process (a
+	// thread other than the leader, which a Go program's call may come
+	// from, is refused with ENOENT): open the thread's group.
+	tgid, err := threadGroup(c.pid)
+	if err != nil {
+		return nil, err
+	}
+	if c.pidfd, err = unix.PidfdOpen(tgid, 0); err != nil {
 		return nil, err
 	}
 	if c.mem, err = os.Open("/proc/" + strconv.Itoa(c.pid) + "/mem"); err != nil {
@@ -207,6 +213,20 @@ func (c *fuseCaller) close() {
 	if c.pidfd >= 0 {
 		unix.Close(c.pidfd)
 	}
+}
+
+// threadGroup returns the process id (Tgid) of the thread tid.
+func threadGroup(tid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("no Tgid in status")
 }
 
 // fsIDs reads the file system uid and gid of pid.
