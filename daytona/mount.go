@@ -303,7 +303,7 @@ func (s *Sandbox) mountRemote(ctx context.Context, e *mountEntry) error {
 		owner = &mount.Owner{UID: uid, GID: gid}
 	}
 	credDir := credDirGlob(p) + rand.Text()[:12]
-	plan, err := mount.NewPlan(e.fs, mount.PlanOptions{MountPoint: p, CredentialDir: credDir, Owner: owner, AllowOther: uid == 0, Emulator: emulated(e.fs)})
+	plan, err := mount.NewPlan(e.fs, mount.PlanOptions{MountPoint: p, CredentialDir: credDir, Owner: owner, AllowOther: uid == 0})
 	if err != nil {
 		return err
 	}
@@ -363,18 +363,6 @@ func (s *Sandbox) mountEnv(plan *mount.Plan) []string {
 		env = append(env, k+"="+s.opts.MountEnv[k])
 	}
 	return append(env, plan.Env...)
-}
-
-// emulated reports whether fs is served by an emulator (a GCS bucket
-// with a custom endpoint), whose tool needs the plan's emulator flags.
-func emulated(fs sandbox.Filesystem) bool {
-	switch f := fs.(type) {
-	case mount.GCSFilesystem:
-		return f.Endpoint != ""
-	case *mount.GCSFilesystem:
-		return f.Endpoint != ""
-	}
-	return false
 }
 
 // quoteAll shell-quotes each of args, joined by spaces.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -461,17 +462,15 @@ func (s *fuseSupervisor) umount(c *fuseCaller, args [6]uint64) error {
 	if err != nil {
 		return err
 	}
-	var st unix.Statfs_t
-	err = unix.Fstatfs(fd, &st)
-	owner := 0
-	if err == nil && st.Type == fuseSuperMagic && c.uid != 0 {
-		owner, err = fuseMountOwner(fd)
-	}
+	// The mount table, not statfs, says whether this is a FUSE mount:
+	// statfs asks the FUSE server, which may be dead (ENOTCONN) or never
+	// answer, and such a mount must still come off.
+	isFUSE, owner, err := fuseMountOf(fd)
 	unix.Close(fd)
 	if err != nil {
 		return err
 	}
-	if st.Type != fuseSuperMagic {
+	if !isFUSE {
 		return errPassThrough
 	}
 	if c.uid != 0 && owner != c.uid {
@@ -485,16 +484,17 @@ func (s *fuseSupervisor) umount(c *fuseCaller, args [6]uint64) error {
 	return unix.Unmount("/proc/self/fd/"+strconv.Itoa(parent)+"/"+name, flags|unix.UMOUNT_NOFOLLOW)
 }
 
-// fuseMountOwner returns the user_id of the FUSE mount fd is on, from
-// /proc/self/mountinfo.
-func fuseMountOwner(fd int) (int, error) {
+// fuseMountOf reports whether fd is on a FUSE mount (file system type
+// fuse or fuse.*), and that mount's user_id, from /proc/self/mountinfo,
+// without asking the FUSE server anything.
+func fuseMountOf(fd int) (isFUSE bool, owner int, err error) {
 	var sx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &sx); err != nil {
-		return -1, err
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &sx); err != nil {
+		return false, -1, err
 	}
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return -1, err
+		return false, -1, err
 	}
 	id := strconv.FormatUint(sx.Mnt_id, 10)
 	for line := range strings.Lines(string(b)) {
@@ -502,13 +502,20 @@ func fuseMountOwner(fd int) (int, error) {
 		if len(f) < 10 || f[0] != id {
 			continue
 		}
-		for _, o := range strings.Split(f[len(f)-1], ",") {
+		// Optional fields end with "-", then fstype, source, options.
+		i := slices.Index(f, "-")
+		if i < 0 || i+3 >= len(f) || !isFUSEType(f[i+1]) {
+			return false, -1, nil
+		}
+		for _, o := range strings.Split(f[i+3], ",") {
 			if v, ok := strings.CutPrefix(o, "user_id="); ok {
-				return strconv.Atoi(v)
+				n, err := strconv.Atoi(v)
+				return true, n, err
 			}
 		}
+		return true, -1, nil
 	}
-	return -1, unix.EINVAL
+	return false, -1, unix.EINVAL
 }
 
 // fuseDevFile is the sandbox's /dev/fuse node in its state folder, made

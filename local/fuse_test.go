@@ -248,3 +248,42 @@ func TestFUSERefused(t *testing.T) {
 		}
 	})
 }
+
+// threadMountProbe mounts a FUSE file system (on /dev/fuse, which it
+// opens) at /tmp/t from a thread other than the process's main one, as
+// Go FUSE servers such as gcsfuse may, and prints the outcome and whether
+// the mount shows. It serves no FUSE request: its exit ends the
+// connection, and anything that touched the mount meanwhile would wait.
+const threadMountProbe = `import ctypes, errno, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs("/tmp/t", exist_ok=True)
+fd = os.open("/dev/fuse", os.O_RDWR)
+out = []
+def mount():
+    opts = "fd=%d,rootmode=40000,user_id=0,group_id=0" % fd
+    r = libc.mount(b"agentbox-thread", b"/tmp/t", b"fuse.agentbox", ctypes.c_ulong(0), opts.encode())
+    out.append("OK" if r == 0 else errno.errorcode[ctypes.get_errno()])
+t = threading.Thread(target=mount)
+t.start()
+t.join()
+out.append("mounted" if " /tmp/t " in open("/proc/self/mountinfo").read() else "absent")
+print(" ".join(out))
+`
+
+// TestFUSEMountFromThread: the supervisor answers a FUSE mount called
+// from a thread that is not its process's main one (seccomp names the
+// thread; the supervisor reaches the caller's descriptors through its
+// process), as a Go FUSE server's mount may be; and the mount, its server
+// gone (statfs on it fails with ENOTCONN), still comes off with umount.
+func TestFUSEMountFromThread(t *testing.T) {
+	requireFUSE(t)
+	_, err := exec.LookPath("python3")
+	skipUnless(t, err == nil, "python3 is not installed")
+	sb := newSandbox(t, local.Options{Config: local.Config{Confinement: local.Confinement{AllowFUSE: true}}})
+	mustRun(t, sb, "cat > /tmp/probe.py << 'EOF'\n"+threadMountProbe+"EOF")
+	for i := range 5 {
+		if got := strings.TrimSpace(mustRun(t, sb, "python3 /tmp/probe.py; umount -l /tmp/t")); got != "OK mounted" {
+			t.Fatalf("try %d: mount from a thread: %q, want \"OK mounted\"", i, got)
+		}
+	}
+}

@@ -76,7 +76,7 @@ func mountRecordNow(ctx context.Context, dir string, m *meta, r *mountRecord, fs
 	}
 	plan, err := mount.NewPlan(fsys, mount.PlanOptions{
 		MountPoint: mnt, CredentialDir: creds, Owner: hostOwner(m),
-		Foreground: true, AllowOther: true, Emulator: emulated(fsys),
+		Foreground: true, AllowOther: true,
 	})
 	if err != nil {
 		return err
@@ -453,16 +453,4 @@ func remountAll(ctx context.Context, dir string, m *meta) {
 			}
 		}
 	}
-}
-
-// emulated reports whether fsys is a GCS bucket of another endpoint than
-// Google's: an emulator, whose plan needs flags of its own.
-func emulated(fsys sandbox.Filesystem) bool {
-	switch f := fsys.(type) {
-	case mount.GCSFilesystem:
-		return f.Endpoint != ""
-	case *mount.GCSFilesystem:
-		return f.Endpoint != ""
-	}
-	return false
 }

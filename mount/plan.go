@@ -36,7 +36,9 @@ type PlanOptions struct {
 	AllowOther bool
 	// Emulator adds the flags an emulated server needs: gcsfuse's
 	// --enable-hns=false (emulators have no storage-control API) and
-	// --disable-autoconfig (no probing of the machine type).
+	// --disable-autoconfig (no probing of the machine type). A
+	// GCSFilesystem with an Endpoint implies it: a custom endpoint is
+	// taken for an emulator (fake-gcs-server and the like).
 	Emulator bool
 }
 
@@ -220,7 +222,7 @@ func gcsPlan(fs GCSFilesystem, o PlanOptions) (*Plan, error) {
 	if fs.Endpoint != "" {
 		args = append(args, "--custom-endpoint="+fs.Endpoint)
 	}
-	if o.Emulator {
+	if o.Emulator || fs.Endpoint != "" {
 		args = append(args, "--enable-hns=false", "--disable-autoconfig")
 	}
 	if fs.ProjectID != "" {
