@@ -2,12 +2,14 @@ package bucket
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/redact"
 	"github.com/agentbox-dev/agentbox/mount"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -77,4 +79,25 @@ func relName(prefix, key string) string {
 		return key
 	}
 	return strings.TrimPrefix(key, prefix+"/")
+}
+
+// explain is the error of op on the object name of the filesystem fsys,
+// which failed with err: of the given kind (an error to match, nil for
+// none), with the filesystem named and its credentials taken out.
+func explain(op, name string, fsys interface {
+	String() string
+	Secrets() []string
+}, kind, err error) error {
+	msg := redact.Text(err.Error(), fsys.Secrets()...)
+	where := fsys.String()
+	if name != "" {
+		where += " " + name
+	}
+	if kind != nil {
+		return fmt.Errorf("%s %s: %w (%s)", op, where, kind, msg)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s %s: %w", op, where, err)
+	}
+	return fmt.Errorf("%s %s: %s", op, where, msg)
 }

@@ -66,18 +66,7 @@ func (b *gcsBucket) err(op, name string, err error) error {
 	case errors.As(err, &gerr) && gerr.Code == http.StatusNotFound && strings.Contains(strings.ToLower(gerr.Message), "bucket"):
 		kind = mount.ErrBucketNotFound
 	}
-	msg := redact.Text(err.Error(), b.fs.Secrets()...)
-	where := b.fs.String()
-	if name != "" {
-		where += " " + name
-	}
-	if kind != nil {
-		return fmt.Errorf("%s %s: %w (%s)", op, where, kind, msg)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s %s: %w", op, where, err)
-	}
-	return fmt.Errorf("%s %s: %s", op, where, msg)
+	return explain(op, name, b.fs, kind, err)
 }
 
 func (b *gcsBucket) Open(ctx context.Context, name string) (io.ReadCloser, error) {

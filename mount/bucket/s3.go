@@ -2,7 +2,6 @@ package bucket
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -63,18 +62,7 @@ func (b *s3Bucket) err(op, name string, err error) error {
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken":
 		kind = mount.ErrAccessDenied
 	}
-	msg := redact.Text(err.Error(), b.fs.Secrets()...)
-	where := b.fs.String()
-	if name != "" {
-		where += " " + name
-	}
-	if kind != nil {
-		return fmt.Errorf("%s %s: %w (%s)", op, where, kind, msg)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s %s: %w", op, where, err)
-	}
-	return fmt.Errorf("%s %s: %s", op, where, msg)
+	return explain(op, name, b.fs, kind, err)
 }
 
 func (b *s3Bucket) Open(ctx context.Context, name string) (io.ReadCloser, error) {
