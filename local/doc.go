@@ -156,6 +156,11 @@
 //
 // [List], [Lookup], [StopByID] and [Remove] work on a state dir by id, from
 // any process.
+//
+// A [Pool] keeps inits started ahead of time, each in its namespaces with
+// its uid range and network link made, waiting for a configuration: a new
+// sandbox with the default network created through it ([Options].Pool)
+// takes one and skips the slowest half of a start.
 package local
 
 // Where things live (files ending in _linux.go build on Linux only):
@@ -174,6 +179,8 @@ package local
 //	prepare_linux.go    host side: the sandbox's folders, toolbox socket and bind sources
 //	control_linux.go    the host↔init control socket: initConfig, its sending and receiving
 //	hostids.go          the pool of host uid ranges in the state dir: allocation, locking, reuse
+//	pool.go             Pool: spare inits started ahead of time; pool_linux.go: starting,
+//	                    adopting and ending one
 //	userns_linux.go     user namespace: uid mapping, its owner, availability checks
 //	volume_linux.go     who owns the bound folders on the host; volumes' ID-mapped mounts
 //	init_linux.go       the init: its named setup steps, then PID 1 (toolbox server, signals, idle stop)

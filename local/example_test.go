@@ -36,3 +36,37 @@ func Example() {
 	// hello from $(hostname)
 	// example /home/agent
 }
+
+// A Pool keeps inits started ahead of time: a program that creates many
+// sandboxes (a server, an agent running one task per sandbox) creates
+// each in about half the time. It needs root.
+func ExamplePool() {
+	ctx := context.Background()
+	stateDir, _ := os.MkdirTemp("", "agentbox-example-")
+	defer os.RemoveAll(stateDir)
+
+	pool, err := local.NewPool(local.PoolOptions{StateDir: stateDir, Size: 2})
+	if err != nil {
+		fmt.Println(err) // e.g. not root
+		return
+	}
+	defer pool.Close()
+	// Optional: without it the first sandbox starts as without a pool,
+	// and the pool fills after it.
+	if err := pool.Fill(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, task := range []string{"task-1", "task-2", "task-3"} {
+		sb, err := local.New(local.Options{ID: task, StateDir: stateDir, Pool: pool})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		r, err := sb.ExecuteCommand(ctx, "echo", []string{"done:", task}, nil)
+		if err == nil {
+			fmt.Print(r.Stdout)
+		}
+		_ = sb.Destroy(ctx)
+	}
+}

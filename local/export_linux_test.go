@@ -113,3 +113,33 @@ func SaveImage(ctx context.Context, stateDir string, img *image.Image) (*image.I
 	}
 	return st.Save(ctx, &in)
 }
+
+// SetPoolTestUplink makes the spares p starts from now on link to the
+// uplink network namespace of the file path, as SetNetworkTestUplink does
+// for a sandbox; sandboxes take them when they have the same uplink.
+func SetPoolTestUplink(p *Pool, path string, resolver netip.Addr) {
+	p.netTest = netTestHooks{Uplink: path, Resolver: resolver}
+}
+
+// PoolSpare describes a spare init of a Pool.
+type PoolSpare struct {
+	PID     int    // the init's
+	Link    int    // its link, agentbox<Link>
+	FirstID int    // the first host uid of its range
+	Key     string // its range's key in the state dir's id pool
+}
+
+// PoolSpares returns the spares p holds, in the order sandboxes take them.
+func PoolSpares(p *Pool) []PoolSpare {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []PoolSpare
+	for _, sp := range p.spares {
+		s := PoolSpare{PID: sp.cmd.Process.Pid, FirstID: sp.ids.First, Key: sp.key}
+		if sp.net != nil {
+			s.Link = sp.net.Link
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -153,7 +153,7 @@ func (p *lockedPool) allocate(id string, base int, reserved []idRange) (idRange,
 	}
 	taken := append([]idRange{legacyIDs}, reserved...)
 	for other, r := range p.Ranges {
-		if _, err := os.Stat(sandboxDir(p.stateDir, other)); errors.Is(err, fs.ErrNotExist) {
+		if p.stale(other) {
 			// Its sandbox was removed without returning it (e.g. the
 			// process died halfway).
 			delete(p.Ranges, other)
@@ -223,7 +223,7 @@ func (p *lockedPool) reserve(id string, r idRange) error {
 		if other == id || !o.overlaps(r) || (o == legacyIDs && r == legacyIDs) {
 			continue
 		}
-		if _, err := os.Stat(sandboxDir(p.stateDir, other)); errors.Is(err, fs.ErrNotExist) {
+		if p.stale(other) {
 			delete(p.Ranges, other)
 			continue
 		}
@@ -232,6 +232,38 @@ func (p *lockedPool) reserve(id string, r idRange) error {
 	p.Ranges[id] = r
 	p.changed = true
 	return nil
+}
+
+// stale reports whether the range of key is left by a sandbox that no
+// longer exists, or by a spare init (Pool) of a process that ended.
+func (p *lockedPool) stale(key string) bool {
+	if strings.HasPrefix(key, sparePrefix) {
+		return !spareKeyLive(key)
+	}
+	_, err := os.Stat(sandboxDir(p.stateDir, key))
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// claimHostIDs gives the new sandbox id the range of the spare init key
+// (see Pool) and returns it.
+func claimHostIDs(ctx context.Context, stateDir, key, id string) (idRange, error) {
+	p, err := openPool(ctx, stateDir)
+	if err != nil {
+		return idRange{}, err
+	}
+	r, ok := p.Ranges[key]
+	if ok {
+		delete(p.Ranges, key)
+		p.Ranges[id] = r
+		p.changed = true
+	}
+	if err := p.close(); err != nil {
+		return idRange{}, err
+	}
+	if !ok {
+		return idRange{}, fmt.Errorf("host uid range of a spare init: not in the pool of %s (%s was edited or lost)", stateDir, hostIDsFile)
+	}
+	return r, nil
 }
 
 // releaseHostIDs returns the range of the removed sandbox id to the pool

@@ -232,3 +232,52 @@ func BenchmarkAllocateRelease(b *testing.B) {
 		}
 	}
 }
+
+// TestPoolSpareKeys: a spare init's range (Pool) has no sandbox folder yet
+// is kept while the process that started the spare runs, reclaimed once
+// it has ended, and passed to the sandbox that takes the spare.
+func TestPoolSpareKeys(t *testing.T) {
+	const base = 1 << 16
+	stateDir := poolStateDir(t, "x")
+	live, dead := spareKey(), sparePrefix+"999999999:1:00"
+	if !spareKeyLive(live) || spareKeyLive(dead) || spareKeyLive(sparePrefix+"nonsense") {
+		t.Fatalf("spareKeyLive: own %v, dead %v", spareKeyLive(live), spareKeyLive(dead))
+	}
+	rl, err := allocateWith(t, stateDir, live, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := allocateWith(t, stateDir, dead, base, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The next allocation reclaims the dead process's range, not the
+	// live one's.
+	rx, err := allocateWith(t, stateDir, "x", base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pool idPool
+	if err := readJSON(filepath.Join(stateDir, hostIDsFile), &pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pool.Ranges[dead]; ok {
+		t.Errorf("the range of a dead process's spare was kept: %v", pool.Ranges)
+	}
+	if pool.Ranges[live] != rl || rx == rl {
+		t.Errorf("the live spare's range %+v: pool %v, x got %+v", rl, pool.Ranges, rx)
+	}
+	got, err := claimHostIDs(context.Background(), stateDir, live, "y")
+	if err != nil || got != rl {
+		t.Fatalf("claim: %+v %v, want %+v", got, err, rl)
+	}
+	pool = idPool{}
+	if err := readJSON(filepath.Join(stateDir, hostIDsFile), &pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pool.Ranges[live]; ok || pool.Ranges["y"] != rl {
+		t.Errorf("after the claim: %v", pool.Ranges)
+	}
+	if _, err := claimHostIDs(context.Background(), stateDir, live, "z"); err == nil || !strings.Contains(err.Error(), "spare init") {
+		t.Errorf("claiming a range twice: %v", err)
+	}
+}

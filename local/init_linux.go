@@ -23,6 +23,13 @@ import (
 // init.
 const initEnv = "_AGENTBOX_SANDBOX_INIT"
 
+// initSpare is initEnv's value for the spare init of a Pool, which says
+// spareWaiting on its control socket once it waits for its configuration.
+const (
+	initSpare    = "spare"
+	spareWaiting = "waiting"
+)
+
 // initTmpDir is the init's TMPDIR inside the sandbox, bound from the
 // toolboxDir folder of the sandbox's state folder.
 const initTmpDir = "/run/agentbox"
@@ -31,11 +38,18 @@ const initTmpDir = "/run/agentbox"
 // reads its configuration, runs the steps of initSteps in order, then
 // serves as the sandbox's PID 1 until it stops, and exits.
 func initMain() {
-	if _, ok := os.LookupEnv(initEnv); !ok {
+	kind, ok := os.LookupEnv(initEnv)
+	if !ok {
 		return
 	}
 	os.Unsetenv(initEnv)
 	ctl := os.NewFile(fdControl, "control")
+	if kind == initSpare {
+		// A Pool's spare: the host waits for this before it counts it.
+		if _, err := ctl.Write([]byte(spareWaiting)); err != nil {
+			os.Exit(1)
+		}
+	}
 	cfg, fds, err := receiveConfig(ctl)
 	if err != nil {
 		initFail(ctl, err)

@@ -31,13 +31,32 @@ const readyTimeout = 30 * time.Second
 // egress proxy serve it, with a DomainAllowList) and records it in m. On
 // failure the caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
+	pool := s.opts.Pool
+	sp := pool.take(s, m)
+	if pool != nil && pool.fits(s, m) {
+		// Replace the spare taken (or fill the pool for the next
+		// sandbox) once this one is up, not while it starts.
+		defer pool.refill()
+	}
+	adopted := false // the spare is the sandbox's init: killInit ends it
+	defer func() {
+		if sp != nil && !adopted {
+			_ = sp.destroy(context.WithoutCancel(ctx), s.opts.StateDir)
+		}
+	}()
 	// The host id range and the limits (cgroups, disk image) are
 	// independent: each waits for locks and the kernel.
 	var ids *idRange
 	idsDone := make(chan error, 1)
 	go func() {
 		var err error
-		ids, err = hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+		if sp != nil {
+			var r idRange
+			r, err = claimHostIDs(ctx, s.opts.StateDir, sp.key, m.ID)
+			ids = &r
+		} else {
+			ids, err = hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+		}
 		idsDone <- err
 	}()
 	cg, err := s.limit(dir, m)
@@ -60,11 +79,27 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	s.mu.Lock()
 	s.proxyEnv = m.ProxyEnv
 	s.mu.Unlock()
-	cmd, ready, err := launch(ctx, dir, m, cg, disk, s.opts.StateDir)
-	if err != nil {
-		return err
+	var cmd *exec.Cmd
+	var ready func() (initAnswer, error)
+	if sp != nil {
+		// The spare's link is the sandbox's from now on: killInit
+		// removes it if the start fails.
+		cmd, m.Network, adopted = sp.cmd, sp.net, true
+		s.mu.Lock()
+		s.waits = append(s.waits, sp.done)
+		s.mu.Unlock()
+		ready, err = sp.adopt(ctx, dir, m, cg, disk, s.opts.StateDir)
+		if err != nil {
+			<-sp.done
+			return err
+		}
+	} else {
+		cmd, ready, err = launch(ctx, dir, m, cg, disk, s.opts.StateDir)
+		if err != nil {
+			return err
+		}
+		s.reap(cmd)
 	}
-	s.reap(cmd)
 	pid := cmd.Process.Pid
 	st, _ := procStartTime(pid)
 	m.Init = &initRecord{PID: pid, StartTime: st}

@@ -61,9 +61,15 @@ func (s *Sandbox) newNetRecord(c *Config) *netRecord {
 	if !c.ownNetwork() || !hostMakesNetns() {
 		return nil
 	}
-	r := &netRecord{Uplink: s.netTest.Uplink}
-	if s.netTest.Resolver.IsValid() {
-		r.Resolver = s.netTest.Resolver.String()
+	return netRecordFor(s.netTest)
+}
+
+// netRecordFor returns the record of a network the host is about to make,
+// linked to the uplink of t (the host's unless a test says otherwise).
+func netRecordFor(t netTestHooks) *netRecord {
+	r := &netRecord{Uplink: t.Uplink}
+	if t.Resolver.IsValid() {
+		r.Resolver = t.Resolver.String()
 	}
 	return r
 }

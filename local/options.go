@@ -76,6 +76,10 @@ type Options struct {
 	// Mount adjusts how the FUSE tools of mounts made through this handle
 	// run (Sandbox.Mount). Per handle.
 	Mount MountOptions
+	// Pool, when set, gives the sandbox, if it is new and its settings
+	// allow, an init started ahead of time (see Pool): a faster create.
+	// The pool must serve StateDir. Per handle.
+	Pool *Pool
 
 	// Config shapes the sandbox when it is created.
 	Config
@@ -315,18 +319,10 @@ func (o Options) normalize() (Options, error) {
 	if err := ValidateID(o.ID); err != nil {
 		return o, err
 	}
-	if o.StateDir == "" {
-		d, err := DefaultStateDir()
-		if err != nil {
-			return o, err
-		}
-		o.StateDir = d
+	var err error
+	if o.StateDir, err = absStateDir(o.StateDir); err != nil {
+		return o, err
 	}
-	abs, err := filepath.Abs(o.StateDir)
-	if err != nil {
-		return o, fmt.Errorf("%w: state dir %q: %v", sandbox.ErrInvalidArgument, o.StateDir, err)
-	}
-	o.StateDir = abs
 	if o.Timeout < 0 {
 		return o, fmt.Errorf("%w: negative Timeout %v", sandbox.ErrInvalidArgument, o.Timeout)
 	}
@@ -339,8 +335,27 @@ func (o Options) normalize() (Options, error) {
 	if err := validHostIDBase(o.HostIDBase); err != nil {
 		return o, fmt.Errorf("%w: %v", sandbox.ErrInvalidArgument, err)
 	}
+	if o.Pool != nil && (o.Pool.stateDir != o.StateDir || o.Pool.base != o.HostIDBase) {
+		return o, fmt.Errorf("%w: Options.Pool serves the state dir %s (HostIDBase %d), not %s (HostIDBase %d): use a pool made for this state dir", sandbox.ErrInvalidArgument, o.Pool.stateDir, o.Pool.base, o.StateDir, o.HostIDBase)
+	}
 	o.Config, err = o.Config.normalize()
 	return o, err
+}
+
+// absStateDir returns the absolute path of the state dir d
+// (DefaultStateDir when empty).
+func absStateDir(d string) (string, error) {
+	if d == "" {
+		var err error
+		if d, err = DefaultStateDir(); err != nil {
+			return "", err
+		}
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return "", fmt.Errorf("%w: state dir %q: %v", sandbox.ErrInvalidArgument, d, err)
+	}
+	return abs, nil
 }
 
 // normalize fills the defaults of c and validates it. It does no I/O.

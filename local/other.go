@@ -116,3 +116,15 @@ func unmountRecord(context.Context, string, *meta, *mountRecord) error { return 
 
 // stopMounts does nothing: no FUSE tool runs here.
 func stopMounts(context.Context, string, *meta) {}
+
+// spare is never made here: no init runs.
+type spare struct{}
+
+// poolAvailable fails: local sandboxes need Linux.
+func poolAvailable() error { return checkPlatform(runtime.GOOS) }
+
+// startSpare fails: local sandboxes need Linux.
+func startSpare(context.Context, *Pool) (*spare, error) { return nil, checkPlatform(runtime.GOOS) }
+
+func (*spare) alive() bool                           { return false }
+func (*spare) destroy(context.Context, string) error { return nil }

@@ -16,6 +16,7 @@ import (
 // state dir, under the server's sandbox ids.
 type localEngine struct {
 	stateDir string
+	pool     *local.Pool // nil: none (Options.PoolSize)
 }
 
 func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, error), error) {
@@ -26,6 +27,7 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 	sb, err := local.New(local.Options{
 		ID:       id,
 		StateDir: e.stateDir,
+		Pool:     e.pool,
 		Config: local.Config{
 			Name:     sp.name,
 			User:     sp.user,
