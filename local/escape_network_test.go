@@ -496,6 +496,13 @@ func TestNetworkHostUplink(t *testing.T) {
 	if _, err := netlink.LinkByName("agentbox" + strconv.Itoa(n)); err == nil {
 		t.Errorf("the link agentbox%d outlived the sandbox", n)
 	}
+	// Other packages' tests make and remove host links meanwhile: look
+	// under the uplink's lock, which agentbox holds while it changes the
+	// uplink (a link removed, forwarding not yet restored, is mid-change).
+	ns, err := os.Open("/proc/self/ns/net")
+	must(t, err)
+	defer ns.Close()
+	must(t, unix.Flock(int(ns.Fd()), unix.LOCK_EX))
 	links, _ := netlink.LinkList()
 	for _, l := range links {
 		if strings.HasPrefix(l.Attrs().Name, "agentbox") {
