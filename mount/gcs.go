@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // GCSFilesystem is a Google Cloud Storage bucket.
@@ -136,12 +137,12 @@ func (fs GCSFilesystem) Secrets() []string {
 // gcsBucketName is Google's rule for bucket names (without dots' 222-byte
 // form): 3 to 63 lower-case letters, digits, dots, hyphens and
 // underscores, beginning and ending with a letter or digit.
-var gcsBucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9._\-]{1,61}[a-z0-9]$`)
+var gcsBucketName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._\-]{1,61}[a-z0-9]$`) })
 
 // Validate checks the bucket name, the key (JSON of a service account),
 // the endpoint and the prefix.
 func (fs GCSFilesystem) Validate() error {
-	if !gcsBucketName.MatchString(fs.Bucket) {
+	if !gcsBucketName().MatchString(fs.Bucket) {
 		return invalid("GCS bucket name %q: it must be 3 to 63 lower-case letters, digits, dots, hyphens or underscores, beginning and ending with a letter or digit", fs.Bucket)
 	}
 	if len(fs.Credentials) > 0 {

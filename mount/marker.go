@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -109,14 +110,14 @@ func ParseMarker(content string) (path, configHash string, ok bool) {
 }
 
 // safePath is Mastra's rule for mount paths.
-var safePath = regexp.MustCompile(`^/[A-Za-z0-9_.\-/]+$`)
+var safePath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/[A-Za-z0-9_.\-/]+$`) })
 
 // ValidatePath checks that p is a safe mount path: absolute, of letters,
 // digits, '_', '.', '-' and '/', without empty, '.' or '..' segments, and
 // not "/" or a system folder (/proc, /sys, /dev, /etc, /usr, /bin, /sbin,
 // /lib*, /boot, /run, /var, /tmp itself).
 func ValidatePath(p string) error {
-	if !safePath.MatchString(p) {
+	if !safePath().MatchString(p) {
 		return invalid("mount path %q must be an absolute path of letters, digits, '-', '.', '_' and '/' only (and not /)", p)
 	}
 	clean := strings.TrimSuffix(p, "/")

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // S3Filesystem is a bucket of AWS S3 or of an S3-compatible service
@@ -137,13 +138,13 @@ func (fs S3Filesystem) Secrets() []string {
 
 // s3BucketName is the S3 rule for bucket names: 3 to 63 lower-case letters,
 // digits, dots and hyphens, beginning and ending with a letter or digit.
-var s3BucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$`)
+var s3BucketName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$`) })
 
 // Validate checks the filesystem, as Mastra does before mounting: the
 // bucket name, the endpoint URL, the prefix and that the credentials come
 // together.
 func (fs S3Filesystem) Validate() error {
-	if !s3BucketName.MatchString(fs.Bucket) {
+	if !s3BucketName().MatchString(fs.Bucket) {
 		return invalid("S3 bucket name %q: it must be 3 to 63 lower-case letters, digits, dots or hyphens, beginning and ending with a letter or digit", fs.Bucket)
 	}
 	if (fs.AccessKeyID == "") != (fs.SecretAccessKey == "") {

@@ -175,11 +175,13 @@ func (tn *tunnel) silence() {
 
 // requestLinePattern matches an HTTP/1.x or HTTP/2 request line. A method
 // is any token (RFC 9110 §5.6.2): servers take "get" for a method too.
-var requestLinePattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,20} [!-~]+ HTTP/([12])\\.\\d\r?\n$")
+var requestLinePattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,20} [!-~]+ HTTP/([12])\\.\\d\r?\n$")
+})
 
 // methodPrefix matches the start of a request line, a method token and a
 // space, or what could still become one.
-var methodPrefix = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,20}( |$)")
+var methodPrefix = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,20}( |$)") })
 
 // requestLine tells whether the client's next line, after any empty
 // lines (which servers skip), is an HTTP/1.x request line, the HTTP/2
@@ -189,14 +191,14 @@ func requestLine(br *bufio.Reader) streamKind {
 	for {
 		b, _ := br.Peek(br.Buffered())
 		line := bytes.TrimLeft(b, "\r\n")
-		m := methodPrefix.FindSubmatch(line)
+		m := methodPrefix().FindSubmatch(line)
 		switch {
 		case len(line) == 0: // empty lines so far
 		case m == nil:
 			return opaque
 		case len(m[1]) == 1: // "METHOD ": a text line follows; read it whole
 			if i := bytes.IndexByte(line, '\n'); i >= 0 {
-				switch v := requestLinePattern.FindSubmatch(line[:i+1]); {
+				switch v := requestLinePattern().FindSubmatch(line[:i+1]); {
 				case v == nil:
 					return opaque
 				case v[1][0] == '2':

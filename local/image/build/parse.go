@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // ErrUnsupported is matched (errors.Is) by the error about an instruction,
@@ -93,7 +94,9 @@ var refusedFlags = map[string]string{
 	"keep-git-dir": "ADD --keep-git-dir: ADD does not fetch git repositories",
 }
 
-var directiveRE = regexp.MustCompile(`^#[ \t]*([a-zA-Z][a-zA-Z0-9]*)[ \t]*=[ \t]*(.*?)[ \t]*$`)
+var directiveRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^#[ \t]*([a-zA-Z][a-zA-Z0-9]*)[ \t]*=[ \t]*(.*?)[ \t]*$`)
+})
 
 // Parse reads a Dockerfile: parser directives (escape, syntax), comments,
 // line continuations and the instructions agentbox builds (FROM, RUN, CMD,
@@ -117,7 +120,7 @@ func Parse(r io.Reader) (*Dockerfile, error) {
 			line = strings.TrimPrefix(line, "\ufeff")
 		}
 		if directives {
-			if m := directiveRE.FindStringSubmatch(line); m != nil {
+			if m := directiveRE().FindStringSubmatch(line); m != nil {
 				name := strings.ToLower(m[1])
 				if name == "escape" || name == "syntax" || name == "check" {
 					if seen[name] {

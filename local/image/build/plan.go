@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentbox-dev/agentbox/local/image"
 )
@@ -335,12 +336,12 @@ func validName(n string) bool {
 	return n != ""
 }
 
-var portRE = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(/(tcp|udp|sctp))?$`)
+var portRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+(-[0-9]+)?(/(tcp|udp|sctp))?$`) })
 
 // checkPorts checks the ports of EXPOSE.
 func checkPorts(ports []string) error {
 	for _, p := range ports {
-		if !portRE.MatchString(strings.ToLower(p)) {
+		if !portRE().MatchString(strings.ToLower(p)) {
 			return fmt.Errorf("invalid port %q: write PORT or PORT/tcp, PORT/udp", p)
 		}
 	}
