@@ -322,6 +322,12 @@ func (s *Sandbox) Instructions() string {
 	return strings.Join(parts, " ")
 }
 
+// Detach releases this handle and leaves the background processes spawned
+// through it running, for any later handle (in this process or another)
+// to reach by id through its Processes. It is Close: a Daytona handle
+// never kills its processes when released.
+func (s *Sandbox) Detach(ctx context.Context) error { return s.Close(ctx) }
+
 // Close releases this handle: it detaches from the background processes
 // (which keep running in the sandbox) and closes its connections. The
 // sandbox keeps running.

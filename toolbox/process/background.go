@@ -356,9 +356,8 @@ func (m *Manager) current(ctx context.Context, pid string) (p *bgProcess, held b
 	if _, exited := p.ExitCode(); !exited {
 		return p, true, nil
 	}
-	if p.sessionDeleted() {
-		return p, false, nil
-	}
+	// Asked even when this Manager deleted the session: the id was free
+	// from then on, and a later spawn (of any handle) may have taken it.
 	switch st, err := m.sessionOf(ctx, p); {
 	case err != nil:
 		return nil, false, err
