@@ -26,6 +26,10 @@ import (
 // is up. A sandbox that cannot take a spare starts as it would without the
 // pool.
 //
+// The host's process list shows a sandbox's init as "agentbox-init ID";
+// one that was a spare shows as "agentbox-init" alone: its id was not
+// known when it started.
+//
 // A sandbox takes a spare when it is new (not a restart of a stopped one)
 // and has the default network (the public internet only: no
 // NetworkBlockAll, NetworkAllowList, DomainAllowList or HostNetwork);
