@@ -143,6 +143,9 @@
 //	                             egress-log.json (DomainAllowList)
 //	                             (with a disk limit, all but toolbox/ on disk.img)
 //	<StateDir>/templates/        formatted disk images that new ones copy
+//	<StateDir>/hostroot/<sum>/   base layers of roots made of the host's folders, one per
+//	                             state of the host's /etc; once /etc changes, those no
+//	                             sandbox records go (as root)
 //	<StateDir>/volumes/<name>/   named volumes, shareable between sandboxes
 //	<StateDir>/hostids.json      the host uid ranges of the sandboxes (as root)
 //	<StateDir>/egress-proxy.sock the shared egress proxy's control socket, and its lock
@@ -159,7 +162,7 @@
 //
 // A [Pool] keeps inits started ahead of time, each in its namespaces with
 // its uid range and network link made, waiting for a configuration: a new
-// sandbox with the default network created through it ([Options].Pool)
+// sandbox created through it ([Options].Pool)
 // takes one and skips the slowest half of a start.
 package local
 

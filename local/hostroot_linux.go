@@ -91,9 +91,9 @@ type hostBaseCurrent struct {
 // is now, making it in dir when no sandbox made it before.
 func hostBase(dir string) (string, error) {
 	record := filepath.Join(dir, "current.json")
-	if b, err := os.ReadFile(record); err == nil {
-		var cur hostBaseCurrent
-		if json.Unmarshal(b, &cur) == nil && cur.Base != "" && !strings.ContainsAny(cur.Base, "/.") && time.Since(cur.Checked).Abs() < hostBaseFresh {
+	var cur hostBaseCurrent
+	if b, err := os.ReadFile(record); err == nil && json.Unmarshal(b, &cur) == nil && cur.Base != "" && !strings.ContainsAny(cur.Base, "/.") {
+		if time.Since(cur.Checked).Abs() < hostBaseFresh {
 			if _, err := os.Stat(filepath.Join(dir, cur.Base)); err == nil {
 				return filepath.Join(dir, cur.Base), nil
 			}
@@ -109,7 +109,59 @@ func hostBase(dir string) (string, error) {
 	}
 	// A lost record only costs the next create a walk of /etc.
 	_ = atomicfile.WriteJSON(record, hostBaseCurrent{Base: sum, Checked: time.Now()})
+	if cur.Base != "" && cur.Base != sum {
+		// The host's /etc changed: the bases no sandbox uses go.
+		pruneHostBases(filepath.Dir(dir), sum, cur)
+	}
 	return final, nil
+}
+
+// hostBaseKeep is how long after it was last handed out a base layer that
+// is no longer the current one is kept even when no sandbox records it: a
+// create that got it may not have written its metadata yet.
+const hostBaseKeep = 5 * time.Minute
+
+// pruneHostBases removes the base layers of host roots in stateDir that no
+// sandbox's metadata records, but current and prev (the base current
+// before) while prev was handed out within hostBaseKeep. Base layers are
+// copies of /etc, one per state of the host's /etc; a sandbox keeps the
+// one it was created with, stopped included, so that its root stays as it
+// was. Best effort: a base it cannot tell unused, or remove, stays.
+func pruneHostBases(stateDir, current string, prev hostBaseCurrent) {
+	dir := filepath.Join(stateDir, hostBaseDir)
+	used := map[string]bool{current: true}
+	if time.Since(prev.Checked) < hostBaseKeep {
+		used[prev.Base] = true
+	}
+	ents, err := os.ReadDir(filepath.Join(stateDir, sandboxesDir))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		m, err := readMeta(filepath.Join(stateDir, sandboxesDir, e.Name()))
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				return // unreadable: it may record any base
+			}
+			continue // a folder being made or removed: no root yet, or none any more
+		}
+		if r := m.Root; r != nil && r.Host && len(r.Layers) > 0 && filepath.Dir(r.Layers[0]) == dir {
+			used[filepath.Base(r.Layers[0])] = true
+		}
+	}
+	bases, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, b := range bases {
+		if !b.IsDir() || strings.HasPrefix(b.Name(), ".") || used[b.Name()] {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(dir, b.Name()))
+	}
 }
 
 // makeHostBaseOnce returns the base layer named sum in dir, making it

@@ -84,7 +84,16 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	if sp != nil {
 		// The spare's link is the sandbox's from now on: killInit
 		// removes it if the start fails.
-		cmd, m.Network, adopted = sp.cmd, sp.net, true
+		m.Network = sp.net
+		if networkMode(&m.Config) != sandbox.NetworkPublic {
+			// The spare has the default network's link and firewall:
+			// this sandbox's policy replaces them, as a live change
+			// would, before the init runs anything.
+			if err := s.applyLink(ctx, m, m.Config); err != nil {
+				return err
+			}
+		}
+		cmd, adopted = sp.cmd, true
 		s.mu.Lock()
 		s.waits = append(s.waits, sp.done)
 		s.mu.Unlock()

@@ -31,11 +31,14 @@ import (
 // known when it started.
 //
 // A sandbox takes a spare when it is new (not a restart of a stopped one)
-// and has the default network (the public internet only: no
-// NetworkBlockAll, NetworkAllowList, DomainAllowList or HostNetwork);
-// every other setting (image, limits, volumes, user …) is applied to the
-// spare as it would be to a new init. A Pool needs root, as the
-// sandboxes' own uid ranges and host-made network namespaces do.
+// and has a network of its own (not HostNetwork); every other setting
+// (image, limits, volumes, user …) is applied to the spare as it would be
+// to a new init. A spare's firewall is the default network's: a sandbox
+// with NetworkBlockAll, NetworkAllowList or DomainAllowList has its policy
+// put in place, as UpdateNetworkSettings would, before its init runs
+// anything (a few milliseconds more than the default network's). A Pool
+// needs root, as the sandboxes' own uid ranges and host-made network
+// namespaces do.
 //
 // While it holds spares, the host has their links (agentbox<n>) and
 // firewall tables, and their uid ranges are recorded in the state dir as
@@ -205,7 +208,7 @@ func (p *Pool) take(s *Sandbox, m *meta) *spare {
 // fits reports whether the new sandbox m of handle s may take a spare.
 func (p *Pool) fits(s *Sandbox, m *meta) bool {
 	return s.opts.StateDir == p.stateDir && s.opts.HostIDBase == p.base && s.netTest == p.netTest &&
-		m.HostIDs == nil && networkMode(&m.Config) == sandbox.NetworkPublic && len(m.Ports) == 0
+		m.HostIDs == nil && networkMode(&m.Config) != sandbox.NetworkHost
 }
 
 // Close ends the pool's spare inits and returns their links, firewall

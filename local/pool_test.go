@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,31 +147,54 @@ func TestSparePoolTake(t *testing.T) {
 	}
 }
 
-// TestSparePoolFits: a sandbox whose network is not the default one, or
-// that restarts, starts as without the pool and leaves the spare.
+// TestSparePoolFits: a sandbox with another network mode takes a spare and
+// gets its own policy before it runs anything; one with the host's network,
+// or that restarts, starts as without the pool and leaves the spares.
 func TestSparePoolFits(t *testing.T) {
-	pl := newPoolLab(t, 1)
-	spare := local.PoolSpares(pl.pool)[0]
-	for _, c := range []local.Config{{NetworkBlockAll: true}, {NetworkAllowList: "203.0.113.0/24"}} {
-		sb := pl.sandbox(t, c)
-		if local.InitPID(sb) == spare.PID {
-			t.Errorf("a sandbox with %+v took the spare", c)
-		}
-		if got := mustRun(t, sb, "echo hi"); got != "hi\n" {
-			t.Errorf("a sandbox with %+v: %q", c, got)
+	pl := newPoolLab(t, 2)
+	spares := local.PoolSpares(pl.pool)
+	blocked := pl.sandbox(t, local.Config{NetworkBlockAll: true})
+	if local.InitPID(blocked) != spares[0].PID {
+		t.Errorf("a NetworkBlockAll sandbox did not take the spare")
+	}
+	if local.NetworkLink(blocked) != 0 || pl.uplinkLinks(t)[spares[0].Link] {
+		t.Errorf("a NetworkBlockAll sandbox kept the spare's link agentbox%d", spares[0].Link)
+	}
+	if got := strings.TrimSpace(mustRun(t, blocked, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")); got != "lo" {
+		t.Errorf("interfaces of a blocked pooled sandbox: %q, want lo only", got)
+	}
+	if got := runProbe(t, blocked, "tcp", addrPort(labPublic4, pl.lab.Port)); got != "ENETUNREACH" {
+		t.Errorf("the internet from a blocked pooled sandbox: %s, want ENETUNREACH", got)
+	}
+	listed := pl.sandbox(t, local.Config{NetworkAllowList: "203.0.113.11/32"})
+	if local.InitPID(listed) != spares[1].PID || local.NetworkLink(listed) != spares[1].Link {
+		t.Errorf("a NetworkAllowList sandbox did not take the spare with its link")
+	}
+	for _, c := range []struct {
+		to   netip.Addr
+		want string
+	}{{labPublic4b, "ok"}, {labPublic4, refusedTCP}} {
+		if got := runProbe(t, listed, "tcp", addrPort(c.to, pl.lab.Port)); got != c.want {
+			t.Errorf("%s from a pooled sandbox allowed 203.0.113.11 only: %s, want %s", c.to, got, c.want)
 		}
 	}
+	must(t, pl.pool.Fill(context.Background()))
+	spares = local.PoolSpares(pl.pool)
+	host := pl.sandbox(t, local.Config{HostNetwork: true})
+	if pid := local.InitPID(host); pid == spares[0].PID || pid == spares[1].PID {
+		t.Errorf("a HostNetwork sandbox took a spare")
+	}
 	sb := pl.sandbox(t, local.Config{})
-	if local.InitPID(sb) != spare.PID {
+	if local.InitPID(sb) != spares[0].PID {
 		t.Fatalf("the default sandbox did not take the spare")
 	}
 	must(t, sb.Stop(context.Background()))
 	must(t, pl.pool.Fill(context.Background()))
-	next := local.PoolSpares(pl.pool)[0]
+	spares = local.PoolSpares(pl.pool)
 	if _, err := sb.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if local.InitPID(sb) == next.PID {
+	if pid := local.InitPID(sb); pid == spares[0].PID || pid == spares[1].PID {
 		t.Errorf("a restarted sandbox took a spare: it keeps its own range")
 	}
 	if got := mustRun(t, sb, "echo again"); got != "again\n" {
@@ -293,4 +317,31 @@ func readIDPool(t *testing.T, stateDir string) map[string]int {
 		out[k] = r.First
 	}
 	return out
+}
+
+// TestSparePoolDomainAllowList: a sandbox with a domain allow list takes a
+// spare, loses its link and reaches the listed name through the egress
+// proxy only.
+func TestSparePoolDomainAllowList(t *testing.T) {
+	skipUnless(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
+	port := originServer(t)
+	pl := newPoolLab(t, 1)
+	spare := local.PoolSpares(pl.pool)[0]
+	c := local.Config{DomainAllowList: "allowed.test"}
+	c.Volumes = probeConfig(c.Confinement).Volumes
+	sb := openSandbox(t, local.Options{StateDir: pl.stateDir, Pool: pl.pool, Config: c})
+	local.SetNetworkTestUplink(sb, pl.lab.UplinkPath, labResolver)
+	local.SetEgressTestHooks(sb, testHosts, true)
+	if _, err := sb.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if local.InitPID(sb) != spare.PID || local.NetworkLink(sb) != 0 {
+		t.Errorf("a DomainAllowList sandbox: init %d link %d, want the spare's init %d and no link", local.InitPID(sb), local.NetworkLink(sb), spare.PID)
+	}
+	if code, out := curl(t, sb, "http://allowed.test:"+port+"/a"); code != 0 || out != "origin /a host=allowed.test:"+port {
+		t.Errorf("the listed name through the proxy: exit %d %q", code, out)
+	}
+	if got := runProbe(t, sb, "tcp", addrPort(labPublic4, pl.lab.Port)); got != "ENETUNREACH" {
+		t.Errorf("a direct connection with the domain list: %s, want ENETUNREACH", got)
+	}
 }

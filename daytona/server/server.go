@@ -60,8 +60,8 @@ type Options struct {
 	// request counts. Nil: none.
 	Knobs *Knobs
 	// PoolSize is how many sandbox inits the server keeps started ahead
-	// of time (a local.Pool), so that creating a sandbox with the default
-	// network takes about half the time. 0: none. Needs root.
+	// of time (a local.Pool), so that creating a sandbox takes about half
+	// the time. 0: none. Needs root.
 	PoolSize int
 }
 

@@ -78,8 +78,8 @@ which other users can read in the process list). Without any, serve accepts
 any request, so it listens on loopback only.
 
 With --pool N (as root) serve keeps N sandbox inits started ahead of time,
-each in namespaces of its own with its network link made: a new sandbox with
-the default network takes one and starts in about half the time; serve
+each in namespaces of its own with its network link made: a new sandbox
+takes one and starts in about half the time; serve
 starts a replacement once it is up. Each spare holds a host uid range, a
 network link and an idle process until serve stops.
 
