@@ -25,7 +25,10 @@ func (localEngine) DefaultStateDirHelp() string {
 func (localEngine) CheckStateDir(stateDir string) error { return local.CheckStateDir(stateDir) }
 
 func (localEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
-	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{NetworkBlockAll: o.NetworkBlockAll, Image: o.Image, Snapshot: o.Snapshot}})
+	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{
+		NetworkBlockAll: o.NetworkBlockAll, Image: o.Image, Snapshot: o.Snapshot, ReadOnlyRoot: o.ReadOnlyRoot,
+		Confinement: local.Confinement{AllowFUSE: o.AllowFUSE},
+	}})
 	if err != nil {
 		return nil, err
 	}

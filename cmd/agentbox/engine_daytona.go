@@ -33,6 +33,10 @@ type daytonaBox struct{ *daytona.Sandbox }
 func (b daytonaBox) Detach(ctx context.Context) error { return b.Close(ctx) }
 
 func (daytonaEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
+	if o.ReadOnlyRoot {
+		return nil, fmt.Errorf("%w: --read-only-root is the local engine's: a Daytona sandbox's root is its image's, writable", sandbox.ErrInvalidArgument)
+	}
+	// AllowFUSE: Daytona's sandboxes allow FUSE mounts already.
 	s, err := daytona.New(daytona.Options{ID: o.ID, Image: o.Image, Snapshot: o.Snapshot, NetworkBlockAll: o.NetworkBlockAll})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -402,4 +403,40 @@ func TestGitCloneLocal(t *testing.T) {
 	if r := e.run("", "exec", "--", "test", "-e", "gone"); r.code != 1 {
 		t.Fatalf("a failed clone left its folder: %+v", r)
 	}
+}
+
+// TestExecRootFlags: as root a new sandbox's system folders are writable
+// (its own overlay); --read-only-root makes them read-only; --allow-fuse
+// gives the sandbox /dev/fuse; asking an existing sandbox for another root
+// is refused, saying which setting differs.
+func TestExecRootFlags(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
+			t.Fatal("needs root (AGENTBOX_REQUIRE_ALL=1): a writable root and FUSE need it")
+		}
+		t.Skip("needs root: a writable root and FUSE need it")
+	}
+	e := newEnv(t)
+	const probe = "/usr/agentbox-exec-flag-probe"
+	e.must("exec", "--id", "rw", "--", "touch "+probe)
+	if exists(probe) {
+		os.Remove(probe)
+		t.Fatalf("a sandbox's write into its /usr reached the host")
+	}
+	r := e.run("", "exec", "--id", "ro", "--read-only-root", "--", "touch "+probe)
+	if r.code == 0 || !strings.Contains(r.stderr, "Read-only file system") {
+		t.Errorf("touch in /usr of a --read-only-root sandbox: %+v, want a read-only file system", r)
+	}
+	r = e.run("", "exec", "--id", "rw", "--read-only-root", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "ReadOnlyRoot") {
+		t.Errorf("--read-only-root on a sandbox made without: %+v, want a refusal naming ReadOnlyRoot", r)
+	}
+	if r := e.run("", "exec", "--id", "rw", "--", "test -e /dev/fuse"); r.code != 1 {
+		t.Errorf("/dev/fuse in a sandbox without --allow-fuse: %+v", r)
+	}
+	if !local.FUSEAvailable() {
+		t.Log("no /dev/fuse on this host: --allow-fuse not checked")
+		return
+	}
+	e.must("exec", "--id", "fuse", "--allow-fuse", "--", "test -c /dev/fuse")
 }

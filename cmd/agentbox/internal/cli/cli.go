@@ -77,6 +77,12 @@ type OpenOptions struct {
 	// Image and Snapshot make a new sandbox's root of an image or a
 	// snapshot (see local.Config); "" means the default root.
 	Image, Snapshot string
+	// ReadOnlyRoot creates a local sandbox with the host's system
+	// folders read-only and no capabilities (local.Config.ReadOnlyRoot).
+	ReadOnlyRoot bool
+	// AllowFUSE lets a new local sandbox's commands mount FUSE file
+	// systems (local.Confinement.AllowFUSE).
+	AllowFUSE bool
 }
 
 // Box is an opened sandbox: the engine-neutral contract, whose

@@ -69,11 +69,13 @@ func (f *commandFlags) options() (*sandbox.ExecOptions, error) {
 
 func (a *app) execCommand() *cobra.Command {
 	var (
-		f        commandFlags
-		blockNet bool
-		img      string
-		snap     string
-		stdin    bool
+		f            commandFlags
+		blockNet     bool
+		readOnlyRoot bool
+		allowFUSE    bool
+		img          string
+		snap         string
+		stdin        bool
 	)
 	c := &cobra.Command{
 		Use:   "exec [flags] [--] COMMAND [ARG...]",
@@ -145,6 +147,7 @@ command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 			opts.MaxRetainedBytes = streamTail
 			return out.explain(a.exec(out.ctx, cmd.ErrOrStderr(), events, OpenOptions{
 				StateDir: a.stateDir, ID: f.id, NetworkBlockAll: blockNet, Image: img, Snapshot: snap,
+				ReadOnlyRoot: readOnlyRoot, AllowFUSE: allowFUSE,
 			}, command, args, opts))
 		},
 	}
@@ -153,6 +156,8 @@ command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 	fs.BoolVarP(&stdin, "stdin", "i", false, "pass standard input to COMMAND; without COMMAND, run the script read from standard input")
 	fs.StringVar(&img, "image", "", "create the sandbox with its root made of this `IMAGE` (a registry reference, oci:DIR, a docker-save tarball or a rootfs folder; needs root); ignored for an existing sandbox unless it differs")
 	fs.StringVar(&snap, "snapshot", "", "create the sandbox from this `SNAPSHOT` (see 'agentbox snapshot ls'; needs root)")
+	fs.BoolVar(&readOnlyRoot, "read-only-root", false, "create the sandbox with the host's system folders read-only and no capabilities, instead of a writable root (local engine)")
+	fs.BoolVar(&allowFUSE, "allow-fuse", false, "create the sandbox with /dev/fuse, its commands allowed to mount FUSE file systems (s3fs, gcsfuse …; local engine, as root)")
 	fs.BoolVar(&blockNet, "block-network", false, "run without network access: create the sandbox so, or block the network of an existing one first (live; 'agentbox sandbox network ID --default' undoes it)")
 	return c
 }
