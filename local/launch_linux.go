@@ -31,9 +31,9 @@ const readyTimeout = 30 * time.Second
 // egress proxy serve it, with a DomainAllowList) and records it in m. On
 // failure the caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
-	pool := s.opts.Pool
-	sp := pool.take(s, m)
-	if pool != nil && pool.fits(s, m) {
+	var sp *spare
+	if pool := s.opts.Pool; pool != nil && pool.fits(s, m) {
+		sp = pool.take()
 		// Replace the spare taken (or fill the pool for the next
 		// sandbox) once this one is up, not while it starts.
 		defer pool.refill()
@@ -170,30 +170,21 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 	if err := checkUserns(); err != nil {
 		return nil, nil, err
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("control socket: %w", err)
-	}
-	ctl := os.NewFile(uintptr(fds[0]), "control")
-	child := os.NewFile(uintptr(fds[1]), "control-child")
-	defer child.Close()
-
-	cmd = initCommand(m, child)
 	// On v2 the init is cloned straight into its cgroup; on v1 the host
 	// moves it there while it starts.
 	cgFile := cg.openV2()
 	if cgFile != nil {
 		defer cgFile.Close()
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(cgFile.Fd())
 	}
-	nb, err := startInit(ctx, cmd, m)
+	cmd, ctl, nb, err := forkInit(ctx, m, func(cmd *exec.Cmd) {
+		if cgFile != nil {
+			cmd.SysProcAttr.UseCgroupFD = true
+			cmd.SysProcAttr.CgroupFD = int(cgFile.Fd())
+		}
+	})
 	if err != nil {
-		_ = nb.finish()
-		ctl.Close()
-		return nil, nil, startError(err, m.HostIDs)
+		return nil, nil, err
 	}
-	child.Close()
 	var moveInto *cgroupSet
 	if cgFile == nil {
 		moveInto = cg
@@ -214,6 +205,30 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 		}
 		return a, err
 	}, nil
+}
+
+// forkInit starts the init of the sandbox m, with adjust's changes to its
+// command (when not nil), and returns it with the host's end of its
+// control socket and its network's boot (see startInit).
+func forkInit(ctx context.Context, m *meta, adjust func(*exec.Cmd)) (*exec.Cmd, *os.File, *netBoot, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("control socket: %w", err)
+	}
+	ctl := os.NewFile(uintptr(fds[0]), "control")
+	child := os.NewFile(uintptr(fds[1]), "control-child")
+	defer child.Close() // the init has its copy
+	cmd := initCommand(m, child)
+	if adjust != nil {
+		adjust(cmd)
+	}
+	nb, err := startInit(ctx, cmd, m)
+	if err != nil {
+		_ = nb.finish()
+		ctl.Close()
+		return nil, nil, nil, startError(err, m.HostIDs)
+	}
+	return cmd, ctl, nb, nil
 }
 
 // initCommand returns the command of the init of the sandbox m, in its new

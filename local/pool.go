@@ -185,12 +185,9 @@ func (p *Pool) refill() {
 	})
 }
 
-// take returns a spare for the new sandbox m of handle s, removed from the
-// pool, or nil when it has none that fits.
-func (p *Pool) take(s *Sandbox, m *meta) *spare {
-	if p == nil || !p.fits(s, m) {
-		return nil
-	}
+// take returns a spare, removed from the pool, or nil when it has none;
+// the caller checked that the sandbox fits.
+func (p *Pool) take() *spare {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for !p.closed && len(p.spares) > 0 {

@@ -48,27 +48,17 @@ func startSpare(ctx context.Context, p *Pool) (*spare, error) {
 	}
 	release := func() { _ = releaseHostIDs(context.WithoutCancel(ctx), p.stateDir, key) }
 	m := &meta{ID: key, HostIDs: &ids, Network: netRecordFor(p.netTest)}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("control socket: %w", err)
-	}
-	ctl := os.NewFile(uintptr(fds[0]), "control")
-	child := os.NewFile(uintptr(fds[1]), "control-child")
-	cmd := initCommand(m, child)
-	cmd.Args = []string{"agentbox-init"} // whose sandbox is not known yet
-	for i, kv := range cmd.Env {
-		if strings.HasPrefix(kv, initEnv+"=") {
-			cmd.Env[i] = initEnv + "=" + initSpare
+	cmd, ctl, nb, err := forkInit(ctx, m, func(cmd *exec.Cmd) {
+		cmd.Args = []string{"agentbox-init"} // whose sandbox is not known yet
+		for i, kv := range cmd.Env {
+			if strings.HasPrefix(kv, initEnv+"=") {
+				cmd.Env[i] = initEnv + "=" + initSpare
+			}
 		}
-	}
-	nb, err := startInit(ctx, cmd, m)
-	child.Close()
+	})
 	if err != nil {
-		_ = nb.finish()
-		ctl.Close()
 		release()
-		return nil, startError(err, &ids)
+		return nil, err
 	}
 	sp := &spare{key: key, ids: ids, cmd: cmd, ctl: ctl, done: make(chan struct{})}
 	go func() {

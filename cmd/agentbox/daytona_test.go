@@ -25,12 +25,7 @@ import (
 // --id) and runs in it as Daytona's user; spawn, ps, logs and kill reach
 // its background processes; sandbox ls, info, stop and rm manage it.
 func TestDaytonaEngine(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("needs root (AGENTBOX_REQUIRE_ALL=1): agentbox serve's sandboxes present as Daytona's user")
-		}
-		t.Skip("needs root: agentbox serve's sandboxes present as Daytona's user")
-	}
+	requireOrSkip(t, os.Geteuid() == 0, "needs root: agentbox serve's sandboxes present as Daytona's user")
 	e := newEnv(t)
 	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}})
 	if err != nil {
@@ -95,12 +90,7 @@ func TestDaytonaEngine(t *testing.T) {
 // of it; ls and rm manage it; a failing build exits non-zero with the
 // builder's reason; --from (a sandbox's root) is refused.
 func TestDaytonaSnapshotCLI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("needs root (AGENTBOX_REQUIRE_ALL=1): agentbox serve builds images in local sandboxes")
-		}
-		t.Skip("needs root: agentbox serve builds images in local sandboxes")
-	}
+	requireOrSkip(t, os.Geteuid() == 0, "needs root: agentbox serve builds images in local sandboxes")
 	e := newEnv(t)
 	st, err := local.OpenImageStore(e.stateDir)
 	if err != nil {

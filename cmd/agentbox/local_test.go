@@ -410,12 +410,7 @@ func TestGitCloneLocal(t *testing.T) {
 // gives the sandbox /dev/fuse; asking an existing sandbox for another root
 // is refused, saying which setting differs.
 func TestExecRootFlags(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("needs root (AGENTBOX_REQUIRE_ALL=1): a writable root and FUSE need it")
-		}
-		t.Skip("needs root: a writable root and FUSE need it")
-	}
+	requireOrSkip(t, os.Geteuid() == 0, "needs root: a writable root and FUSE need it")
 	e := newEnv(t)
 	const probe = "/usr/agentbox-exec-flag-probe"
 	e.must("exec", "--id", "rw", "--", "touch "+probe)
