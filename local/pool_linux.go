@@ -109,14 +109,18 @@ func (sp *spare) awaitWaiting(ctx context.Context) error {
 	return err
 }
 
-// alive reports whether the spare's init still runs.
+// alive reports whether the spare's init still runs: it has not been
+// reaped, and its end of the control socket is open (an init that ended,
+// reaped or not yet, has closed it; a waiting one never writes).
 func (sp *spare) alive() bool {
 	select {
 	case <-sp.done:
 		return false
 	default:
-		return true
 	}
+	fds := []unix.PollFd{{Fd: int32(sp.ctl.Fd()), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err != nil || n == 0
 }
 
 // destroy ends the spare's init and returns its link, firewall and range.

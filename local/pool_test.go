@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -66,7 +67,11 @@ func (pl *poolLab) sandbox(t *testing.T, c local.Config) *local.Sandbox {
 // uplink.
 func (pl *poolLab) uplinkLinks(t *testing.T) map[int]bool {
 	t.Helper()
-	links, err := nlHandle(t, pl.lab.uplink).LinkList()
+	h := nlHandle(t, pl.lab.uplink)
+	links, err := h.LinkList()
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 10; try++ {
+		links, err = h.LinkList() // a spare's link made or gone meanwhile
+	}
 	must(t, err)
 	out := map[int]bool{}
 	for _, l := range links {

@@ -293,7 +293,9 @@ func (u *uplink) forward() error {
 	if all, err := u.sysctl("net/ipv4/conf/all/forwarding"); err == nil && all == "1" {
 		return nil
 	}
-	routes, err := u.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	routes, err := retryDump(func() ([]netlink.Route, error) {
+		return u.nl.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	})
 	if err != nil {
 		return fmt.Errorf("sandbox network: read the host's routes: %w", err)
 	}
@@ -354,7 +356,7 @@ func (u *uplink) sharedTable() (*nftables.Table, *nftables.Set) {
 // link is left, turns forwarding off again where agentbox turned it on
 // and removes the shared table.
 func (u *uplink) cleanup() error {
-	links, err := u.nl.LinkList()
+	links, err := retryDump(u.nl.LinkList)
 	if err != nil {
 		return err
 	}
@@ -403,6 +405,19 @@ func (u *uplink) restoreForwarding(t *nftables.Table) {
 		key := "net/ipv4/conf/" + name + "/forwarding"
 		if v, err := u.sysctl(key); err == nil && v == "1" {
 			_ = u.setSysctl(key, "0")
+		}
+	}
+}
+
+// retryDump returns what the netlink dump f returns, asking again (a few
+// times) when the kernel says the dump was interrupted: the table changed
+// meanwhile, as it does at any time when a sandbox's network namespace
+// ends and the kernel removes its link and that link's routes.
+func retryDump[T any](f func() (T, error)) (T, error) {
+	for try := 1; ; try++ {
+		v, err := f()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) || try == 10 {
+			return v, err
 		}
 	}
 }
