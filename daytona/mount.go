@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -437,13 +438,15 @@ func (s *Sandbox) installTool(ctx context.Context, tool string) error {
 	return nil
 }
 
-// unmountRemote ends the mount at p (a dead FUSE server's too), then
-// removes its credential folders, marker and folder.
+// unmountRemote ends the mount at p (a dead FUSE server's too), waits (2 s
+// at most) for its FUSE server, which exits once unmounted, to be gone,
+// then removes its credential folders, marker and folder.
 func (s *Sandbox) unmountRemote(ctx context.Context, p string) error {
 	q := sandbox.ShellQuote(p)
 	script := sudoPrefix +
 		"fusermount3 -u " + q + " 2>/dev/null || fusermount -u " + q + " 2>/dev/null || $SUDO umount " + q + " 2>/dev/null || $SUDO umount -l " + q + " 2>/dev/null; " +
 		"if mountpoint -q " + q + " 2>/dev/null; then echo still-mounted; exit 1; fi; " +
+		"i=0; while [ $i -lt 40 ] && pgrep -f -- " + sandbox.ShellQuote(fuseServerPattern(p)) + " >/dev/null 2>&1; do sleep 0.05; i=$((i+1)); done; " +
 		"rm -rf " + credDirGlob(p) + "*; " +
 		"rm -f " + sandbox.ShellQuote(markerPath(p)) + " " + sandbox.ShellQuote(markerPath(p)+".json") + "; " +
 		"rmdir " + q + " 2>/dev/null || $SUDO rmdir " + q + " 2>/dev/null; true"
@@ -455,6 +458,12 @@ func (s *Sandbox) unmountRemote(ctx context.Context, p string) error {
 		return fmt.Errorf("%s is still mounted", p)
 	}
 	return nil
+}
+
+// fuseServerPattern matches (pgrep -f) the command line of the FUSE server
+// of the mount at p, and not the shell that runs pgrep.
+func fuseServerPattern(p string) string {
+	return "^([^ ]*/)?(s3fs|gcsfuse) (.* )?" + regexp.QuoteMeta(p) + "( |$)"
 }
 
 // restoreMounts runs once the sandbox is attached (at every start, a
