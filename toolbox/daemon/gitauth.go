@@ -4,8 +4,11 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/redact"
 
 	"errors"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,46 +32,180 @@ const (
 	codeGitTransportFailed = "GIT_TRANSPORT_FAILED"
 )
 
-// gitCredentials holds what POST /git/credentials stored: in the server's
-// memory only, by protocol and host, never on disk.
+// codeForbidden is the spec's error code of a 403 that no other code
+// names: here, credentials the server refuses to send where asked.
+const codeForbidden = "FORBIDDEN"
+
+// gitCredentials holds the credentials the host handed in and where each
+// may be sent, in the server's memory only: never on disk, where a command
+// in the sandbox could read or change them.
+//
+// The rule (issue 24): a credential goes only to the origin (scheme, host,
+// port) it was given for, never to a destination read from files the
+// sandbox can write (.git/config and its insteadOf, pushurl, include.path,
+// proxy or credential helper settings, none of which the server honours
+// for credentials).
+//   - hosts: credentials POST /git/credentials stored, or that a remote's
+//     URL given to POST /git/remotes carried, by origin.
+//   - remotes: for each repository (its resolved folder) and remote name,
+//     the URL the host gave for it: the clone URL of POST /git/clone, the
+//     URL of POST /git/remotes. The credentials of a pull or push request
+//     go to that URL's origin only (see Server.remote).
 type gitCredentials struct {
-	mu sync.Mutex
-	m  map[string]gitCredential
+	mu      sync.Mutex
+	hosts   map[string]gitCredential
+	remotes map[gitRemoteKey]string
 }
 
 type gitCredential struct{ username, password string }
 
-func (c *gitCredentials) store(protocol, host, username, password string) {
+// gitRemoteKey names a remote of a repository.
+type gitRemoteKey struct{ dir, remote string }
+
+// store keeps credentials for origin (see gitOrigin).
+func (c *gitCredentials) store(origin, username, password string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]gitCredential{}
+	if c.hosts == nil {
+		c.hosts = map[string]gitCredential{}
 	}
-	c.m[strings.ToLower(protocol+"://"+host)] = gitCredential{username, password}
+	c.hosts[origin] = gitCredential{username, password}
 }
 
-// lookup finds the credentials stored for ep's protocol and host (with
-// its port, else without).
-func (c *gitCredentials) lookup(ep *transport.Endpoint) (gitCredential, bool) {
+// lookup finds the credentials stored for exactly origin: a host's
+// credentials serve no other port or scheme of it.
+func (c *gitCredentials) lookup(origin string) (gitCredential, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, h := range []string{hostPort(ep), ep.Host} {
-		if v, ok := c.m[strings.ToLower(ep.Protocol+"://"+h)]; ok {
-			return v, true
+	v, ok := c.hosts[origin]
+	return v, ok && origin != ""
+}
+
+// bind records rawURL as the URL the host gave for the remote of the
+// repository at dir.
+func (c *gitCredentials) bind(dir, remote, rawURL string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.remotes == nil {
+		c.remotes = map[gitRemoteKey]string{}
+	}
+	c.remotes[gitRemoteKey{filepath.Clean(dir), remote}] = rawURL
+}
+
+// bound returns the URL the host gave for the remote of the repository at
+// dir, if it gave one.
+func (c *gitCredentials) bound(dir, remote string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := c.remotes[gitRemoteKey{filepath.Clean(dir), remote}]
+	return u, ok
+}
+
+// gitOrigin returns the origin of a git URL or scp-like address, as
+// "scheme://host:port" with the scheme and host in lower case and the
+// scheme's default port filled in; "file://" for a local path; "" when
+// raw is no git URL.
+func gitOrigin(raw string) string {
+	ep, err := transport.NewEndpoint(raw)
+	if err != nil {
+		return ""
+	}
+	if ep.Protocol == "file" {
+		return "file://"
+	}
+	port := ""
+	if ep.Port != 0 {
+		port = strconv.Itoa(ep.Port)
+	}
+	return makeOrigin(ep.Protocol, ep.Host, port)
+}
+
+// urlOrigin returns the origin of an HTTP request's URL, in gitOrigin's
+// form.
+func urlOrigin(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return makeOrigin(u.Scheme, u.Hostname(), u.Port())
+}
+
+// makeOrigin builds an origin of a scheme, a host (an IPv6 address with or
+// without brackets) and a port ("" for the scheme's default). Only ASCII
+// letters are folded: a Unicode fold could join hosts DNS keeps apart.
+func makeOrigin(scheme, host, port string) string {
+	scheme, host = asciiLower(scheme), asciiLower(strings.Trim(host, "[]"))
+	if scheme == "" || host == "" {
+		return ""
+	}
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		case "ssh":
+			port = "22"
+		case "git":
+			port = "9418"
 		}
 	}
-	return gitCredential{}, false
-}
-
-// hostPort returns ep's host with its port when it has one.
-func hostPort(ep *transport.Endpoint) string {
-	if ep.Port == 0 {
-		return ep.Host
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 0 || n > 65535 {
+			return ""
+		}
+		port = strconv.Itoa(n)
 	}
-	return ep.Host + ":" + strconv.Itoa(ep.Port)
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
-// handleGitCredentials stores credentials for a host. Unlike Daytona's
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// boundAuth is HTTP basic auth bound to one origin: go-git's HTTP
+// transport asks it to authenticate every request it sends, and it does
+// so only for requests to that origin. Whatever changes the destination
+// during an operation (a .git/config rewritten while go-git re-reads it, a
+// redirect go-git follows) gets no credentials.
+type boundAuth struct {
+	origin             string
+	username, password string
+}
+
+// SetAuth adds the credentials to r when r goes to the bound origin.
+func (a *boundAuth) SetAuth(r *http.Request) {
+	if a.origin != "" && urlOrigin(r.URL) == a.origin {
+		r.SetBasicAuth(a.username, a.password)
+	}
+}
+
+// Name is go-git's name of the method.
+func (a *boundAuth) Name() string { return "http-basic-auth" }
+
+// String describes the method without its secret.
+func (a *boundAuth) String() string { return a.Name() + " for " + a.origin }
+
+// newBoundAuth returns credentials bound to the origin of rawURL, with the
+// secrets errors must not show.
+func newBoundAuth(rawURL, username, password string) gitAuth {
+	a := gitAuth{auth: &boundAuth{origin: gitOrigin(rawURL), username: username, password: password}}
+	for _, v := range []string{username, password} {
+		if v != "" {
+			a.secrets = append(a.secrets, v)
+		}
+	}
+	return a
+}
+
+// handleGitCredentials stores credentials for an origin (protocol, host,
+// port: the protocol's default port when host names none). Unlike Daytona's
 // daemon, which writes them in clear to a credential store file, this
 // server keeps them in memory: they serve the remote operations of this
 // server's life (until the sandbox stops) and never reach the disk.
@@ -90,10 +227,18 @@ func (s *Server) handleGitCredentials(w http.ResponseWriter, r *http.Request) er
 	if protocol != "https" && protocol != "http" {
 		return badRequest("protocol %q is not supported; use https or http", protocol)
 	}
-	if strings.ContainsAny(host, "/@ \x00") {
+	origin := ""
+	if !strings.ContainsAny(host, "/@ \x00?#") {
+		if u, err := url.Parse(protocol + "://" + host); err == nil && u.Hostname() != "" {
+			origin = makeOrigin(protocol, u.Hostname(), u.Port())
+		}
+	}
+	if origin == "" {
 		return badRequest("host %q is not a host name (with an optional :port)", host)
 	}
-	s.gitCreds.store(protocol, host, req.Username, req.Password)
+	// The credentials serve this origin only: a host given without a port
+	// is the protocol's default port, not every port of the host.
+	s.gitCreds.store(origin, req.Username, req.Password)
 	w.WriteHeader(http.StatusOK)
 	return nil
 }

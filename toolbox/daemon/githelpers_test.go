@@ -94,6 +94,14 @@ func write(t testing.TB, path, content string) {
 // password (basic auth), as on a private repository.
 func serveGit(t testing.TB, root, user, password string) string {
 	t.Helper()
+	srv := httptest.NewServer(gitHandler(t, root, user, password))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// gitHandler is the handler serveGit serves.
+func gitHandler(t testing.TB, root, user, password string) http.Handler {
+	t.Helper()
 	gitBin := requireGit(t)
 	backend := &cgi.Handler{
 		Path:   gitBin,
@@ -113,7 +121,5 @@ func serveGit(t testing.TB, root, user, password string) string {
 			backend.ServeHTTP(w, r)
 		})
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return h
 }

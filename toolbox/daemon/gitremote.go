@@ -15,7 +15,6 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -48,13 +47,9 @@ func (s *Server) remoteURL(raw string) (string, gitAuth, error) {
 	}
 	// An http(s) URL's user info is a credential, the user name too: a
 	// token is often given as https://TOKEN@host/… with no password.
+	// They are bound to the URL's origin.
 	if (ep.Protocol == "http" || ep.Protocol == "https") && (ep.User != "" || ep.Password != "") {
-		a.auth = &githttp.BasicAuth{Username: ep.User, Password: ep.Password}
-		for _, v := range []string{ep.User, ep.Password} {
-			if v != "" {
-				a.secrets = append(a.secrets, v)
-			}
-		}
+		a = newBoundAuth(raw, ep.User, ep.Password)
 		u, err := url.Parse(raw)
 		if err != nil {
 			return "", gitAuth{}, badRequest("%q is not a valid URL", redact.Text(raw))
@@ -67,18 +62,21 @@ func (s *Server) remoteURL(raw string) (string, gitAuth, error) {
 
 // authFor chooses the credentials of a remote operation on rawURL: those
 // of the request (username, password), else those the URL carried (in a),
-// else those stored with POST /git/credentials for its host.
+// else those stored with POST /git/credentials for its origin. Every one
+// is bound to rawURL's origin (see boundAuth), so rawURL must be where the
+// host gave the credentials for: a URL of the request, or one checked
+// against it (Server.remote), never one read from the repository alone.
 func (s *Server) authFor(rawURL, username, password string, a gitAuth) gitAuth {
 	if password != "" || username != "" {
-		return gitAuth{auth: &githttp.BasicAuth{Username: username, Password: password}, secrets: append(a.secrets, password)}
+		b := newBoundAuth(rawURL, username, password)
+		b.secrets = append(b.secrets, a.secrets...)
+		return b
 	}
 	if a.auth != nil {
 		return a
 	}
-	if ep, err := transport.NewEndpoint(rawURL); err == nil {
-		if c, ok := s.gitCreds.lookup(ep); ok {
-			return gitAuth{auth: &githttp.BasicAuth{Username: c.username, Password: c.password}, secrets: []string{c.password}}
-		}
+	if c, ok := s.gitCreds.lookup(gitOrigin(rawURL)); ok {
+		return newBoundAuth(rawURL, c.username, c.password)
 	}
 	return a
 }
@@ -128,6 +126,11 @@ func (s *Server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.gitContext(r)
 	defer cancel()
 	err = s.clone(ctx, dir, opts, req.CommitID)
+	if err == nil {
+		// The clone URL is where credentials for this repository's origin
+		// remote were given for, whatever .git/config says later.
+		s.gitCreds.bind(dir, git.DefaultRemoteName, src)
+	}
 	if err != nil {
 		// Leave nothing behind: what the clone made goes, a folder that
 		// was there empty stays empty.
@@ -199,9 +202,19 @@ func isLocal(u string) bool {
 	return err == nil && ep.Protocol == "file"
 }
 
-// remote returns the URL of the named remote of repo ("origin" when
-// empty) with the credentials to reach it.
-func (s *Server) remote(repo *gitRepo, name, username, password string) (string, string, gitAuth, error) {
+// remote returns the URL a fetch (or, with push, a push) of the named
+// remote of repo ("origin" when empty) goes to, as go-git would choose it
+// from .git/config (insteadOf applied; a push takes the last URL, a
+// pushurl when there is one), and the credentials to send there.
+//
+// That URL is the sandbox's to change, so the credentials of the request
+// (username, password) go there only when its origin is the origin of the
+// URL the host gave for the remote (the clone URL, or one set with POST
+// /git/remotes); else the answer is 403 naming both origins, and nothing
+// is sent. Without credentials in the request, the operation goes where
+// .git/config says, as before, with the credentials stored for that
+// origin, if any (they were given for it).
+func (s *Server) remote(repo *gitRepo, name, username, password string, push bool) (string, string, gitAuth, error) {
 	if name == "" {
 		name = git.DefaultRemoteName
 	}
@@ -209,11 +222,42 @@ func (s *Server) remote(repo *gitRepo, name, username, password string) (string,
 	if err != nil {
 		return "", "", gitAuth{}, errorf(http.StatusNotFound, codeNotFound, "remote %q not found in %s; add it with /git/remotes", name, repo.dir)
 	}
-	u := rm.Config().URLs[0]
+	urls := rm.Config().URLs
+	u := urls[0]
+	if push {
+		u = urls[len(urls)-1]
+	}
 	if isLocal(u) {
 		s.useLocalTransport()
 	}
-	return name, u, s.authFor(u, username, password, gitAuth{}), nil
+	if username == "" && password == "" {
+		return name, u, s.authFor(u, "", "", gitAuth{}), nil
+	}
+	given, ok := s.gitCreds.bound(repo.dir, name)
+	if !ok {
+		return "", "", gitAuth{}, errorf(http.StatusForbidden, codeForbidden,
+			"credentials for remote %q of %s are bound to no URL: this server sends credentials only to the origin of a URL the host gave for the remote "+
+				"(the clone URL of /git/clone, or a URL set with /git/remotes), and this repository or remote came otherwise; "+
+				"set its URL with /git/remotes (overwrite), or store the credentials for %s with /git/credentials; nothing was sent",
+			name, repo.dir, originText(u))
+	}
+	if want, got := gitOrigin(given), gitOrigin(u); want == "" || got != want {
+		return "", "", gitAuth{}, errorf(http.StatusForbidden, codeForbidden,
+			"remote %q of %s now points to %s, but the credentials were given for %s (the URL the host gave for it); "+
+				"credentials go only to the origin they were given for, so nothing was sent: "+
+				"set the remote's URL back with /git/remotes (overwrite), or pull/push without credentials",
+			name, repo.dir, originText(u), originText(given))
+	}
+	return name, u, s.authFor(given, username, password, gitAuth{}), nil
+}
+
+// originText names the origin of a URL in an error message: the origin,
+// or the URL without user information when it has none.
+func originText(raw string) string {
+	if o := gitOrigin(raw); o != "" && o != "file://" {
+		return o
+	}
+	return redact.Text(raw)
 }
 
 // currentBranch returns the branch HEAD is on, or 400 when it is detached.
@@ -243,7 +287,7 @@ func (s *Server) handleGitPush(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	name, _, a, err := s.remote(repo, req.Remote, req.Username, req.Password)
+	name, u, a, err := s.remote(repo, req.Remote, req.Username, req.Password, true)
 	if err != nil {
 		return err
 	}
@@ -254,7 +298,8 @@ func (s *Server) handleGitPush(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.gitContext(r)
 	defer cancel()
 	spec := config.RefSpec(ref.String() + ":" + ref.String())
-	err = repo.PushContext(ctx, &git.PushOptions{RemoteName: name, RefSpecs: []config.RefSpec{spec}, Auth: a.auth})
+	// RemoteURL: the URL checked, not one go-git would read again.
+	err = repo.PushContext(ctx, &git.PushOptions{RemoteName: name, RemoteURL: u, RefSpecs: []config.RefSpec{spec}, Auth: a.auth})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return gitError(err, a.secrets)
 	}
@@ -293,13 +338,14 @@ func (s *Server) handleGitPull(w http.ResponseWriter, r *http.Request) error {
 	if branch == "" {
 		branch = current
 	}
-	name, _, a, err := s.remote(repo, remoteName, req.Username, req.Password)
+	name, u, a, err := s.remote(repo, remoteName, req.Username, req.Password, false)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := s.gitContext(r)
 	defer cancel()
-	err = wt.PullContext(ctx, &git.PullOptions{RemoteName: name, ReferenceName: plumbing.NewBranchReferenceName(branch), Auth: a.auth})
+	// RemoteURL: the URL checked, not one go-git would read again.
+	err = wt.PullContext(ctx, &git.PullOptions{RemoteName: name, RemoteURL: u, ReferenceName: plumbing.NewBranchReferenceName(branch), Auth: a.auth})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return gitError(err, a.secrets)
 	}
@@ -347,7 +393,7 @@ func (s *Server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 		// The URL carried credentials: they are kept in memory for its
 		// host (as POST /git/credentials does), never in .git/config.
 		if ep, err := transport.NewEndpoint(req.URL); err == nil {
-			s.gitCreds.store(ep.Protocol, hostPort(ep), ep.User, ep.Password)
+			s.gitCreds.store(gitOrigin(u), ep.User, ep.Password)
 		}
 	}
 	if _, err := repo.Remote(req.Name); err == nil {
@@ -362,6 +408,9 @@ func (s *Server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return gitError(err, a.secrets)
 	}
+	// The host gave this URL for the remote: credentials of later pulls
+	// and pushes may go to its origin.
+	s.gitCreds.bind(repo.dir, req.Name, u)
 	if req.Fetch {
 		if isLocal(u) {
 			s.useLocalTransport()
