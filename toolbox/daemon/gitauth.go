@@ -16,6 +16,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -191,6 +193,36 @@ func (a *boundAuth) Name() string { return "http-basic-auth" }
 
 // String describes the method without its secret.
 func (a *boundAuth) String() string { return a.Name() + " for " + a.origin }
+
+// gitHTTP makes go-git's HTTP(S) transport check redirects with
+// redirectCredentials. Like the local transport (gitlocal.go) it is
+// installed in go-git's process-wide registry once, on the first remote
+// operation.
+var gitHTTP sync.Once
+
+func useGitHTTP() {
+	gitHTTP.Do(func() {
+		c := githttp.NewClient(&http.Client{Transport: http.DefaultTransport, CheckRedirect: redirectCredentials})
+		client.InstallProtocol("http", c)
+		client.InstallProtocol("https", c)
+	})
+}
+
+// redirectCredentials keeps a redirect to another origin (scheme, host,
+// port) from carrying the credentials of the first request. go-git strips
+// them on most such redirects itself, but lets them follow http on port
+// 80 to https on 443 of the same host, and net/http would let them follow
+// any port of the same host and its subdomains; go-git calls this hook
+// before its own.
+func redirectCredentials(req *http.Request, via []*http.Request) error {
+	if len(via) > 0 && urlOrigin(req.URL) != urlOrigin(via[0].URL) {
+		req.Header.Del("Authorization")
+		if req.URL != nil {
+			req.URL.User = nil
+		}
+	}
+	return nil
+}
 
 // newBoundAuth returns credentials bound to the origin of rawURL, with the
 // secrets errors must not show.

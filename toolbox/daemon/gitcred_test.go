@@ -399,3 +399,27 @@ func TestGitBoundAuth(t *testing.T) {
 		t.Errorf("String() shows the secret: %s", s)
 	}
 }
+
+// TestGitRedirectCredentials: a redirect to another origin loses the
+// Authorization header and URL user information, even to the same host
+// on https (go-git lets that one keep them) or on another port (net/http
+// does); one within the origin keeps them.
+func TestGitRedirectCredentials(t *testing.T) {
+	first, _ := http.NewRequest("GET", "http://git.example.com/r.git/info/refs", nil)
+	first.SetBasicAuth(credUser, credPassword)
+	for raw, keep := range map[string]bool{
+		"http://git.example.com:80/moved.git/info/refs": true,
+		"https://git.example.com/r.git/info/refs":       false,
+		"http://git.example.com:8080/r.git/info/refs":   false,
+		"http://sub.git.example.com/r.git/info/refs":    false,
+	} {
+		req, _ := http.NewRequest("GET", raw, nil)
+		req.Header = first.Header.Clone() // as net/http copies them
+		if err := redirectCredentials(req, []*http.Request{first}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, got := req.BasicAuth(); got != keep {
+			t.Errorf("redirect to %s: credentials kept %v, want %v", raw, got, keep)
+		}
+	}
+}

@@ -82,8 +82,10 @@ func (s *Server) authFor(rawURL, username, password string, a gitAuth) gitAuth {
 }
 
 // gitContext returns a context that ends with the request or when the
-// server closes.
+// server closes. Every remote operation starts with it, so it also makes
+// sure go-git's HTTP transport checks redirects (useGitHTTP).
 func (s *Server) gitContext(r *http.Request) (context.Context, context.CancelFunc) {
+	useGitHTTP()
 	ctx, cancel := context.WithCancel(r.Context())
 	stop := context.AfterFunc(s.ctx, cancel)
 	return ctx, func() { stop(); cancel() }
