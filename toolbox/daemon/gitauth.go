@@ -44,9 +44,11 @@ const codeForbidden = "FORBIDDEN"
 //
 // The rule (issue 24): a credential goes only to the origin (scheme, host,
 // port) it was given for, never to a destination read from files the
-// sandbox can write (.git/config and its insteadOf, pushurl, include.path,
-// proxy or credential helper settings, none of which the server honours
-// for credentials).
+// sandbox can write. .git/config (its url, pushurl and insteadOf, which
+// go-git applies) still decides where an operation goes, but credentials
+// follow only when that is their origin; go-git reads no include.path,
+// http.proxy, http.extraHeader or credential helper, and neither does
+// this server.
 //   - hosts: credentials POST /git/credentials stored, or that a remote's
 //     URL given to POST /git/remotes carried, by origin.
 //   - remotes: for each repository (its resolved folder) and remote name,

@@ -225,6 +225,9 @@ func (s *Server) remote(repo *gitRepo, name, username, password string, push boo
 		return "", "", gitAuth{}, errorf(http.StatusNotFound, codeNotFound, "remote %q not found in %s; add it with /git/remotes", name, repo.dir)
 	}
 	urls := rm.Config().URLs
+	if len(urls) == 0 {
+		return "", "", gitAuth{}, badRequest("remote %q of %s has no URL; set one with /git/remotes", name, repo.dir)
+	}
 	u := urls[0]
 	if push {
 		u = urls[len(urls)-1]
@@ -240,7 +243,7 @@ func (s *Server) remote(repo *gitRepo, name, username, password string, push boo
 		return "", "", gitAuth{}, errorf(http.StatusForbidden, codeForbidden,
 			"credentials for remote %q of %s are bound to no URL: this server sends credentials only to the origin of a URL the host gave for the remote "+
 				"(the clone URL of /git/clone, or a URL set with /git/remotes), and this repository or remote came otherwise; "+
-				"set its URL with /git/remotes (overwrite), or store the credentials for %s with /git/credentials; nothing was sent",
+				"set its URL with /git/remotes (overwrite), or store the credentials for %s with /git/credentials and leave them out of the request; nothing was sent",
 			name, repo.dir, originText(u))
 	}
 	if want, got := gitOrigin(given), gitOrigin(u); want == "" || got != want {
@@ -254,7 +257,8 @@ func (s *Server) remote(repo *gitRepo, name, username, password string, push boo
 }
 
 // originText names the origin of a URL in an error message: the origin,
-// or the URL without user information when it has none.
+// or for a local path (or no URL at all) the text, any user information
+// redacted.
 func originText(raw string) string {
 	if o := gitOrigin(raw); o != "" && o != "file://" {
 		return o
