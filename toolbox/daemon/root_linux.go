@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,7 +34,35 @@ func openRoot(dir string) (*fsRoot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: opening the root %s: %w", dir, err)
 	}
-	return &fsRoot{dir: dir, f: os.NewFile(uintptr(fd), dir)}, nil
+	f := os.NewFile(uintptr(fd), dir)
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("daemon: finding the root %s: %w", dir, err)
+	}
+	return &fsRoot{dir: real, f: f}, nil
+}
+
+// hostPath returns the path, on the server's own file system, of the
+// folder p resolved inside the root: the kernel's name of the folder
+// (no symbolic link in it), checked to lie inside the root. It is for
+// code that takes path strings (go-git): what they resolve is the folder
+// found here unless the sandbox swaps one of its parents for a link
+// between this call and theirs.
+func (r *fsRoot) hostPath(p string) (string, error) {
+	d, err := r.open(p, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(d.Fd())))
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: p, Err: err}
+	}
+	if real != r.dir && !strings.HasPrefix(real, strings.TrimSuffix(r.dir, "/")+"/") {
+		return "", &fs.PathError{Op: "open", Path: p, Err: errMagicLink}
+	}
+	return real, nil
 }
 
 func (r *fsRoot) fd() int { return int(r.f.Fd()) }

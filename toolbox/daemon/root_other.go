@@ -19,13 +19,13 @@ import (
 // systems (the local engine is Linux's), so the server serves its host's
 // own files. openRoot therefore accepts only "/" as the root, so that no
 // caller believes a server confined to another folder.
-type fsRoot struct{}
+type fsRoot struct{ dir string }
 
 func openRoot(dir string) (*fsRoot, error) {
 	if filepath.Clean(dir) != "/" {
 		return nil, fmt.Errorf("daemon: root %q: only / is supported outside Linux (confining paths to a folder needs openat2)", dir)
 	}
-	return &fsRoot{}, nil
+	return &fsRoot{dir: "/"}, nil
 }
 
 func (r *fsRoot) stat(p string) (fs.FileInfo, error)  { return os.Stat(p) }
@@ -42,6 +42,7 @@ func (r *fsRoot) removeAll(p string) error                  { return os.RemoveAl
 func (r *fsRoot) chown(p string, uid, gid int) error        { return os.Chown(p, uid, gid) }
 func (r *fsRoot) chmod(p string, mode fs.FileMode) error    { return os.Chmod(p, mode) }
 func (r *fsRoot) openDirFor(p string) (*os.File, error)     { return os.Open(p) }
+func (r *fsRoot) hostPath(p string) (string, error)           { return p, nil }
 func commandDir(d *os.File) string                          { return d.Name() }
 func sameFile(a, b fs.FileInfo) bool                        { return os.SameFile(a, b) }
 func removeAtName(dir *os.File, name string) error          { return os.Remove(filepath.Join(dir.Name(), name)) }
