@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -61,6 +64,15 @@ func newEscapeFixture(t *testing.T) (*escapeFixture, map[string]string) {
 		}
 	}
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte(escapeMarker+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(outside, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "dir", "file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := git.PlainInit(outside, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(root, "work", "inside.txt"), []byte("inside "+"needle\n"), 0o644); err != nil {
@@ -152,12 +164,9 @@ func escapeRoutes() []escapeRoute {
 		{name: "download", file: true, control: "inside.txt", probe: get("/files/download", "path"),
 			ok: func(s int, b []byte) bool { return s == 200 && bytes.Contains(b, []byte("needle")) }},
 		{name: "info", file: true, control: "inside.txt", probe: get("/files/info", "path"), ok: jsonOK},
-		{name: "list", control: ".", probe: get("/files", "path"),
+		{name: "list", control: ".", probe: listProbe(""),
 			ok: func(s int, b []byte) bool { return s == 200 && bytes.Contains(b, []byte("inside.txt")) }},
-		{name: "list-depth", control: ".", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
-			resp, body := e.do("GET", "/files?depth=3&path="+url.QueryEscape(rel), nil)
-			return resp.StatusCode, body
-		}, ok: func(s int, b []byte) bool { return s == 200 && bytes.Contains(b, []byte("inside.txt")) }},
+		{name: "list-depth", control: ".", probe: listProbe("depth=3&"), ok: func(s int, b []byte) bool { return s == 200 && bytes.Contains(b, []byte("inside.txt")) }},
 		{name: "find", control: ".", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
 			resp, body := e.do("GET", "/files/find?pattern=MARKER&path="+url.QueryEscape(rel), nil)
 			if rel == "." {
@@ -209,10 +218,6 @@ func escapeRoutes() []escapeRoute {
 			resp, body := e.do("POST", "/files/folder?mode=0700&path="+url.QueryEscape(rel+"/newdir/deeper"), nil)
 			return resp.StatusCode, body
 		}, ok: func(s int, b []byte) bool { return s == 201 }},
-		{name: "folder-existing", control: "sub", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
-			resp, body := e.do("POST", "/files/folder?mode=0700&path="+url.QueryEscape(rel), nil)
-			return resp.StatusCode, body
-		}, ok: func(s int, b []byte) bool { return s == 201 }},
 		{name: "move-from", file: true, control: "inside.txt", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
 			dst := "moved-" + strings.ReplaceAll(rel, "/", "-")
 			resp, body := e.do("POST", "/files/move?source="+url.QueryEscape(rel)+"&destination="+url.QueryEscape(dst), nil)
@@ -239,7 +244,7 @@ func escapeRoutes() []escapeRoute {
 			if rel == "sub" {
 				_ = os.MkdirAll(filepath.Join(e.srvRoot(), "work", "sub", "x"), 0o755)
 			} else {
-				rel += "/."
+				rel += "/dir"
 			}
 			resp, body := e.do("DELETE", "/files?recursive=true&path="+url.QueryEscape(rel), nil)
 			return resp.StatusCode, body
@@ -254,8 +259,9 @@ func escapeRoutes() []escapeRoute {
 		}, ok: func(s int, b []byte) bool { return s == 200 && bytes.Contains(b, []byte("work/sub\\n")) }},
 		{name: "pty-cwd", control: "sub", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
 			id := "p" + strconv.Itoa(len(rel)) + randomHex(4)
-			resp, body := e.do("POST", "/process/pty", toolbox.PtyCreateRequest{ID: id, Cwd: rel, LazyStart: true})
+			resp, body := e.do("POST", "/process/pty", toolbox.PtyCreateRequest{ID: id, Cwd: rel, Command: "cat secret; touch made-by-pty"})
 			if resp.StatusCode < 300 {
+				waitPtyExit(t, e, id)
 				e.do("DELETE", "/process/pty/"+id, nil)
 			}
 			return resp.StatusCode, body
@@ -264,12 +270,17 @@ func escapeRoutes() []escapeRoute {
 			resp, body := e.do("POST", "/process/interpreter/context", toolbox.CreateContextRequest{Cwd: rel, Language: "python"})
 			var ic toolbox.InterpreterContext
 			if resp.StatusCode == 200 && json.Unmarshal(body, &ic) == nil {
+				r := runCode(t, interpClient(t, e), ic.ID, "import os\nprint(open('secret').read() if os.path.exists('secret') else 'no secret here')")
+				body = append(body, r.Stdout...)
 				e.do("DELETE", "/process/interpreter/context/"+ic.ID, nil)
 			}
 			return resp.StatusCode, body
 		}, ok: jsonOK},
 		{name: "git-status", control: "sub", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
 			resp, body := e.do("GET", "/git/status"+q(rel), nil)
+			if bytes.Contains(body, []byte("secret")) {
+				body = append(body, escapeMarker...)
+			}
 			return resp.StatusCode, body
 		}, ok: func(s int, b []byte) bool { return s == 404 && bytes.Contains(b, []byte("GIT_REPO_NOT_FOUND")) }},
 		{name: "git-init", control: "sub", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
@@ -277,6 +288,29 @@ func escapeRoutes() []escapeRoute {
 			return resp.StatusCode, body
 		}, ok: func(s int, b []byte) bool { return s < 300 }},
 	}
+}
+
+// listProbe lists rel; a listed "secret" (there is none inside the root)
+// is an escape.
+func listProbe(query string) func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+	return func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+		resp, body := e.do("GET", "/files?"+query+"path="+url.QueryEscape(rel), nil)
+		if bytes.Contains(body, []byte(`"name":"secret"`)) {
+			body = append(body, escapeMarker...)
+		}
+		return resp.StatusCode, body
+	}
+}
+
+// waitPtyExit waits for the PTY session id's command to end.
+func waitPtyExit(t *testing.T, e *testEnv, id string) {
+	for range 1000 {
+		if info := e.ptyInfo(id); info.ExitCode != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the PTY session %s did not end", id)
 }
 
 func jsonOKEmpty(status int, body []byte) bool { return status == http.StatusOK }
@@ -364,5 +398,14 @@ func restoreOutside(t *testing.T, f *escapeFixture) {
 	}
 	_ = os.Chmod(filepath.Join(f.outside, "secret"), 0o644)
 	_ = os.Chown(filepath.Join(f.outside, "secret"), os.Getuid(), os.Getgid())
+	if err := os.MkdirAll(filepath.Join(f.outside, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.outside, "dir", "file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := git.PlainInit(f.outside, false); err != nil {
+		t.Fatal(err)
+	}
 	f.before = f.snapshot(t)
 }
