@@ -42,7 +42,7 @@ func (r *fsRoot) removeAll(p string) error                  { return os.RemoveAl
 func (r *fsRoot) chown(p string, uid, gid int) error        { return os.Chown(p, uid, gid) }
 func (r *fsRoot) chmod(p string, mode fs.FileMode) error    { return os.Chmod(p, mode) }
 func (r *fsRoot) openDirFor(p string) (*os.File, error)     { return os.Open(p) }
-func (r *fsRoot) hostPath(p string) (string, error)           { return p, nil }
+func (r *fsRoot) hostPath(p string) (string, error)         { return p, nil }
 func commandDir(d *os.File) string                          { return d.Name() }
 func sameFile(a, b fs.FileInfo) bool                        { return os.SameFile(a, b) }
 func removeAtName(dir *os.File, name string) error          { return os.Remove(filepath.Join(dir.Name(), name)) }
