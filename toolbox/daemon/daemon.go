@@ -112,6 +112,14 @@ type Options struct {
 	// its cgroup here, e.g. as /proc/self/fd/N of a folder it holds open;
 	// without cgroups the machine's figures are reported.
 	Cgroups []string
+	// Root is the folder every path a client names is resolved inside
+	// (root.go): "/a" is Root's a, and no symbolic link, ".." or /proc
+	// magic link leads out of it. WorkDir and HomeDir are paths inside
+	// it. Commands are not confined to it (the engine's sandbox does
+	// that); their working directory is resolved inside it. Default: "/",
+	// the server's own root (a sandbox's, for its init). Outside Linux
+	// only "/" is accepted.
+	Root string
 }
 
 // Server serves the Daytona toolbox API. Create it with New and release it
@@ -151,6 +159,7 @@ type Server struct {
 	gitCreds gitCredentials // POST /git/credentials, in memory only
 	daytona  bool           // the Daytona-behaviour mode (daytona.go)
 	tail     time.Duration  // its close tail (Options.DaytonaCloseTail)
+	root     *fsRoot        // where paths resolve (Options.Root, root.go)
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -181,7 +190,14 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("daemon: work dir %q: %w", s.workDir, err)
 	}
 	s.workDir = abs
-	if fi, err := os.Stat(s.workDir); err != nil {
+	rootDir := opts.Root
+	if rootDir == "" {
+		rootDir = "/"
+	}
+	if s.root, err = openRoot(rootDir); err != nil {
+		return nil, err
+	}
+	if fi, err := s.root.stat(s.workDir); err != nil {
 		return nil, fmt.Errorf("daemon: work dir: %w", err)
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("daemon: work dir %q is not a directory", s.workDir)

@@ -102,6 +102,11 @@ func (s *Server) executeSettings(req toolbox.ExecuteRequest) (cwd string, env []
 		if cwd, err = s.resolve(req.Cwd); err != nil {
 			return "", nil, err
 		}
+		// A cwd through a /proc magic link is refused; a missing one
+		// fails the command's start, as with Daytona's daemon.
+		if _, err := s.root.stat(cwd); errors.Is(err, errMagicLink) || errors.Is(err, errNoOpenat2) {
+			return "", nil, cwdError(cwd, err)
+		}
 	}
 	env, err = s.commandEnv(req.Envs)
 	if err != nil {

@@ -108,6 +108,10 @@ func fsError(p string, err error) error {
 		return badRequest("%q is a directory", p)
 	case errors.Is(err, errNotDownloadable), errors.Is(err, syscall.ENXIO): // ENXIO: open of a socket
 		return badRequest("%q is %v", p, errNotDownloadable)
+	case errors.Is(err, errMagicLink), errors.Is(err, syscall.ELOOP):
+		return badRequest("path %q cannot be resolved inside the sandbox: %v", p, errMagicLink)
+	case errors.Is(err, errNoOpenat2):
+		return errorf(http.StatusNotImplemented, codeInternal, "%s: %v", p, errNoOpenat2)
 	}
 	return fmt.Errorf("%s: %w", p, err)
 }
@@ -178,7 +182,7 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) error {
 		}
 		depth = n
 	}
-	fi, err := os.Stat(dir)
+	fi, err := s.root.stat(dir)
 	if err != nil {
 		return fsError(dir, err)
 	}
@@ -186,28 +190,11 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("%q is not a directory; use /files/info for a file", dir)
 	}
 	out := []toolbox.FileInfo{}
-	var walk func(dir string, level int) error
-	walk = func(dir string, level int) error {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			p := filepath.Join(dir, e.Name())
-			info, err := e.Info()
-			if err != nil {
-				continue // removed meanwhile
-			}
-			out = append(out, s.fileInfo(p, info))
-			if e.IsDir() && level < depth {
-				if err := walk(p, level+1); err != nil && !errors.Is(err, fs.ErrPermission) {
-					return err
-				}
-			}
-		}
+	err = s.root.walk(r.Context(), dir, walkOptions{maxDepth: depth}, func(e walkEntry) error {
+		out = append(out, s.fileInfo(e.path, e.info))
 		return nil
-	}
-	if err := walk(dir, 1); err != nil {
+	})
+	if err != nil {
 		return fsError(dir, err)
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -215,7 +202,7 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request) error {
-	p, fi, err := atQueryPath(s, r, "path", os.Stat)
+	p, fi, err := atQueryPath(s, r, "path", s.root.stat)
 	if err != nil {
 		return err
 	}
@@ -231,8 +218,8 @@ var errNotDownloadable = errors.New("not a regular file, a folder or a device (a
 // reading would block until someone opened it for writing, so it is
 // refused (errNotDownloadable, a 400), as is a socket. Regular files and
 // devices are read as usual.
-func openForDownload(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func (s *Server) openForDownload(p string) (*os.File, error) {
+	f, err := s.root.openRead(p)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +241,7 @@ func openForDownload(p string) (*os.File, error) {
 }
 
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) error {
-	p, f, err := atQueryPath(s, r, "path", openForDownload)
+	p, f, err := atQueryPath(s, r, "path", s.openForDownload)
 	if err != nil {
 		return err
 	}
@@ -332,7 +319,7 @@ func (s *Server) writeDownloadPart(mw *multipart.Writer, r *http.Request, raw st
 	if err != nil {
 		return fail(err)
 	}
-	f, err := openForDownload(p)
+	f, err := s.openForDownload(p)
 	if err != nil {
 		return fail(fsError(p, err))
 	}
@@ -363,11 +350,12 @@ func (s *Server) writeDownloadPart(mw *multipart.Writer, r *http.Request, raw st
 }
 
 // writeFile streams src into path, creating parent directories.
-func writeFile(path string, src io.Reader) (int64, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return 0, fsError(filepath.Dir(path), err)
+func (s *Server) writeFile(path string, src io.Reader) (int64, error) {
+	dir, _ := splitPath(path)
+	if err := s.root.mkdirAll(dir, 0o755); err != nil {
+		return 0, fsError(dir, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.root.create(path, 0o644)
 	if err != nil {
 		return 0, fsError(path, err)
 	}
@@ -382,7 +370,7 @@ func writeFile(path string, src io.Reader) (int64, error) {
 }
 
 // uploadFromMultipart streams the part named field into path.
-func uploadFromMultipart(r *http.Request, field, path string) error {
+func (s *Server) uploadFromMultipart(r *http.Request, field, path string) error {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return badRequest("a multipart/form-data body is required: %v", err)
@@ -399,7 +387,7 @@ func uploadFromMultipart(r *http.Request, field, path string) error {
 			part.Close()
 			continue
 		}
-		_, err = writeFile(path, part)
+		_, err = s.writeFile(path, part)
 		part.Close()
 		return err
 	}
@@ -417,7 +405,7 @@ func (s *Server) handleUploadV1(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := uploadFromMultipart(r, "file", p); err != nil {
+	if err := s.uploadFromMultipart(r, "file", p); err != nil {
 		return err
 	}
 	// v0.190 answers gin.H: an empty object.
@@ -433,9 +421,9 @@ func (s *Server) handleUploadV2(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if isMultipart(r) {
-		err = uploadFromMultipart(r, "file", p)
+		err = s.uploadFromMultipart(r, "file", p)
 	} else {
-		_, err = writeFile(p, r.Body)
+		_, err = s.writeFile(p, r.Body)
 	}
 	if err != nil {
 		return err
@@ -495,7 +483,7 @@ func (s *Server) handleBulkUpload(w http.ResponseWriter, r *http.Request) error 
 				resp.Errors = append(resp.Errors, fmt.Sprintf("%s: %v", raw, err))
 				break
 			}
-			n, err := writeFile(p, part)
+			n, err := s.writeFile(p, part)
 			if err != nil {
 				resp.Errors = append(resp.Errors, fmt.Sprintf("%s: %v", raw, err))
 				break
@@ -530,11 +518,11 @@ func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request) erro
 		}
 		mode = fs.FileMode(n)
 	}
-	if err := os.MkdirAll(p, mode); err != nil {
+	if err := s.root.mkdirAll(p, mode); err != nil {
 		return fsError(p, err)
 	}
-	// MkdirAll applies the umask; set the mode asked for on the leaf.
-	_ = os.Chmod(p, mode)
+	// mkdirAll applies the umask; set the mode asked for on the leaf.
+	_ = s.root.chmod(p, mode)
 	w.WriteHeader(http.StatusCreated)
 	return nil
 }
@@ -552,21 +540,21 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request) error 
 	if p == s.workDir || strings.HasPrefix(s.workDir, p+"/") {
 		return badRequest("refusing to delete %s (path %q): it is or holds the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir)
 	}
-	fi, err := os.Lstat(p)
+	fi, err := s.root.lstat(p)
 	if err != nil {
 		return fsError(p, err)
 	}
 	// The same directory under another name (a bind mount, a path through
 	// a symbolic link to one of its parents). A symbolic link itself is
 	// only unlinked, which is harmless.
-	if wd, err := os.Stat(s.workDir); err == nil && fi.IsDir() && os.SameFile(fi, wd) {
+	if wd, err := s.root.stat(s.workDir); err == nil && fi.IsDir() && sameFile(fi, wd) {
 		return badRequest("refusing to delete %s (path %q): it is the work dir %s; delete the entries inside it instead", p, r.URL.Query().Get("path"), s.workDir)
 	}
 	recursive := r.URL.Query().Get("recursive") == "true"
 	if fi.IsDir() && recursive {
-		err = os.RemoveAll(p)
+		err = s.root.removeAll(p)
 	} else {
-		err = os.Remove(p)
+		err = s.root.remove(p)
 	}
 	if err != nil {
 		return fsError(p, err)
@@ -586,13 +574,16 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(src); err != nil {
+	if _, err := s.root.lstat(src); err != nil {
 		return fsError(src, err)
 	}
-	if _, err := os.Lstat(dst); err == nil {
+	if _, err := s.root.lstat(dst); err == nil {
 		return errorf(http.StatusConflict, codeConflict, "destination %q already exists; delete it first", dst)
 	}
-	if err := os.Rename(src, dst); err != nil {
+	if err := s.root.rename(src, dst); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return errorf(http.StatusConflict, codeConflict, "destination %q already exists; delete it first", dst)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
 			err = &httpError{status: http.StatusNotFound, code: codeFileNotFound, msg: fmt.Sprintf("the folder of destination %q does not exist; create it first", dst)}
 		} else {

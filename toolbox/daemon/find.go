@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"io/fs"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -35,17 +33,22 @@ func (s *Server) handleFind(w http.ResponseWriter, r *http.Request) error {
 	case strings.ContainsAny(pattern, "\n\r"):
 		return badRequest("pattern %q contains a line break; matches are single lines, so look for one line at a time", pattern)
 	}
-	if _, err := os.Stat(root); err != nil {
+	if _, err := s.root.stat(root); err != nil {
 		return fsError(root, err)
 	}
 	out := newJSONList(w, "[", "]")
 	pat := []byte(pattern)
-	err = walkTree(r.Context(), root, func(p string, d fs.DirEntry) error {
-		if !d.Type().IsRegular() {
+	err = s.root.walk(r.Context(), root, walkOptions{skipPseudo: true}, func(e walkEntry) error {
+		if !e.info.Mode().IsRegular() {
 			return nil
 		}
-		return findInFile(p, pat, func(line int, content []byte) error {
-			return out.add(toolbox.Match{File: p, Line: line, Content: string(content)})
+		f, err := e.open()
+		if err != nil {
+			return nil // unreadable: skipped, as Daytona's daemon skips it
+		}
+		defer f.Close()
+		return findInFile(f, pat, func(line int, content []byte) error {
+			return out.add(toolbox.Match{File: e.path, Line: line, Content: string(content)})
 		})
 	})
 	if err != nil && !out.started() {
@@ -55,15 +58,10 @@ func (s *Server) handleFind(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// findInFile calls emit for each line of the file at p that contains pat,
-// reading it through a fixed buffer. Binary and unreadable files are
-// skipped, as Daytona's daemon skips them.
-func findInFile(p string, pat []byte, emit func(line int, content []byte) error) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
+// findInFile calls emit for each line of the file f that contains pat,
+// reading it through a fixed buffer. Binary files are skipped, as
+// Daytona's daemon skips them.
+func findInFile(f io.Reader, pat []byte, emit func(line int, content []byte) error) error {
 	br := bufio.NewReaderSize(f, 64<<10)
 	if head, _ := br.Peek(binarySniff); bytes.IndexByte(head, 0) >= 0 {
 		return nil

@@ -56,7 +56,7 @@ type gitRepo struct {
 // resolve against the work dir). A path that is no repository gives 404
 // GIT_REPO_NOT_FOUND.
 func (s *Server) openRepo(p string) (*gitRepo, error) {
-	dir, err := s.resolve(p)
+	dir, err := s.gitPath(p, false)
 	if err != nil {
 		return nil, err
 	}
@@ -505,13 +505,19 @@ func (s *Server) handleGitInit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		return err
 	}
-	dir, err := s.resolve(req.Path)
+	sp, err := s.resolve(req.Path)
 	if err != nil {
 		return err
 	}
 	branch := req.InitialBranch
 	if branch == "" {
-		branch = s.gitConfigValue(dir, "init.defaultBranch")
+		// The repository's own config counts when it exists (git init
+		// again); a folder not yet made has none.
+		cfgDir := filepath.Join(s.tmpDir, "no-repository")
+		if host, err := s.root.hostPath(sp); err == nil {
+			cfgDir = host
+		}
+		branch = s.gitConfigValue(cfgDir, "init.defaultBranch")
 	}
 	if branch == "" {
 		branch = "master" // git's default
@@ -519,6 +525,10 @@ func (s *Server) handleGitInit(w http.ResponseWriter, r *http.Request) error {
 	ref := plumbing.NewBranchReferenceName(branch)
 	if ref.Validate() != nil {
 		return badRequest("%q is not a valid branch name", branch)
+	}
+	dir, err := s.gitPath(req.Path, true)
+	if err != nil {
+		return err
 	}
 	_, err = git.PlainInitWithOptions(dir, &git.PlainInitOptions{Bare: req.Bare, InitOptions: git.InitOptions{DefaultBranch: ref}})
 	if err != nil && !errors.Is(err, git.ErrRepositoryAlreadyExists) { // git init again is harmless

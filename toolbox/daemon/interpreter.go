@@ -72,8 +72,8 @@ func (s *Server) handleCreateContext(w http.ResponseWriter, r *http.Request) err
 			return err
 		}
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return badRequest("cwd %q is not a directory", req.Cwd)
+	if err := s.checkCwd(cwd); err != nil {
+		return err
 	}
 	ic, err := s.newContext(newUUID(), cwd)
 	if err != nil {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"io/fs"
 	"net/http"
-	"os"
 	"os/user"
 	"strconv"
 )
@@ -30,16 +29,16 @@ func (s *Server) handlePermissions(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(p); err != nil {
+	if _, err := s.root.stat(p); err != nil {
 		return fsError(p, err)
 	}
 	if uid >= 0 || gid >= 0 {
-		if err := os.Chown(p, uid, gid); err != nil {
+		if err := s.root.chown(p, uid, gid); err != nil {
 			return fsError(p, err)
 		}
 	}
 	if setMode {
-		if err := os.Chmod(p, mode); err != nil {
+		if err := s.root.chmod(p, mode); err != nil {
 			return fsError(p, err)
 		}
 	}

@@ -103,11 +103,15 @@ func (s *Server) createPty(req toolbox.PtyCreateRequest) error {
 	cwd := req.Cwd
 	if cwd == "" {
 		cwd = s.workDir
+	} else if strings.IndexByte(cwd, 0) >= 0 {
+		return badRequest("cwd %q contains a NUL byte", cwd)
 	} else if !filepath.IsAbs(cwd) {
 		cwd = filepath.Join(s.workDir, cwd)
+	} else {
+		cwd = filepath.Clean(cwd)
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return badRequest("cwd %q is not a directory in the sandbox", req.Cwd)
+	if err := s.checkCwd(cwd); err != nil {
+		return err
 	}
 	envs := make(map[string]string, len(req.Envs)+1)
 	for k, v := range req.Envs {

@@ -69,7 +69,7 @@ func closeFiles(fs ...*os.File) {
 func (ss *session) startReadyShell(st shellState) (*readyShell, error) {
 	srv := ss.srv
 	env, cwd := st.env, st.cwd
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+	if fi, err := srv.root.stat(cwd); err != nil || !fi.IsDir() {
 		cwd = srv.workDir
 	}
 	rs := &readyShell{id: randomHex(8)}

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -47,7 +46,7 @@ func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) error {
 	out := make([]toolbox.ReplaceResult, len(paths))
 	for i, p := range paths {
 		out[i] = toolbox.ReplaceResult{File: req.Files[i], Success: true}
-		if err := replaceInFile(p, old, repl); err != nil {
+		if err := s.replaceInFile(p, old, repl); err != nil {
 			out[i].Success, out[i].Error = false, err.Error()
 		}
 	}
@@ -56,13 +55,15 @@ func (s *Server) handleReplace(w http.ResponseWriter, r *http.Request) error {
 }
 
 // replaceInFile replaces old by repl in the regular file at p (through
-// symbolic links: the file they name is rewritten and the links stay).
-func replaceInFile(p string, old, repl []byte) error {
-	real, err := filepath.EvalSymlinks(p)
+// symbolic links, followed inside the root: the file they name is
+// rewritten and the links stay).
+func (s *Server) replaceInFile(p string, old, repl []byte) error {
+	dir, name, real, err := s.root.resolveLinks(p)
 	if err != nil {
 		return describeFSError(p, err)
 	}
-	f, err := os.Open(real)
+	defer dir.Close()
+	f, err := openAt(dir, name, real)
 	if err != nil {
 		return describeFSError(p, err)
 	}
@@ -84,46 +85,47 @@ func replaceInFile(p string, old, repl []byte) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("reading %s: %w", p, err)
 	}
-	return rewriteFile(real, fi, func(dst io.Writer) error {
+	return rewriteFile(dir, name, real, fi, func(dst io.Writer) error {
 		return replaceStream(dst, f, old, repl)
 	})
 }
 
-// rewriteFile writes a new content for the file at p (described by fi)
-// with write, into a temporary file in the same folder that gets fi's
-// mode and owner before it is renamed over p. On failure p is unchanged.
-func rewriteFile(p string, fi fs.FileInfo, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".agentbox-*")
+// rewriteFile writes a new content for the file name of the folder dir
+// (real, as the sandbox sees it, described by fi) with write, into a
+// temporary file in the same folder that gets fi's mode and owner before
+// it is renamed over name. On failure the file is unchanged.
+func rewriteFile(dir *os.File, name, real string, fi fs.FileInfo, write func(io.Writer) error) (err error) {
+	tmp, tmpName, err := createTempAt(dir, "."+name+".agentbox-")
 	if err != nil {
-		return fmt.Errorf("cannot write beside %s (its folder must be writable): %w", p, err)
+		return fmt.Errorf("cannot write beside %s (its folder must be writable): %w", real, err)
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			_ = removeAtName(dir, tmpName)
 		}
 	}()
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil {
-			return fmt.Errorf("cannot give the new content of %s its owner %d:%d: %w", p, st.Uid, st.Gid, err)
+			return fmt.Errorf("cannot give the new content of %s its owner %d:%d: %w", real, st.Uid, st.Gid, err)
 		}
 	}
 	// After chown, which clears set-user-ID and set-group-ID bits.
 	if err := tmp.Chmod(fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); err != nil {
-		return fmt.Errorf("cannot give the new content of %s its mode: %w", p, err)
+		return fmt.Errorf("cannot give the new content of %s its mode: %w", real, err)
 	}
 	bw := bufio.NewWriterSize(tmp, replaceChunk)
 	if err := write(bw); err != nil {
-		return fmt.Errorf("rewriting %s: %w", p, err)
+		return fmt.Errorf("rewriting %s: %w", real, err)
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("writing %s: %w", p, err)
+		return fmt.Errorf("writing %s: %w", real, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", p, err)
+		return fmt.Errorf("writing %s: %w", real, err)
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return fmt.Errorf("replacing %s: %w", p, err)
+	if err := renameAtNames(dir, tmpName, name); err != nil {
+		return fmt.Errorf("replacing %s: %w", real, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,8 +19,20 @@ import (
 // server writes for commands to read.
 
 // startCommand starts cmd as the user commands run as, from the starter's
-// thread (see starter).
+// thread (see starter). cmd.Dir, when set, is a folder as the sandbox sees
+// it: it is resolved inside the server's root to a descriptor first, and
+// the child starts in that very folder (commandDir), whatever links the
+// sandbox plants meanwhile; a folder that cannot be resolved so fails the
+// start (see cwdError).
 func (s *Server) startCommand(cmd *exec.Cmd) error {
+	if cmd.Dir != "" {
+		d, err := s.root.openDirFor(cmd.Dir)
+		if err != nil {
+			return cwdError(cmd.Dir, err)
+		}
+		defer d.Close() // the child has chdir'ed once Start returns
+		cmd.Dir = commandDir(d)
+	}
 	if s.cred != nil {
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -30,6 +43,28 @@ func (s *Server) startCommand(cmd *exec.Cmd) error {
 		}
 	}
 	return s.starter.start(cmd)
+}
+
+// cwdError says why the working directory dir cannot be used.
+func cwdError(dir string, err error) error {
+	var he *httpError
+	if errors.As(fsError(dir, err), &he) && he.status < 500 {
+		return badRequest("cwd %q cannot be used: %s", dir, he.msg)
+	}
+	return fmt.Errorf("cwd %q: %w", dir, err)
+}
+
+// checkCwd answers 400 naming the working directory dir when it is no
+// folder inside the server's root.
+func (s *Server) checkCwd(dir string) error {
+	fi, err := s.root.stat(dir)
+	if err != nil {
+		return cwdError(dir, err)
+	}
+	if !fi.IsDir() {
+		return badRequest("cwd %q is not a directory in the sandbox", dir)
+	}
+	return nil
 }
 
 // runsAsOther reports whether commands run as another user than the

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 )
 
@@ -19,18 +17,18 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(root); err != nil {
+	if fi, err := s.root.stat(root); err != nil {
 		return fsError(root, err)
 	} else if !fi.IsDir() {
 		return badRequest("%q is not a directory; search looks for names inside a directory", root)
 	}
 	out := newJSONList(w, `{"files":[`, "]}")
-	err = walkTree(r.Context(), root, func(p string, d fs.DirEntry) error {
-		rel, err := filepath.Rel(root, p)
+	err = s.root.walk(r.Context(), root, walkOptions{skipPseudo: true}, func(e walkEntry) error {
+		rel, err := filepath.Rel(root, e.path)
 		if err != nil || !g.match(filepath.ToSlash(rel)) {
 			return nil
 		}
-		return out.add(p)
+		return out.add(e.path)
 	})
 	if err != nil && !out.started() {
 		return err
