@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ func initMain() {
 		return
 	}
 	os.Unsetenv(initEnv)
+	closeInherited()
 	ctl := os.NewFile(fdControl, "control")
 	if kind == initSpare {
 		// A Pool's spare: the host waits for this before it counts it.
@@ -64,6 +66,27 @@ func initMain() {
 		initFail(ctl, err)
 	}
 	os.Exit(runInit(cfg, ctl, fds))
+}
+
+// closeInherited closes the descriptors above the control socket that the
+// init inherited from the program that started it: those its parent held
+// without close-on-exec (a shell's or a supervisor's leaked pipe or file),
+// which are the host's objects. Every descriptor the init makes itself,
+// the Go runtime's among them, is close-on-exec, so those stay.
+func closeInherited() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= fdControl {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
 }
 
 // initStep is one named step of the init's setup.

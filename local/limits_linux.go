@@ -114,7 +114,9 @@ func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner 
 		if err := ensureOwned(stamps, 0, owner, owner); err != nil {
 			return files, err
 		}
-		f, err := os.OpenFile(stamps, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		// A detached mount of the folder, not a descriptor of it: the
+		// init's ".." from it stays in it (see openMetricsCgroups).
+		f, err := detachedMount(stamps)
 		if err != nil {
 			return files, err
 		}
@@ -155,14 +157,16 @@ func (cfg *initConfig) metricsCgroups(fds []int) []string {
 // them.
 func joinCommandCgroups(cfg *initConfig, fds []int) error {
 	tid := []byte(strconv.Itoa(unix.Gettid()))
+	var err error
 	for _, i := range cfg.CommandCgroupFDs {
-		_, err := unix.Write(fds[i], tid)
-		unix.Close(fds[i])
-		if err != nil {
-			return fmt.Errorf("join the commands' cgroup: %w", err)
+		// Each is closed, also after a failure: a descriptor of a host
+		// cgroup file must not outlive the setup.
+		if _, werr := unix.Write(fds[i], tid); werr != nil && err == nil {
+			err = fmt.Errorf("join the commands' cgroup: %w", werr)
 		}
+		unix.Close(fds[i])
 	}
-	return nil
+	return err
 }
 
 // stampDir returns the folder of the init's exit record and activity
