@@ -4,6 +4,7 @@ package local_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -156,5 +157,19 @@ func TestInitHoldsNoHostDescriptor(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("the init holds no folder or file: the test checked nothing")
+	}
+	// The init's stamps still reach the host: the activity stamp while it
+	// runs, the exit record once it stopped.
+	info, err := sb.Info(t.Context())
+	if err != nil || info.LastUsedAt.IsZero() {
+		t.Errorf("no last use recorded: %v %+v", err, info)
+	}
+	if err := sb.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(local.Dir(sb), "toolbox", "exit.json"))
+	var rec struct{ Reason string }
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Reason == "" {
+		t.Errorf("exit record after a stop: %q, %v", b, err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -167,7 +166,7 @@ func runInit(cfg *initConfig, ctl *os.File, fds []int) int {
 
 	reason := p.wait(sigs)
 	p.shutdown()
-	writeExitRecord(p.stamps, reason)
+	writeExitRecord(p.exit, reason)
 	return 0
 }
 
@@ -190,7 +189,7 @@ type pid1 struct {
 	act    *activity
 	served chan error    // the server's end
 	idle   time.Duration // AutoStopInterval; <= 0: never
-	stamps string        // the folder of the exit record and activity stamp
+	exit   string        // the path of the exit record
 }
 
 // newPID1 makes the init's toolbox server, not serving yet.
@@ -234,8 +233,8 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 		}
 		go sup.serve()
 	}
-	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, stamps: cfg.stampDir(fds)}
-	p.act = newActivity(filepath.Join(p.stamps, activityFile))
+	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, exit: cfg.exitPath(fds)}
+	p.act = newActivity(cfg.activityPath(fds))
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.act.begin()
@@ -293,9 +292,9 @@ func (p *pid1) shutdown() {
 	}
 }
 
-// writeExitRecord tells host processes, in the folder dir, when and why
+// writeExitRecord tells host processes, in the file path, when and why
 // the init ended.
-func writeExitRecord(dir, reason string) {
+func writeExitRecord(path, reason string) {
 	b, _ := json.Marshal(exitRecord{StoppedAt: time.Now().UTC(), Reason: reason})
-	_ = os.WriteFile(filepath.Join(dir, exitFile), b, 0o644)
+	_ = os.WriteFile(path, b, 0o644)
 }
