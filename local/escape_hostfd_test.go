@@ -89,7 +89,24 @@ func topOf(dirFD int) (unix.Stat_t, error) {
 // walking ".." from a folder never reaches the host's root.
 func TestInitHoldsNoHostDescriptor(t *testing.T) {
 	needRoot(t)
-	sb := newSandbox(t, local.Options{})
+	for _, tc := range []struct {
+		name string
+		cfg  local.Config
+	}{
+		{"default", local.Config{}},
+		{"volume and FUSE", local.Config{
+			Volumes:     []local.Volume{{Name: "vol", MountPath: "/data"}},
+			Confinement: local.Confinement{AllowFUSE: local.FUSEAvailable()},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkInitDescriptors(t, tc.cfg) })
+	}
+}
+
+// checkInitDescriptors starts a sandbox shaped by cfg and checks the
+// descriptors of its init (TestInitHoldsNoHostDescriptor).
+func checkInitDescriptors(t *testing.T, cfg local.Config) {
+	sb := newSandbox(t, local.Options{Config: cfg})
 	// Use the routes that open files: metrics, commands, activity.
 	mustRun(t, sb, "true")
 	if _, err := sb.Client().SystemMetrics(t.Context()); err != nil {

@@ -493,10 +493,6 @@ func (s *fuseSupervisor) umount(c *fuseCaller, args [6]uint64) error {
 		return unix.EINVAL
 	}
 	follow := flags&unix.UMOUNT_NOFOLLOW == 0
-	// Checked and unmounted under mu: the mount checked (by its id) is
-	// the one unmounted.
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	id, err := topMountID(parent, name, follow)
 	if err != nil {
 		return err
@@ -514,13 +510,17 @@ func (s *fuseSupervisor) umount(c *fuseCaller, args [6]uint64) error {
 	if c.uid != 0 && owner != c.uid {
 		return unix.EPERM
 	}
-	if err := c.valid(); err != nil {
-		return err
-	}
-	// The name is looked up once more, not followed: a symlink put in its
-	// place since is refused, and so is any mount but the one checked.
+	// The name is looked up once more, not followed, under mu: a symlink
+	// put in its place since is refused, and so is any mount but the one
+	// checked; no other change of the mount table comes between this
+	// check and the unmount.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if now, err := topMountID(parent, name, false); err != nil || now != id {
 		return unix.EINVAL
+	}
+	if err := c.valid(); err != nil {
+		return err
 	}
 	// A folder that is no mount's root fails with EINVAL.
 	return unix.Unmount("/proc/self/fd/"+strconv.Itoa(parent)+"/"+name, flags|unix.UMOUNT_NOFOLLOW)
