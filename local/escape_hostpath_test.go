@@ -27,15 +27,6 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
-// hostPathProbe is one attempt of a command to make the toolbox reach a
-// host file: a route driven on path, a symlink the command planted. leak
-// reports what the route reached of the host, or "".
-type hostPathProbe struct {
-	route string
-	link  string // the symlink's name in the probes' folder
-	run   func(ctx context.Context, path string) (leak string)
-}
-
 // hostMarkers are the host's objects the escape probes try to reach: a
 // folder (a git repository) readable by every user, with a marker file,
 // and a folder writable by every user, with a file any user may change
