@@ -84,9 +84,11 @@ func topOf(dirFD int) (unix.Stat_t, error) {
 // TestInitHoldsNoHostDescriptor: no descriptor the sandbox's init holds
 // leads outside the sandbox. The init resolves paths the sandbox makes
 // (a symlink to /proc/self/fd/N/../..), so a descriptor of a host folder
-// would be a way out (CVE-2024-21626); every folder or file it holds is on
-// a mount of the sandbox's mount namespace or on a detached mount, and
-// walking ".." from a folder never reaches the host's root.
+// would be a way out (CVE-2024-21626); every descriptor it holds is on a
+// mount of the sandbox's mount namespace, a detached mount or the kernel's
+// internal ones (sockets, pipes), walking ".." from a folder never reaches
+// the host's root, and none but its standard ones is inherited by a
+// command (close-on-exec).
 func TestInitHoldsNoHostDescriptor(t *testing.T) {
 	needRoot(t)
 	for _, tc := range []struct {
@@ -142,11 +144,8 @@ func checkInitDescriptors(t *testing.T, cfg local.Config) {
 			t.Logf("fd %s -> %s: %v", fd, link, err)
 			continue
 		}
-		kind := st.Mode & unix.S_IFMT
-		if kind != unix.S_IFDIR && kind != unix.S_IFREG {
-			continue // sockets, pipes, anonymous inodes
-		}
-		checked++
+		// Every descriptor, also a device (its standard input), a socket
+		// or a pipe (on the kernel's internal mounts).
 		mnt, err := fdInfo(pid, fd, "mnt_id")
 		if err != nil {
 			t.Errorf("fd %s -> %s: %v", fd, link, err)
@@ -155,6 +154,10 @@ func checkInitDescriptors(t *testing.T, cfg local.Config) {
 		t.Logf("fd %s -> %s (mount %s, the sandbox's: %v)", fd, link, mnt, own[mnt])
 		if host[mnt] {
 			t.Errorf("the init's fd %s -> %s is on a mount of the host's mount namespace (%s)", fd, link, mnt)
+		}
+		kind := st.Mode & unix.S_IFMT
+		if kind == unix.S_IFDIR || kind == unix.S_IFREG {
+			checked++
 		}
 		if kind != unix.S_IFDIR {
 			continue

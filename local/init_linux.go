@@ -88,6 +88,23 @@ func closeInherited() {
 	}
 }
 
+// sandboxStdio replaces the init's standard input, output and error, the
+// host's /dev/null its parent gave it, by the sandbox's: the init holds
+// no descriptor of a host mount.
+func sandboxStdio() error {
+	fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	for i := range 3 {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // initStep is one named step of the init's setup.
 type initStep struct {
 	name string
@@ -118,6 +135,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 		{"set up network", func() error { return setupNetwork(cfg.Net) }},
 		{"listen for the egress proxy", func() error { return listenForEgress(cfg) }},
 		{"enter working directory", func() error { return os.Chdir(cfg.WorkingDirectory) }},
+		{"take stdio from the sandbox's /dev/null", sandboxStdio},
 		{"make the init non-dumpable", makeUndumpable},
 	}
 }
