@@ -20,18 +20,22 @@ type activity struct {
 	stamped  atomic.Int64 // the stamp's mtime, unix nanoseconds
 	pending  atomic.Bool  // a delayed stamp is scheduled
 	mu       sync.Mutex   // orders the stamp's writes
-	// f is the stamp, kept open for the init's life (the sandbox may
-	// replace its path) and changed through path, its /proc/self/fd link;
-	// nil without a stamp.
-	f    *os.File
+	// path is the stamp's /proc/self/fd link: the stamp is kept open
+	// for the init's life (the sandbox may replace its path) and changed
+	// through it; "" without a stamp.
 	path string
+	f    *os.File // the stamp the init opened itself, kept from the GC
 }
 
-// newActivity creates the stamp file at path and marks now as the last use.
-// Without a stamp (e.g. the folder is full) only the auto-stop works.
-func newActivity(path string) *activity {
+// newActivity opens the stamp file at path, which it creates unless
+// exists (path then is the /proc/self/fd link of the host's stamp, see
+// activityPath), and marks now as the last use. Without a stamp (e.g. the
+// folder is full) only the auto-stop works.
+func newActivity(path string, exists bool) *activity {
 	a := &activity{}
-	if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|unix.O_NOFOLLOW, 0o644); err == nil {
+	if exists {
+		a.path = path
+	} else if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644); err == nil {
 		a.f, a.path = f, "/proc/self/fd/"+strconv.Itoa(int(f.Fd()))
 	}
 	now := time.Now().UnixNano()
@@ -82,7 +86,7 @@ func (a *activity) idleFor(d time.Duration) bool {
 
 // stamp sets the stamp's mtime to t (unix nanoseconds) unless it is newer.
 func (a *activity) stamp(t int64) {
-	if a.f == nil {
+	if a.path == "" {
 		return
 	}
 	a.mu.Lock()

@@ -258,10 +258,16 @@ func (s *cgroupSet) openCommandCgroups() ([]*os.File, error) {
 	return out, nil
 }
 
-// openMetricsCgroups opens (O_PATH) the sandbox's own folders of the
-// controllers whose figures the toolbox reports: v1 cpu, cpuacct and the
-// commands' memory folder (whose limit is the MemoryMB asked for; the
-// sandbox's own has the init's headroom on top), v2 the one folder.
+// openMetricsCgroups returns detached mounts (open_tree) of the sandbox's
+// own folders of the controllers whose figures the toolbox reports: v1
+// cpu, cpuacct and the commands' memory folder (whose limit is the
+// MemoryMB asked for; the sandbox's own has the init's headroom on top),
+// v2 the one folder. A detached mount's root has no parent: ".." from it
+// stays there, so the init, which resolves paths the sandbox makes, holds
+// no way up into the host's cgroup tree or file system (an O_PATH
+// descriptor of the folder would be one: /proc/self/fd/N/../..). On v2 the
+// toolbox then reads memory.max and cpu.max of the sandbox's cgroup only,
+// which is where the sandbox's limits are.
 func (s *cgroupSet) openMetricsCgroups() ([]*os.File, error) {
 	if s == nil {
 		return nil, nil
@@ -277,14 +283,25 @@ func (s *cgroupSet) openMetricsCgroups() ([]*os.File, error) {
 			continue
 		}
 		seen[d] = true
-		f, err := os.OpenFile(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		f, err := detachedMount(d)
 		if err != nil {
 			closeFiles(out)
-			return nil, fmt.Errorf("open the sandbox's cgroup %s: %w", d, err)
+			return nil, fmt.Errorf("open the sandbox's cgroup: %w", err)
 		}
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// detachedMount returns a detached mount (open_tree, close-on-exec) of
+// exactly the folder dir, which the init may hold: nothing outside dir is
+// reachable from it.
+func detachedMount(dir string) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("detached mount of %s: %w", dir, err)
+	}
+	return os.NewFile(uintptr(fd), dir), nil
 }
 
 // destroy kills every process left in the set and removes its folders.

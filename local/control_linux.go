@@ -36,9 +36,12 @@ type initConfig struct {
 	// Binds are the folders of the state dir and the volumes, in the order
 	// prepare made them.
 	Binds []bindSpec `json:"binds"`
-	// StampsFD, when >= 0, indexes the descriptors: the host's folder for
-	// the init's exit record and activity stamp (see stampDir).
-	StampsFD int `json:"stampsFD"`
+	// ExitFD and ActivityFD, when >= 0, index the descriptors: detached
+	// mounts of the host's files of the init's exit record and activity
+	// stamp, each of that one file (see stampFiles); otherwise both are
+	// in the toolbox's folder.
+	ExitFD     int `json:"exitFD"`
+	ActivityFD int `json:"activityFD"`
 	// CommandCgroupFDs index the descriptors: the files through which the
 	// thread that starts commands joins their cgroups (joinCommandCgroups).
 	CommandCgroupFDs []int `json:"commandCgroupFDs,omitempty"`
@@ -81,7 +84,7 @@ type bindSpec struct {
 // c, without binds: the one place where a Config becomes what the init is
 // told.
 func newInitConfig(id string, c Config) *initConfig {
-	return &initConfig{Config: c, ID: id, StampsFD: -1, RootFD: -1}
+	return &initConfig{Config: c, ID: id, ExitFD: -1, ActivityFD: -1, RootFD: -1}
 }
 
 // hostname returns the sandbox's host name: its id, cut to the 63 bytes a
@@ -165,7 +168,7 @@ func receiveConfig(ctl *os.File) (*initConfig, []int, error) {
 	if len(fds) == 0 {
 		return nil, nil, errors.New("no toolbox socket received")
 	}
-	for _, i := range slices.Concat([]int{cfg.StampsFD}, cfg.CommandCgroupFDs, cfg.MetricsCgroupFDs, bindFDs(cfg.Binds)) {
+	for _, i := range slices.Concat([]int{cfg.ExitFD, cfg.ActivityFD}, cfg.CommandCgroupFDs, cfg.MetricsCgroupFDs, bindFDs(cfg.Binds)) {
 		if i >= len(fds) {
 			return nil, nil, errors.New("bad init configuration: missing descriptor")
 		}

@@ -223,5 +223,5 @@ package local
 //	                    sandbox gets and how Info and Instructions tell them
 //	resources_linux.go  what the host offers (cores, memory, cgroups, disk), defaults, bounds
 //	limits_linux.go     applying the limits at each start (host side) and the init's side of
-//	                    them (joining the commands' cgroups, the host's stamps folder)
+//	                    them (joining the commands' cgroups, detached mounts of the host's stamp files)
 //	disk_linux.go       the disk image: templates, sparse copy, loop device, detached mount

@@ -63,3 +63,17 @@ func TestFUSEOptions(t *testing.T) {
 		unix.Close(dup)
 	}
 }
+
+// TestFUSEForbidden: no FUSE mount goes on a forbidden folder, in one, or
+// on an ancestor of one (it would hide it), while other folders are open.
+func TestFUSEForbidden(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/": true, "/proc": true, "/proc/sys": true, "/sys": true, "/dev": true, "/dev/shm": true,
+		"/run": true, "/run/agentbox": true, "/run/agentbox/x": true,
+		"/run/user": false, "/runx": false, "/tmp": false, "/home/user/mnt": false, "/devices": false, "/procs": false,
+	} {
+		if got := fuseForbidden(p); got != want {
+			t.Errorf("fuseForbidden(%q) = %v, want %v", p, got, want)
+		}
+	}
+}

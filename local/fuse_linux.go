@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -63,10 +64,24 @@ const fuseMountFlags = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS
 // fuseUmountFlags are the umount2 flags an unmount may carry.
 const fuseUmountFlags = unix.MNT_FORCE | unix.MNT_DETACH | unix.MNT_EXPIRE | unix.UMOUNT_NOFOLLOW
 
-// fuseForbiddenTargets are the folders under which no FUSE mount goes: the
-// kernel's views and the init's own folder (its command logs), which a
-// FUSE server could otherwise answer for, or hang.
+// fuseForbiddenTargets are the folders on, in and above which no FUSE
+// mount goes: the kernel's views and the init's own folder (its command
+// logs), which a FUSE server could otherwise answer for, or hang. A mount
+// on an ancestor (/run for /run/agentbox, / for all) would hide them as
+// surely as one on them.
 var fuseForbiddenTargets = []string{"/proc", "/sys", "/dev", initTmpDir}
+
+// fuseForbidden reports whether a FUSE mount on the folder p (as the
+// sandbox sees it, clean and absolute) would cover a forbidden folder: p
+// is one, is inside one, or is an ancestor of one.
+func fuseForbidden(p string) bool {
+	for _, f := range fuseForbiddenTargets {
+		if within(p, f) || p == "/" || within(f, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // fuseSupervisor answers the mount and umount2 calls the filter hands the
 // init.
@@ -79,6 +94,12 @@ type fuseSupervisor struct {
 	// mntNS is the init's mount namespace (the commands'), as
 	// /proc/self/ns/mnt reads.
 	mntNS string
+	// mu orders the supervisor's changes of the mount table: only the
+	// supervisor changes the sandbox's mounts for its commands (they hold
+	// no CAP_SYS_ADMIN), so under mu the mount an unmount checked is the
+	// one it removes (no other call unmounts it, or stacks one on it,
+	// meanwhile).
+	mu sync.Mutex
 }
 
 // newFUSESupervisor returns the supervisor of the notification
@@ -327,6 +348,8 @@ func (s *fuseSupervisor) mount(c *fuseCaller, args [6]uint64) error {
 		return err
 	}
 	defer unix.Close(dev)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := c.valid(); err != nil {
 		return err
 	}
@@ -383,43 +406,55 @@ func (c *fuseCaller) fuseOptions(data string) (string, int, error) {
 
 // openTarget opens (O_PATH) the caller's path p, relative to its working
 // directory, as the caller sees it, and refuses the forbidden folders.
-// dir asks for a folder; mountPoint refuses "/" too.
+// dir asks for a folder; mountPoint refuses the folders a FUSE mount
+// would cover a forbidden one from (fuseForbidden), else only those in a
+// forbidden one. The path is resolved without magic links (/proc/PID/fd/N,
+// cwd, root …): the supervisor would resolve them as itself (/proc/self
+// is the init), reaching whatever the init holds.
 func (c *fuseCaller) openTarget(p string, dir, mountPoint bool) (int, error) {
 	if p == "" {
 		return -1, unix.ENOENT
 	}
 	proc := "/proc/" + strconv.Itoa(c.pid)
-	base := proc + "/root"
-	if !filepath.IsAbs(p) {
-		base = proc + "/cwd"
-	}
 	// The caller's root is the init's (both in the sandbox's mount
 	// namespace, neither chrooted: a chrooted caller is refused).
 	if r, err := os.Readlink(proc + "/root"); err != nil || r != "/" {
 		return -1, unix.EPERM
 	}
+	// The caller's own root and working directory are the one magic link
+	// followed, on purpose: they are where its path starts.
+	base, resolve := proc+"/cwd", uint64(unix.RESOLVE_NO_MAGICLINKS)
+	if filepath.IsAbs(p) {
+		base, resolve = proc+"/root", resolve|unix.RESOLVE_IN_ROOT
+	}
+	start, err := unix.Open(base, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, unix.EPERM
+	}
+	defer unix.Close(start)
 	flags := uint64(unix.O_PATH | unix.O_CLOEXEC)
 	if dir {
 		flags |= unix.O_DIRECTORY
 	}
-	fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Join(base, p), &unix.OpenHow{Flags: flags})
+	fd, err := unix.Openat2(start, p, &unix.OpenHow{Flags: flags, Resolve: resolve})
 	if err != nil {
 		return -1, err
 	}
 	resolved, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-	if err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	if mountPoint && resolved == "/" {
+	if err != nil || !filepath.IsAbs(resolved) {
 		unix.Close(fd)
 		return -1, unix.EPERM
 	}
-	for _, f := range fuseForbiddenTargets {
-		if within(resolved, f) {
-			unix.Close(fd)
-			return -1, unix.EPERM
+	refused := fuseForbidden(resolved)
+	if !mountPoint {
+		refused = false
+		for _, f := range fuseForbiddenTargets {
+			refused = refused || within(resolved, f)
 		}
+	}
+	if refused {
+		unix.Close(fd)
+		return -1, unix.EPERM
 	}
 	return fd, nil
 }
@@ -454,19 +489,18 @@ func (s *fuseSupervisor) umount(c *fuseCaller, args [6]uint64) error {
 	}
 	defer unix.Close(parent)
 	name := filepath.Base(target)
-	oflags := unix.O_PATH | unix.O_CLOEXEC
-	if flags&unix.UMOUNT_NOFOLLOW != 0 {
-		oflags |= unix.O_NOFOLLOW
+	if name == "." || name == ".." {
+		return unix.EINVAL
 	}
-	fd, err := unix.Openat(parent, name, oflags, 0)
+	follow := flags&unix.UMOUNT_NOFOLLOW == 0
+	id, err := topMountID(parent, name, follow)
 	if err != nil {
 		return err
 	}
 	// The mount table, not statfs, says whether this is a FUSE mount:
 	// statfs asks the FUSE server, which may be dead (ENOTCONN) or never
 	// answer, and such a mount must still come off.
-	isFUSE, owner, err := fuseMountOf(fd)
-	unix.Close(fd)
+	isFUSE, owner, err := fuseMountByID(id)
 	if err != nil {
 		return err
 	}
@@ -476,27 +510,53 @@ func (s *fuseSupervisor) umount(c *fuseCaller, args [6]uint64) error {
 	if c.uid != 0 && owner != c.uid {
 		return unix.EPERM
 	}
+	// The name is looked up once more, not followed, under mu: a symlink
+	// put in its place since is refused, and so is any mount but the one
+	// checked; no other change of the mount table comes between this
+	// check and the unmount.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now, err := topMountID(parent, name, false); err != nil || now != id {
+		return unix.EINVAL
+	}
 	if err := c.valid(); err != nil {
 		return err
 	}
-	// A symlink put in its place meanwhile is not followed; a folder that
-	// is no mount's root any more fails with EINVAL.
+	// A folder that is no mount's root fails with EINVAL.
 	return unix.Unmount("/proc/self/fd/"+strconv.Itoa(parent)+"/"+name, flags|unix.UMOUNT_NOFOLLOW)
 }
 
-// fuseMountOf reports whether fd is on a FUSE mount (file system type
-// fuse or fuse.*), and that mount's user_id, from /proc/self/mountinfo,
-// without asking the FUSE server anything.
-func fuseMountOf(fd int) (isFUSE bool, owner int, err error) {
+// topMountID returns the id of the mount the name in the folder parent
+// reaches (the topmost mount on it), following a last symlink when follow.
+func topMountID(parent int, name string, follow bool) (uint64, error) {
+	oflags := unix.O_PATH | unix.O_CLOEXEC
+	if !follow {
+		oflags |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Openat(parent, name, oflags, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
 	var sx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &sx); err != nil {
-		return false, -1, err
+		return 0, err
 	}
+	if sx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, unix.EINVAL
+	}
+	return sx.Mnt_id, nil
+}
+
+// fuseMountByID reports whether the mount of id mntID is a FUSE mount
+// (file system type fuse or fuse.*), and its user_id, from
+// /proc/self/mountinfo, without asking the FUSE server anything.
+func fuseMountByID(mntID uint64) (isFUSE bool, owner int, err error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return false, -1, err
 	}
-	id := strconv.FormatUint(sx.Mnt_id, 10)
+	id := strconv.FormatUint(mntID, 10)
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)
 		if len(f) < 10 || f[0] != id {

@@ -182,7 +182,9 @@ print("OK" if r == 0 else errno.errorcode[ctypes.get_errno()])
 // mount (tmpfs, bind, proc, remount) and every unmount of a non-FUSE
 // mount stays refused, and the supervisor refuses FUSE mounts whose fd=
 // is not a /dev/fuse descriptor of the caller, or whose mount point is
-// under /proc, /sys, /dev or /run/agentbox.
+// /proc, /sys, /dev or /run/agentbox, in one or above one (/run, /), or
+// is reached through a magic link (which the supervisor would resolve as
+// itself).
 func TestFUSERefused(t *testing.T) {
 	requireFUSE(t)
 	_, err := exec.LookPath("python3")
@@ -213,6 +215,7 @@ func TestFUSERefused(t *testing.T) {
 
 	t.Run("with AllowFUSE", func(t *testing.T) {
 		sb := newSandbox(t, local.Options{Config: local.Config{Confinement: local.Confinement{AllowFUSE: true}}})
+		mustRun(t, sb, "ln -sfn /proc/self/cwd /tmp/cwdlink")
 		before := mustRun(t, sb, "cat /proc/self/mountinfo | wc -l")
 		for _, tc := range []struct {
 			name  string
@@ -233,6 +236,13 @@ func TestFUSERefused(t *testing.T) {
 			{"fuse on /run/agentbox", "/dev/fuse", []string{"x", "/run/agentbox", "fuse.x", "0", fuseOpts}, "EPERM"},
 			{"fuse on /", "/dev/fuse", []string{"x", "/", "fuse.x", "0", fuseOpts}, "EPERM"},
 			{"fuse on /tmp/p/../..", "/dev/fuse", []string{"x", "/tmp/p/../..", "fuse.x", "0", fuseOpts}, "EPERM"},
+			// An ancestor of a forbidden folder hides it as well.
+			{"fuse on /run", "/dev/fuse", []string{"x", "/run", "fuse.x", "0", fuseOpts}, "EPERM"},
+			{"fuse on /tmp/../run", "/dev/fuse", []string{"x", "/tmp/../run", "fuse.x", "0", fuseOpts}, "EPERM"},
+			// Magic links would be the supervisor's (the init's) own.
+			{"fuse on /proc/self/cwd", "/dev/fuse", []string{"x", "/proc/self/cwd", "fuse.x", "0", fuseOpts}, "ELOOP"},
+			{"fuse on /proc/1/root/tmp/p", "/dev/fuse", []string{"x", "/proc/1/root/tmp/p", "fuse.x", "0", fuseOpts}, "ELOOP"},
+			{"fuse on a link to /proc/self/cwd", "/dev/fuse", []string{"x", "/tmp/cwdlink", "fuse.x", "0", fuseOpts}, "ELOOP"},
 		} {
 			if got := runProbe(sb, mountProbe, tc.stdin, tc.args...); got != tc.want {
 				t.Errorf("mount %s: %s, want %s", tc.name, got, tc.want)

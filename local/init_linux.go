@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +43,7 @@ func initMain() {
 		return
 	}
 	os.Unsetenv(initEnv)
+	closeInherited()
 	ctl := os.NewFile(fdControl, "control")
 	if kind == initSpare {
 		// A Pool's spare: the host waits for this before it counts it.
@@ -64,6 +65,44 @@ func initMain() {
 		initFail(ctl, err)
 	}
 	os.Exit(runInit(cfg, ctl, fds))
+}
+
+// closeInherited closes the descriptors above the control socket that the
+// init inherited from the program that started it: those its parent held
+// without close-on-exec (a shell's or a supervisor's leaked pipe or file),
+// which are the host's objects. Every descriptor the init makes itself,
+// the Go runtime's among them, is close-on-exec, so those stay.
+func closeInherited() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= fdControl {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// sandboxStdio replaces the init's standard input, output and error, the
+// host's /dev/null its parent gave it, by the sandbox's: the init holds
+// no descriptor of a host mount.
+func sandboxStdio() error {
+	fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	for i := range 3 {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // initStep is one named step of the init's setup.
@@ -96,6 +135,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 		{"set up network", func() error { return setupNetwork(cfg.Net) }},
 		{"listen for the egress proxy", func() error { return listenForEgress(cfg) }},
 		{"enter working directory", func() error { return os.Chdir(cfg.WorkingDirectory) }},
+		{"take stdio from the sandbox's /dev/null", sandboxStdio},
 		{"make the init non-dumpable", makeUndumpable},
 	}
 }
@@ -144,7 +184,7 @@ func runInit(cfg *initConfig, ctl *os.File, fds []int) int {
 
 	reason := p.wait(sigs)
 	p.shutdown()
-	writeExitRecord(p.stamps, reason)
+	writeExitRecord(p.exit, reason)
 	return 0
 }
 
@@ -167,7 +207,7 @@ type pid1 struct {
 	act    *activity
 	served chan error    // the server's end
 	idle   time.Duration // AutoStopInterval; <= 0: never
-	stamps string        // the folder of the exit record and activity stamp
+	exit   string        // the path of the exit record
 }
 
 // newPID1 makes the init's toolbox server, not serving yet.
@@ -211,8 +251,8 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 		}
 		go sup.serve()
 	}
-	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, stamps: cfg.stampDir(fds)}
-	p.act = newActivity(filepath.Join(p.stamps, activityFile))
+	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, exit: cfg.exitPath(fds)}
+	p.act = newActivity(cfg.activityPath(fds))
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.act.begin()
@@ -270,9 +310,9 @@ func (p *pid1) shutdown() {
 	}
 }
 
-// writeExitRecord tells host processes, in the folder dir, when and why
+// writeExitRecord tells host processes, in the file path, when and why
 // the init ended.
-func writeExitRecord(dir, reason string) {
+func writeExitRecord(path, reason string) {
 	b, _ := json.Marshal(exitRecord{StoppedAt: time.Now().UTC(), Reason: reason})
-	_ = os.WriteFile(filepath.Join(dir, exitFile), b, 0o644)
+	_ = os.WriteFile(path, b, 0o644)
 }

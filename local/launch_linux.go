@@ -250,7 +250,11 @@ func initCommand(m *meta, child *os.File) *exec.Cmd {
 			// partly used spans of each size class of its own (about
 			// 1 MiB of an idle init's 3 with two); its work is mostly
 			// system calls, which release the P while they block.
-			"GOGC=100", "GOMAXPROCS=1", "GODEBUG=madvdontneed=1",
+			// containermaxprocs=0: the runtime would otherwise keep the
+			// host's cgroup CPU limit files open for the init's life (the
+			// init is born in the host's cgroup), descriptors of host
+			// objects in the process that resolves the sandbox's paths.
+			"GOGC=100", "GOMAXPROCS=1", "GODEBUG=madvdontneed=1,containermaxprocs=0",
 			// Race-enabled builds (tests) would sleep 1s at every init exit.
 			"GORACE=atexit_sleep_ms=0",
 		},

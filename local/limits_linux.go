@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 )
 
 // The host side of a sandbox's limits at each start (limit), and the
-// init's side of them (joinCommandCgroups, stampDir).
+// init's side of them (joinCommandCgroups, exitPath, activityPath).
 
 // limit plans the limits of the sandbox of the folder dir (m its
 // metadata) on this host, creates its cgroups with them and, for a new
@@ -105,21 +106,17 @@ func (d *pendingDisk) release() {
 
 // limitFiles adds to files (sent to the init with cfg) the descriptors
 // the init needs for the sandbox's limits, and names them in cfg: the
-// host's folder for the init's stamps when the toolbox's folder is on the
-// disk image (owned by owner, see ensureOwned), and the files through which the init's thread that starts
-// commands joins their cgroups.
+// host's files of the init's stamps when the toolbox's folder is on the
+// disk image (see stampFiles), the files through which the init's thread
+// that starts commands joins their cgroups, and its metrics cgroups.
 func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner int, cg *cgroupSet) ([]*os.File, error) {
 	if disk {
-		stamps := filepath.Join(dir, toolboxDir)
-		if err := ensureOwned(stamps, 0, owner, owner); err != nil {
-			return files, err
-		}
-		f, err := os.OpenFile(stamps, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		stamps, err := stampFiles(filepath.Join(dir, toolboxDir), owner)
 		if err != nil {
 			return files, err
 		}
-		files = append(files, f)
-		cfg.StampsFD = len(files) - 1
+		files = append(files, stamps...)
+		cfg.ExitFD, cfg.ActivityFD = len(files)-2, len(files)-1
 	}
 	cgFiles, err := cg.openCommandCgroups()
 	if err != nil {
@@ -155,23 +152,72 @@ func (cfg *initConfig) metricsCgroups(fds []int) []string {
 // them.
 func joinCommandCgroups(cfg *initConfig, fds []int) error {
 	tid := []byte(strconv.Itoa(unix.Gettid()))
+	var err error
 	for _, i := range cfg.CommandCgroupFDs {
-		_, err := unix.Write(fds[i], tid)
-		unix.Close(fds[i])
-		if err != nil {
-			return fmt.Errorf("join the commands' cgroup: %w", err)
+		// Each is closed, also after a failure: a descriptor of a host
+		// cgroup file must not outlive the setup.
+		if _, werr := unix.Write(fds[i], tid); werr != nil && err == nil {
+			err = fmt.Errorf("join the commands' cgroup: %w", werr)
 		}
+		unix.Close(fds[i])
 	}
-	return nil
+	return err
 }
 
-// stampDir returns the folder of the init's exit record and activity
-// stamp: the host's, when it sent one, else the toolbox's folder.
-func (cfg *initConfig) stampDir(fds []int) string {
-	if cfg.StampsFD >= 0 {
-		return "/proc/self/fd/" + strconv.Itoa(fds[cfg.StampsFD])
+// stampFiles makes, in the host's folder dir (owned by owner, see
+// ensureOwned), the init's exit record (empty: no record yet) and its
+// activity stamp, and returns a detached mount (open_tree) of each file.
+// The init holds these, not the folder: nothing else of the host is
+// reachable from a detached mount of one file, while ".." from a
+// descriptor of the folder led to the host's root (issue 24).
+func stampFiles(dir string, owner int) ([]*os.File, error) {
+	if err := ensureOwned(dir, 0, owner, owner); err != nil {
+		return nil, err
 	}
-	return initTmpDir
+	var out []*os.File
+	for _, name := range []string{exitFile, activityFile} {
+		p := filepath.Join(dir, name)
+		// Whatever was there (the folder is the sandbox's uid's) goes.
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			closeFiles(out)
+			return nil, err
+		}
+		fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			err = unix.Fchown(fd, owner, owner)
+			unix.Close(fd)
+		}
+		if err != nil {
+			closeFiles(out)
+			return nil, fmt.Errorf("init stamp %s: %w", p, err)
+		}
+		mfd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+		if err != nil {
+			closeFiles(out)
+			return nil, fmt.Errorf("detached mount of %s: %w", p, err)
+		}
+		out = append(out, os.NewFile(uintptr(mfd), p))
+	}
+	return out, nil
+}
+
+// exitPath returns the path, in the init, of its exit record: the host's
+// file when it sent one, else in the toolbox's folder.
+func (cfg *initConfig) exitPath(fds []int) string {
+	if cfg.ExitFD >= 0 {
+		return "/proc/self/fd/" + strconv.Itoa(fds[cfg.ExitFD])
+	}
+	return filepath.Join(initTmpDir, exitFile)
+}
+
+// activityPath returns the path, in the init, of its activity stamp, and
+// whether it exists already (the host's file): else newActivity creates
+// it in the toolbox's folder.
+func (cfg *initConfig) activityPath(fds []int) (string, bool) {
+	if cfg.ActivityFD >= 0 {
+		return "/proc/self/fd/" + strconv.Itoa(fds[cfg.ActivityFD]), true
+	}
+	return filepath.Join(initTmpDir, activityFile), false
 }
 
 // diskUsage returns the size and use, in MiB, of the disk image of the

@@ -73,7 +73,11 @@ func (r *rootfs) openSources() error {
 // made of an image (mountRoot, host side) there.
 func (r *rootfs) mountRoot() error {
 	if r.image() {
-		if err := unix.MoveMount(r.fds[r.cfg.RootFD], "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		err := unix.MoveMount(r.fds[r.cfg.RootFD], "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		// Moved in place, the root needs no descriptor: the init holds
+		// none it does not use.
+		unix.Close(r.fds[r.cfg.RootFD])
+		if err != nil {
 			return err
 		}
 		// The image's /run is the sandbox's, fresh at each start.
