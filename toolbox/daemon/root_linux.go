@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -388,6 +389,85 @@ func readlinkAt(dirfd int, name string) (string, error) {
 			return string(buf[:m]), nil
 		}
 	}
+}
+
+// readDirNames returns up to n (n <= 0: all) names of the folder p,
+// followed inside the root.
+func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {
+	d, err := r.open(p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(n)
+	if err == io.EOF {
+		err = nil
+	}
+	return names, err
+}
+
+// emptyDir removes what the folder p (followed inside the root) holds,
+// going from descriptor to descriptor and never following a link.
+func (r *fsRoot) emptyDir(p string) {
+	d, err := r.open(p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		_ = removeAllAt(int(d.Fd()), n)
+	}
+}
+
+// sandboxPath returns the sandbox path of host, a path on the server's
+// own file system (as hostPath gives), or false when it is not under the
+// root.
+func (r *fsRoot) sandboxPath(host string) (string, bool) {
+	if r.dir == "/" {
+		return host, path.IsAbs(host)
+	}
+	if host == r.dir {
+		return "/", true
+	}
+	rest, ok := strings.CutPrefix(host, r.dir+"/")
+	return path.Clean("/" + rest), ok
+}
+
+// writeFileAtomic replaces the file p (a last link followed inside the
+// root, not replaced) with data: a new file in p's folder, renamed over
+// p by descriptor.
+func (r *fsRoot) writeFileAtomic(p string, data []byte, mode fs.FileMode) error {
+	d, name, q, err := r.resolveLinks(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		// No such file (or a dangling link): made as p.
+		d, name, err = r.openParent(p)
+		q = p
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	p = q
+	f, tmp, err := createTempAt(d, "."+name+".tmp-")
+	if err != nil {
+		return &fs.PathError{Op: "create", Path: p, Err: err}
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = unix.Fchmod(int(f.Fd()), unixMode(mode))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = renameAtNames(d, tmp, name)
+	}
+	if err != nil {
+		_ = removeAtName(d, tmp)
+		return &fs.PathError{Op: "write", Path: p, Err: err}
+	}
+	return nil
 }
 
 // openDirFor opens the folder p (O_PATH) for a command to start in.

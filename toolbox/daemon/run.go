@@ -152,7 +152,7 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 		rs.state.Close()
 	} else {
 		stateCh = make(chan *shellState, 1)
-		srv.bg.Go(func() { stateCh <- readState(rs.state, srv.bash, stateSentinel) })
+		srv.bg.Go(func() { stateCh <- srv.sandboxState(readState(rs.state, srv.bash, stateSentinel)) })
 	}
 
 	rs.send(text, !c.stateless)
