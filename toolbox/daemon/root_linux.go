@@ -391,6 +391,20 @@ func readlinkAt(dirfd int, name string) (string, error) {
 	}
 }
 
+// statfs describes the file system of p, followed inside the root.
+func (r *fsRoot) statfs(p string) (*syscall.Statfs_t, error) {
+	f, err := r.open(p, unix.O_PATH, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
+		return nil, &fs.PathError{Op: "statfs", Path: p, Err: err}
+	}
+	return &st, nil
+}
+
 // readDirNames returns up to n (n <= 0: all) names of the folder p,
 // followed inside the root.
 func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {

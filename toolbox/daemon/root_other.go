@@ -59,6 +59,14 @@ func (r *fsRoot) writeFileAtomic(p string, data []byte, mode fs.FileMode) error 
 	return nil
 }
 
+func (r *fsRoot) statfs(p string) (*syscall.Statfs_t, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(p, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
 func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {
 	d, err := os.Open(p)
 	if err != nil {
