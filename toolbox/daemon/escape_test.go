@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -557,5 +558,49 @@ func makeEscapeRepo(t *testing.T, dir, file string) {
 	}
 	if err := repo.Storer.SetReference(plumbing.NewHashReference(plumbing.NewBranchReferenceName("pushme"), h)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEscapeThroughTmpDirLink replaces the server's own tmp dir (its
+// session folders, scripts and interpreter program, which a sandbox's
+// processes can rename when they own it or run as the server's user) by
+// a link to the server's descriptor of the folder outside the root
+// (/proc/self/fd/N): making a session's folder, writing a long command's
+// script and the interpreter program must not follow it.
+func TestEscapeThroughTmpDirLink(t *testing.T) {
+	f, forms := newEscapeFixture(t)
+	e, tmp := f.e, f.e.srv.tmpDir
+	if err := os.Rename(tmp, tmp+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(forms["selffd"], tmp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(tmp)
+		os.Rename(tmp+".moved", tmp)
+	})
+	var bodies [][]byte
+	for _, sid := range []string{"tmp1", "tmp2"} { // the first takes the spare shell, made before
+		resp, body := e.do("POST", "/process/session", toolbox.CreateSessionRequest{SessionID: sid})
+		bodies = append(bodies, body)
+		if resp.StatusCode < 300 {
+			e.do("DELETE", "/process/session/"+sid, nil)
+		}
+	}
+	long := `cat "$(dirname "$0")/secret"` + "\n#" + strings.Repeat("x", maxInlineScript) + "\n"
+	_, body := e.do("POST", "/process/execute", toolbox.ExecuteRequest{Command: long})
+	bodies = append(bodies, body)
+	if _, err := exec.LookPath("python3"); err == nil {
+		_, body := e.do("POST", "/process/interpreter/context", toolbox.CreateContextRequest{Language: "python"})
+		bodies = append(bodies, body)
+	}
+	for _, b := range bodies {
+		if bytes.Contains(b, []byte(escapeMarker)) {
+			t.Errorf("an answer reaches outside the root through the tmp dir: %s", b)
+		}
+	}
+	if got := f.snapshot(t); got != f.before {
+		t.Errorf("the server followed its tmp dir's link outside the root:\nbefore:\n%s\nafter:\n%s", f.before, got)
 	}
 }

@@ -405,6 +405,27 @@ func (r *fsRoot) statfs(p string) (*syscall.Statfs_t, error) {
 	return &st, nil
 }
 
+// writeFile writes data to the file p, creating it (mode before the
+// umask) or truncating it; its last name is not followed (a link there
+// is an error), its folder is followed inside the root.
+func (r *fsRoot) writeFile(p string, data []byte, mode fs.FileMode) error {
+	d, name, err := r.openParent(p)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fd, err := unix.Openat(int(d.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, unixMode(mode))
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // readDirNames returns up to n (n <= 0: all) names of the folder p,
 // followed inside the root.
 func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {

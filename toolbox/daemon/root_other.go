@@ -67,6 +67,20 @@ func (r *fsRoot) statfs(p string) (*syscall.Statfs_t, error) {
 	return &st, nil
 }
 
+func (r *fsRoot) mkdir(p string, mode fs.FileMode, existOK bool) error {
+	err := os.Mkdir(p, mode)
+	if existOK && errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return err
+}
+
+func (r *fsRoot) writeFile(p string, data []byte, mode fs.FileMode) error {
+	return os.WriteFile(p, data, mode)
+}
+
 func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {
 	d, err := os.Open(p)
 	if err != nil {

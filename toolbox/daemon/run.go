@@ -291,8 +291,8 @@ func (s *Server) shellArgs(script, dir, name string) ([]string, func(), error) {
 		return []string{s.argv0, "-c", script}, func() {}, nil
 	}
 	p := filepath.Join(dir, name+".sh")
-	if err := s.asUser(func() error { return os.WriteFile(p, []byte(script), 0o600) }); err != nil {
+	if err := s.asUser(func() error { return s.tmpFS.writeFile(p, []byte(script), 0o600) }); err != nil {
 		return nil, nil, fmt.Errorf("writing the script file: %w", err)
 	}
-	return []string{s.argv0, p}, func() { os.Remove(p) }, nil
+	return []string{s.argv0, p}, func() { _ = s.tmpFS.remove(p) }, nil
 }
