@@ -409,21 +409,31 @@ func (r *fsRoot) statfs(p string) (*syscall.Statfs_t, error) {
 // umask) or truncating it; its last name is not followed (a link there
 // is an error), its folder is followed inside the root.
 func (r *fsRoot) writeFile(p string, data []byte, mode fs.FileMode) error {
-	d, name, err := r.openParent(p)
+	f, err := r.openLast(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	fd, err := unix.Openat(int(d.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, unixMode(mode))
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: p, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), p)
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// openLast opens p with the open(2) flags and mode (before the umask)
+// without following its last name; its folder is followed inside the
+// root.
+func (r *fsRoot) openLast(p string, flags int, mode fs.FileMode) (*os.File, error) {
+	d, name, err := r.openParent(p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	fd, err := unix.Openat(int(d.Fd()), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, unixMode(mode))
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
 }
 
 // readDirNames returns up to n (n <= 0: all) names of the folder p,

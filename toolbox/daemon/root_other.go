@@ -77,6 +77,10 @@ func (r *fsRoot) mkdir(p string, mode fs.FileMode, existOK bool) error {
 	return err
 }
 
+func (r *fsRoot) openLast(p string, flags int, mode fs.FileMode) (*os.File, error) {
+	return os.OpenFile(p, flags|syscall.O_NOFOLLOW, mode)
+}
+
 func (r *fsRoot) writeFile(p string, data []byte, mode fs.FileMode) error {
 	return os.WriteFile(p, data, mode)
 }

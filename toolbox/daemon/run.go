@@ -120,8 +120,8 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 	srv := ss.srv
 	text := ss.shellText(c)
 	if rs.script != "" {
-		defer os.Remove(rs.script)
-		if err := srv.asUser(func() error { return os.WriteFile(rs.script, []byte(text), 0o600) }); err != nil {
+		defer srv.tmpFS.remove(rs.script)
+		if err := srv.asUser(func() error { return srv.tmpFS.writeFile(rs.script, []byte(text), 0o600) }); err != nil {
 			rs.dismiss()
 			c.log.write(streamStderr, fmt.Appendf(nil, "agentbox: cannot start the command: %v\n", err))
 			return exitNotStarted, nil
