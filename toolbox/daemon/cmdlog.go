@@ -41,6 +41,7 @@ var errLogClosed = errors.New("command log closed")
 // that none of them loses output.
 type cmdLog struct {
 	path string        // spill file
+	fsys *fsRoot       // resolves path when set (nil: as path strings)
 	mem0 *atomic.Int64 // the server's in-memory log bytes
 
 	mu         sync.Mutex
@@ -62,6 +63,15 @@ type cmdLog struct {
 // Daytona's line discipline (daytonaOutput).
 func newCmdLog(path string, inMemory *atomic.Int64, daytona bool) *cmdLog {
 	return &cmdLog{path: path, mem0: inMemory, notify: make(chan struct{}), daytona: daytonaOutput{on: daytona}}
+}
+
+// openSpill creates the spill file: through fsys when set (the server's
+// tmp dir, see Server.tmpFS), so no link planted there is followed.
+func (l *cmdLog) openSpill() (*os.File, error) {
+	if l.fsys != nil {
+		return l.fsys.openLast(l.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
+	return os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 }
 
 // wakeLocked wakes every waiting reader. l.mu must be held.
@@ -92,7 +102,7 @@ func (l *cmdLog) writeLocked(stream byte, p []byte) {
 	hdr[0] = stream
 	binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
 	if l.f == nil && (int64(len(l.mem))+int64(len(p))+recHeader > spillBytes || l.mem0.Load() > memBudget) {
-		f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err := l.openSpill()
 		if err == nil {
 			_, err = f.Write(l.mem)
 			if err != nil {
@@ -190,7 +200,11 @@ func (l *cmdLog) freeLocked() {
 	l.mem = nil
 	if l.f != nil {
 		l.f.Close()
-		os.Remove(l.path)
+		if l.fsys != nil {
+			_ = l.fsys.remove(l.path)
+		} else {
+			os.Remove(l.path)
+		}
 		l.f = nil
 	}
 }

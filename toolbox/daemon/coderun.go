@@ -67,11 +67,11 @@ func (s *Server) handleCodeRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp(s.tmpDir, "run-")
-	if err != nil {
+	dir := filepath.Join(s.tmpDir, "run-"+randomHex(8))
+	if err := s.tmpFS.mkdir(dir, 0o700, false); err != nil {
 		return fmt.Errorf("creating the program's dir: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	defer s.tmpFS.removeAll(dir)
 	argv, err := s.programArgv(r.Context(), req, env, dir)
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func (s *Server) handleCodeRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || res == nil {
 		return err
 	}
-	charts, err := readCharts(filepath.Join(dir, "charts.jsonl"))
+	charts, err := s.readCharts(filepath.Join(dir, "charts.jsonl"))
 	if err != nil {
 		return err
 	}
@@ -237,9 +237,9 @@ func lookPathIn(name string, env []string) (string, error) {
 
 // readCharts reads the charts file a Python run wrote (one JSON chart a
 // line); a missing file means no charts.
-func readCharts(path string) ([]toolbox.Chart, error) {
+func (s *Server) readCharts(path string) ([]toolbox.Chart, error) {
 	charts := []toolbox.Chart{}
-	f, err := os.Open(path)
+	f, err := s.tmpFS.openRead(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return charts, nil
 	} else if err != nil {

@@ -65,6 +65,7 @@ func (ss *session) startID(id string, req toolbox.SessionExecuteRequest, statele
 		done:         make(chan struct{}),
 	}
 	c.log = newCmdLog(filepath.Join(ss.dir, c.id+".log"), &ss.srv.logMem, ss.srv.daytona)
+	c.log.fsys = ss.srv.tmpFS
 	ss.mu.Lock()
 	if ss.deleted {
 		ss.mu.Unlock()

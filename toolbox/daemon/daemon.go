@@ -160,6 +160,10 @@ type Server struct {
 	daytona  bool           // the Daytona-behaviour mode (daytona.go)
 	tail     time.Duration  // its close tail (Options.DaytonaCloseTail)
 	root     *fsRoot        // where paths resolve (Options.Root, root.go)
+	// tmpFS resolves the paths of tmpDir, on the server's own file
+	// system: the root "/" (s.root when that is the root), so a link the
+	// sandbox plants there is followed, but never a /proc magic link.
+	tmpFS *fsRoot
 }
 
 // New returns a Server configured by opts. It fails when the work dir does
@@ -196,6 +200,12 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.root, err = openRoot(rootDir); err != nil {
 		return nil, err
+	}
+	s.tmpFS = s.root
+	if s.root.dir != "/" {
+		if s.tmpFS, err = openRoot("/"); err != nil {
+			return nil, err
+		}
 	}
 	if fi, err := s.root.stat(s.workDir); err != nil {
 		return nil, fmt.Errorf("daemon: work dir: %w", err)
@@ -372,7 +382,7 @@ func (s *Server) Close() error {
 	_ = teardown.Wait(context.Background())
 	_ = s.bg.Wait(context.Background())
 	s.starter.close()
-	return os.RemoveAll(s.tmpDir)
+	return s.tmpFS.removeAll(s.tmpDir)
 }
 
 func (s *Server) handleVersion(w http.ResponseWriter, r *http.Request) error {

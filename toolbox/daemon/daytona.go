@@ -109,7 +109,7 @@ func (ss *session) diedOnExit(c *command, code int) bool {
 	if !ss.srv.daytona {
 		return false
 	}
-	err := os.Remove(ss.returnedPath(c))
+	err := ss.srv.tmpFS.remove(ss.returnedPath(c))
 	if !errors.Is(err, os.ErrNotExist) || code == exitNotStarted || code >= exitSignalBase {
 		return false
 	}

@@ -86,16 +86,36 @@
 //
 // # Paths
 //
-// File endpoints resolve a relative path against Options.WorkDir. Absolute
-// paths are allowed and reach anywhere the server's user can, as with
-// Daytona's daemon: the work dir is a default, not a boundary. Isolation
-// comes from the engine that runs the server (the sandbox's namespaces,
-// mounts and user), never from this package; a server run outside a
-// sandbox exposes its user's whole file system to its clients. Every path
-// is cleaned, a relative path whose cleaned form climbs out of the work dir
-// ("../x", "a/../../x") is rejected with 400 BAD_REQUEST, and a path
-// containing a NUL byte is rejected with 400 as well. Symbolic links are
-// followed as the operating system does.
+// Every path a request names (file endpoints, a command's, PTY's or
+// interpreter context's cwd, a git repository, a clone target, a local
+// remote URL, a git config file) is resolved by the server inside
+// Options.Root ("/" by default: inside a sandbox, the sandbox's own root),
+// never as a path string on the server's file system. A relative path is
+// taken from Options.WorkDir; a relative path whose cleaned form climbs
+// out of the work dir ("../x", "a/../../x") is rejected with 400
+// BAD_REQUEST, and so is a path containing a NUL byte. Absolute paths are
+// allowed and name the root's files: "/a/b" is the root's a/b. Symbolic
+// links, absolute ones and ".." included, are followed inside the root as
+// a chroot would: an absolute link target and a ".." at the top resolve
+// from the root, so no link a sandbox plants leads outside it. The magic
+// links of /proc (/proc/<pid>/fd/N, /proc/<pid>/root, /proc/<pid>/cwd,
+// /proc/self/... and /proc/thread-self/...) are not followed: a path
+// through one, or through a loop of links, is rejected with 400
+// BAD_REQUEST. Resolution uses openat2 with RESOLVE_IN_ROOT and
+// RESOLVE_NO_MAGICLINKS (Linux 5.6); on a kernel without openat2 every
+// path is answered with 501 rather than resolved unsafely. Operations on
+// a last name (delete, move, making folders, listing, walks of find and
+// search, recursive deletes) go by descriptor and never follow a link met
+// below the path named. go-git takes path strings: it is handed the
+// kernel's name of the repository folder resolved inside the root; what
+// it then reads below that folder is not re-resolved per file.
+//
+// Within the root, a path reaches whatever the server's user (or the user
+// commands run as) can, as with Daytona's daemon: the work dir is a
+// default, not a boundary. Isolation from the host comes from the engine
+// that runs the server (the sandbox's namespaces, mounts and user); a
+// server run outside a sandbox with the root "/" exposes its user's whole
+// file system to its clients.
 //
 // DELETE /files refuses, with 400 BAD_REQUEST, to delete / and the work
 // dir itself (under any name, "." included) or a directory holding it,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -72,12 +75,18 @@ func newEscapeFixture(t *testing.T) (*escapeFixture, map[string]string) {
 	if err := os.WriteFile(filepath.Join(outside, "dir", "file"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := git.PlainInit(outside, false); err != nil {
-		t.Fatal(err)
-	}
+	makeEscapeRepo(t, outside, "dir/file")
 	if err := os.WriteFile(filepath.Join(root, "work", "inside.txt"), []byte("inside "+"needle\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	inRepo := filepath.Join(root, "work", "gitrepo")
+	if err := os.MkdirAll(inRepo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inRepo, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	makeEscapeRepo(t, inRepo, "a.txt")
 	od, err := os.Open(outside)
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +145,10 @@ type escapeRoute struct {
 	probe   func(t *testing.T, e *testEnv, rel string) (int, []byte)
 	// ok checks a control answer.
 	ok func(status int, body []byte) bool
+	// mustFail: no probe through a form may succeed (status < 300). It is
+	// for routes that need a repository there: inside the root no form
+	// leads to one, so a success is one opened outside it.
+	mustFail bool
 }
 
 func jsonOK(status int, body []byte) bool { return status == http.StatusOK }
@@ -287,7 +300,120 @@ func escapeRoutes() []escapeRoute {
 			resp, body := e.do("POST", "/git/init", toolbox.GitInitRequest{Path: rel + "/repo"})
 			return resp.StatusCode, body
 		}, ok: func(s int, b []byte) bool { return s < 300 }},
+		{name: "git-clone-into", control: "sub", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+			resp, body := e.do("POST", "/git/clone", toolbox.GitCloneRequest{URL: "gitrepo", Path: rel + "/clone-" + randomHex(4) + "/deeper"})
+			return resp.StatusCode, body
+		}, ok: func(s int, b []byte) bool { return s == 200 }},
+		{name: "git-clone-from", control: "gitrepo", mustFail: true, probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+			resp, body := e.do("POST", "/git/clone", toolbox.GitCloneRequest{URL: rel, Path: "clones/" + randomHex(4)})
+			return resp.StatusCode, body
+		}, ok: func(s int, b []byte) bool { return s == 200 }},
+		gitRoute("git-add", "POST", "/git/add", func(rel string) any {
+			f := "secret"
+			if rel == "gitrepo" {
+				f = "a.txt"
+			}
+			return toolbox.GitAddRequest{Path: rel, Files: []string{f}}
+		}),
+		gitRoute("git-commit", "POST", "/git/commit", func(rel string) any {
+			return toolbox.GitCommitRequest{Path: rel, Message: "m", Author: "a", Email: "a@example.com", AllowEmpty: true}
+		}),
+		gitRoute("git-branches", "GET", "/git/branches", nil),
+		gitRoute("git-branch-create", "POST", "/git/branches", func(rel string) any {
+			return toolbox.GitBranchRequest{Path: rel, Name: "nb-" + randomHex(4)}
+		}),
+		gitRoute("git-branch-delete", "DELETE", "/git/branches", func(rel string) any {
+			return toolbox.GitDeleteBranchRequest{Path: rel, Name: "pushme"}
+		}),
+		gitRoute("git-checkout", "POST", "/git/checkout", func(rel string) any {
+			return toolbox.GitCheckoutRequest{Path: rel, Branch: "master"}
+		}),
+		gitRoute("git-history", "GET", "/git/history", nil),
+		gitRoute("git-reset", "POST", "/git/reset", func(rel string) any {
+			return toolbox.GitResetRequest{Path: rel, Mode: "hard"}
+		}),
+		gitRoute("git-restore", "POST", "/git/restore", func(rel string) any {
+			f := "dir/file"
+			if rel == "gitrepo" {
+				f = "a.txt"
+			}
+			return toolbox.GitRestoreRequest{Path: rel, Files: []string{f}, Worktree: true}
+		}),
+		gitRoute("git-remotes", "GET", "/git/remotes", nil),
+		gitRoute("git-remote-add", "POST", "/git/remotes", func(rel string) any {
+			return toolbox.GitAddRemoteRequest{Path: rel, Name: "r", URL: "https://example.invalid/r.git", Overwrite: true}
+		}),
+		gitRoute("git-config-get", "GET", "/git/config?scope=local&key=core.bare&", nil),
+		gitRoute("git-config-set", "POST", "/git/config", func(rel string) any {
+			return toolbox.GitSetConfigRequest{Scope: "local", Path: rel, Key: "user.name", Value: "changed"}
+		}),
+		gitRoute("git-config-user", "POST", "/git/config/user", func(rel string) any {
+			return toolbox.GitConfigureUserRequest{Scope: "local", Path: rel, Name: "changed", Email: "c@example.com"}
+		}),
+		// A local remote URL is a path: the fetch, push and pull through
+		// a remote at a planted link.
+		{name: "git-fetch-from", control: "gitrepo", mustFail: true, probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+			resp, body := e.do("POST", "/git/remotes", toolbox.GitAddRemoteRequest{Path: "gitrepo", Name: "f-" + randomHex(4), URL: rel, Fetch: true})
+			return resp.StatusCode, body
+		}, ok: func(s int, b []byte) bool { return s == 201 }},
+		{name: "git-push-to", control: "gitrepo", mustFail: true, probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+			name := "p-" + randomHex(4)
+			if resp, body := e.do("POST", "/git/remotes", toolbox.GitAddRemoteRequest{Path: "gitrepo", Name: name, URL: rel}); resp.StatusCode != 201 {
+				t.Fatalf("adding the remote %s: %d %s", rel, resp.StatusCode, body)
+			}
+			target := "pushme"
+			if rel == "gitrepo" {
+				// Pushing a repository to itself: a branch it lacks.
+				e.do("POST", "/git/branches", toolbox.GitBranchRequest{Path: "gitrepo", Name: "pushed"})
+				target = "pushed"
+			}
+			resp, body := e.do("POST", "/git/push", toolbox.GitPushRequest{Path: "gitrepo", Remote: name, Branch: target})
+			return resp.StatusCode, body
+		}, ok: func(s int, b []byte) bool { return s == 200 }},
+		{name: "git-pull-from", control: "gitrepo", mustFail: true, probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+			name := "l-" + randomHex(4)
+			if resp, body := e.do("POST", "/git/remotes", toolbox.GitAddRemoteRequest{Path: "gitrepo", Name: name, URL: rel}); resp.StatusCode != 201 {
+				t.Fatalf("adding the remote %s: %d %s", rel, resp.StatusCode, body)
+			}
+			resp, body := e.do("POST", "/git/pull", toolbox.GitPullRequest{Path: "gitrepo", Remote: name, Branch: "master"})
+			return resp.StatusCode, body
+		}, ok: func(s int, b []byte) bool { return s == 200 }},
+		// A session's cwd: a command cds through the link, the next one
+		// (a ready shell the server starts in the cwd the shell left)
+		// reads a relative name.
+		{name: "session-cwd", control: "sub", probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+			sid := "s" + randomHex(4)
+			e.createSession(sid)
+			defer e.do("DELETE", "/process/session/"+sid, nil)
+			if err := os.WriteFile(filepath.Join(e.srvRoot(), "work", "sub", "here"), []byte("in sub\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			first := e.execSync(sid, "cd "+rel)
+			second := e.execSync(sid, "pwd; cat secret here; touch made-by-session")
+			body, _ := json.Marshal([]toolbox.SessionExecuteResponse{first, second})
+			return http.StatusOK, body
+		}, ok: func(s int, b []byte) bool { return s == 200 && bytes.Contains(b, []byte("in sub")) }},
 	}
+}
+
+// gitRoute is a probe of a git route that needs a repository at its
+// path: the control is the repository "gitrepo" inside the root, and no
+// probe through a form may succeed. req makes the JSON body for a path;
+// nil: a GET with the path in the query.
+func gitRoute(name, method, route string, req func(rel string) any) escapeRoute {
+	return escapeRoute{name: name, control: "gitrepo", mustFail: true, ok: func(s int, b []byte) bool { return s < 300 },
+		probe: func(t *testing.T, e *testEnv, rel string) (int, []byte) {
+			if req == nil {
+				sep := "?"
+				if strings.Contains(route, "?") {
+					sep = ""
+				}
+				resp, body := e.do(method, route+sep+"path="+url.QueryEscape(rel), nil)
+				return resp.StatusCode, body
+			}
+			resp, body := e.do(method, route, req(rel))
+			return resp.StatusCode, body
+		}}
 }
 
 // listProbe lists rel; a listed "secret" (there is none inside the root)
@@ -349,6 +475,9 @@ func TestEscapeThroughPlantedLinks(t *testing.T) {
 				if bytes.Contains(body, []byte(escapeMarker)) || bytes.Contains(body, []byte(filepath.Base(f.outside)+"/secret")) {
 					t.Errorf("%s through %s (-> %s): the answer reaches outside the root: status %d, body %s", rt.name, form, forms[form], st, body)
 				}
+				if rt.mustFail && st < 300 {
+					t.Errorf("%s through %s (-> %s): status %d: it found a repository, and there is none there inside the root; body %s", rt.name, form, forms[form], st, body)
+				}
 				if st >= 500 {
 					t.Errorf("%s through %s: status %d, want a 4xx or the in-root answer; body %s", rt.name, form, st, body)
 				}
@@ -404,8 +533,74 @@ func restoreOutside(t *testing.T, f *escapeFixture) {
 	if err := os.WriteFile(filepath.Join(f.outside, "dir", "file"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := git.PlainInit(f.outside, false); err != nil {
+	makeEscapeRepo(t, f.outside, "dir/file")
+	f.before = f.snapshot(t)
+}
+
+// makeEscapeRepo makes dir a repository whose master has one commit of
+// file, with a branch "pushme" there too.
+func makeEscapeRepo(t *testing.T, dir, file string) {
+	repo, err := git.PlainInit(dir, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	f.before = f.snapshot(t)
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Add(file); err != nil {
+		t.Fatal(err)
+	}
+	sig := &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1e9, 0)}
+	h, err := wt.Commit("commit of "+file, &git.CommitOptions{Author: sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Storer.SetReference(plumbing.NewHashReference(plumbing.NewBranchReferenceName("pushme"), h)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEscapeThroughTmpDirLink replaces the server's own tmp dir (its
+// session folders, scripts and interpreter program, which a sandbox's
+// processes can rename when they own it or run as the server's user) by
+// a link to the server's descriptor of the folder outside the root
+// (/proc/self/fd/N): making a session's folder, writing a long command's
+// script and the interpreter program must not follow it.
+func TestEscapeThroughTmpDirLink(t *testing.T) {
+	f, forms := newEscapeFixture(t)
+	e, tmp := f.e, f.e.srv.tmpDir
+	if err := os.Rename(tmp, tmp+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(forms["selffd"], tmp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(tmp)
+		os.Rename(tmp+".moved", tmp)
+	})
+	var bodies [][]byte
+	for _, sid := range []string{"tmp1", "tmp2"} { // the first takes the spare shell, made before
+		resp, body := e.do("POST", "/process/session", toolbox.CreateSessionRequest{SessionID: sid})
+		bodies = append(bodies, body)
+		if resp.StatusCode < 300 {
+			e.do("DELETE", "/process/session/"+sid, nil)
+		}
+	}
+	long := `cat "$(dirname "$0")/secret"` + "\n#" + strings.Repeat("x", maxInlineScript) + "\n"
+	_, body := e.do("POST", "/process/execute", toolbox.ExecuteRequest{Command: long})
+	bodies = append(bodies, body)
+	if _, err := exec.LookPath("python3"); err == nil {
+		_, body := e.do("POST", "/process/interpreter/context", toolbox.CreateContextRequest{Language: "python"})
+		bodies = append(bodies, body)
+	}
+	for _, b := range bodies {
+		if bytes.Contains(b, []byte(escapeMarker)) {
+			t.Errorf("an answer reaches outside the root through the tmp dir: %s", b)
+		}
+	}
+	if got := f.snapshot(t); got != f.before {
+		t.Errorf("the server followed its tmp dir's link outside the root:\nbefore:\n%s\nafter:\n%s", f.before, got)
+	}
 }

@@ -513,7 +513,7 @@ func (s *Server) handleGitInit(w http.ResponseWriter, r *http.Request) error {
 	if branch == "" {
 		// The repository's own config counts when it exists (git init
 		// again); a folder not yet made has none.
-		cfgDir := filepath.Join(s.tmpDir, "no-repository")
+		cfgDir := ""
 		if host, err := s.root.hostPath(sp); err == nil {
 			cfgDir = host
 		}

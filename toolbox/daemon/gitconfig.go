@@ -3,9 +3,10 @@ package daemon
 import (
 	"bytes"
 	"errors"
+	"io"
+	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 
 	git "github.com/go-git/go-git/v5"
@@ -33,13 +34,14 @@ func parseGitConfigKey(key string) (gitConfigKey, error) {
 	return k, nil
 }
 
-// configFile returns the file of a config scope: global (default, the
+// configFile returns the file of a config scope, as a sandbox path that
+// is read and written inside the server's root: global (default, the
 // home's .gitconfig), system (/etc/gitconfig) or local (the repository
 // at path).
 func (s *Server) configFile(scope, path string) (string, error) {
 	switch scope {
 	case "", "global":
-		return filepath.Join(s.gitHome(), ".gitconfig"), nil
+		return s.globalGitConfig(), nil
 	case "system":
 		return systemGitConfig, nil
 	case "local":
@@ -50,13 +52,36 @@ func (s *Server) configFile(scope, path string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		fs, ok := repo.Storer.(*filesystem.Storage)
+		file, ok := s.localGitConfig(repo.Repository)
 		if !ok {
 			return "", badRequest("%s has no config file", repo.dir)
 		}
-		return filepath.Join(fs.Filesystem().Root(), "config"), nil
+		return file, nil
 	}
 	return "", badRequest("scope %q is not one of global, local or system", scope)
+}
+
+// globalGitConfig is the sandbox path of the global scope's file.
+func (s *Server) globalGitConfig() string {
+	return path.Join("/", s.gitHome(), ".gitconfig")
+}
+
+// localGitConfig returns the sandbox path of the config file of repo,
+// opened from a folder resolved inside the root (openRepo): go-git names
+// its .git folder by joining names to that folder's kernel name, which is
+// turned back into the sandbox's path here, so the file (and a link named
+// .git or config) is resolved inside the root again when it is read or
+// written.
+func (s *Server) localGitConfig(repo *git.Repository) (string, bool) {
+	st, ok := repo.Storer.(*filesystem.Storage)
+	if !ok {
+		return "", false
+	}
+	dir, ok := s.root.sandboxPath(st.Filesystem().Root())
+	if !ok {
+		return "", false
+	}
+	return path.Join(dir, "config"), true
 }
 
 // gitHome is the home whose .gitconfig is the global scope: HOME of the
@@ -70,13 +95,19 @@ func (s *Server) gitHome() string {
 	return s.homeDir
 }
 
-// readGitConfig reads a config file; a missing one is empty.
-func readGitConfig(file string) (*formatcfg.Config, error) {
+// readGitConfig reads a config file (a sandbox path, resolved inside the
+// root); a missing one is empty.
+func (s *Server) readGitConfig(file string) (*formatcfg.Config, error) {
 	cfg := formatcfg.New()
-	b, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
+	f, err := s.root.openRead(file)
+	if errors.Is(err, fs.ErrNotExist) {
 		return cfg, nil
 	}
+	if err != nil {
+		return nil, fsError(file, err)
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
 	if err != nil {
 		return nil, fsError(file, err)
 	}
@@ -105,9 +136,10 @@ func (k gitConfigKey) get(cfg *formatcfg.Config) (string, bool) {
 	return opts.Get(k.name), true
 }
 
-// setGitConfig sets keys to values in file, creating it when missing.
-func setGitConfig(file string, kv ...string) error {
-	cfg, err := readGitConfig(file)
+// setGitConfig sets keys to values in file (a sandbox path, resolved
+// inside the root), creating it when missing.
+func (s *Server) setGitConfig(file string, kv ...string) error {
+	cfg, err := s.readGitConfig(file)
 	if err != nil {
 		return err
 	}
@@ -126,35 +158,34 @@ func setGitConfig(file string, kv ...string) error {
 	if err := formatcfg.NewEncoder(&buf).Encode(cfg); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+	if err := s.root.mkdirAll(path.Dir(file), 0o755); err != nil {
 		return fsError(file, err)
 	}
-	tmp := file + ".lock"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
-		return fsError(file, err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		_ = os.Remove(tmp)
+	if err := s.root.writeFileAtomic(file, buf.Bytes(), 0o644); err != nil {
 		return fsError(file, err)
 	}
 	return nil
 }
 
 // gitConfigValue returns the value of key in effect for the repository
-// dir (local, then global, then system), "" when unset.
+// at dir (local, then global, then system), "" when unset. dir is a
+// folder's name on the server's own file system, resolved inside the root
+// (fsRoot.hostPath), or "" for no repository.
 func (s *Server) gitConfigValue(dir, key string) string {
 	k, err := parseGitConfigKey(key)
 	if err != nil {
 		return ""
 	}
-	files := []string{filepath.Join(s.gitHome(), ".gitconfig"), systemGitConfig}
-	if r, err := git.PlainOpen(dir); err == nil {
-		if fs, ok := r.Storer.(*filesystem.Storage); ok {
-			files = append([]string{filepath.Join(fs.Filesystem().Root(), "config")}, files...)
+	files := []string{s.globalGitConfig(), systemGitConfig}
+	if dir != "" {
+		if r, err := git.PlainOpen(dir); err == nil {
+			if f, ok := s.localGitConfig(r); ok {
+				files = append([]string{f}, files...)
+			}
 		}
 	}
 	for _, f := range files {
-		if cfg, err := readGitConfig(f); err == nil {
+		if cfg, err := s.readGitConfig(f); err == nil {
 			if v, ok := k.get(cfg); ok {
 				return v
 			}
@@ -173,7 +204,7 @@ func (s *Server) handleGitGetConfig(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	cfg, err := readGitConfig(file)
+	cfg, err := s.readGitConfig(file)
 	if err != nil {
 		return err
 	}
@@ -217,7 +248,7 @@ func (s *Server) setConfig(w http.ResponseWriter, scope, path string, kv ...stri
 	if err != nil {
 		return err
 	}
-	if err := setGitConfig(file, kv...); err != nil {
+	if err := s.setGitConfig(file, kv...); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusOK)

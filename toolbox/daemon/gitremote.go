@@ -5,9 +5,10 @@ import (
 
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -40,8 +41,10 @@ func (s *Server) remoteURL(raw string) (string, gitAuth, error) {
 		return "", a, badRequest("%q is not a git URL or path: %s", redact.Text(raw), redact.Text(err.Error()))
 	}
 	if ep.Protocol == "file" {
-		if !strings.HasPrefix(raw, "file://") && !filepath.IsAbs(ep.Path) {
-			return filepath.Join(s.workDir, ep.Path), a, nil
+		// go-git makes a relative path absolute against the server's own
+		// cwd: it is the work dir's instead.
+		if !strings.HasPrefix(raw, "file://") && !filepath.IsAbs(raw) {
+			return filepath.Join(s.workDir, raw), a, nil
 		}
 		return raw, a, nil
 	}
@@ -106,55 +109,87 @@ func (s *Server) handleGitClone(w http.ResponseWriter, r *http.Request) error {
 	}
 	a = s.authFor(src, req.Username, req.Password, a)
 	a.secrets = append(a.secrets, secrets...)
-	dir, err := s.resolve(req.Path)
+	if req.Branch != "" && plumbing.NewBranchReferenceName(req.Branch).Validate() != nil {
+		return badRequest("%q is not a valid branch name", req.Branch)
+	}
+	sp, err := s.resolve(req.Path)
 	if err != nil {
 		return err
 	}
-	made, err := cloneTarget(dir)
+	made, err := s.cloneTarget(sp)
 	if err != nil {
 		return err
 	}
-	opts := &git.CloneOptions{URL: src, Auth: a.auth, Depth: req.Depth, InsecureSkipTLS: req.InsecureSkipTLS, Tags: git.TagFollowing}
+	// Leave nothing behind on failure: what the clone made goes, a folder
+	// that was there empty stays empty. Both by descriptor, in the root.
+	cleanUp := func() {
+		if made != "" {
+			_ = s.root.removeAll(made)
+		} else {
+			s.root.emptyDir(sp)
+		}
+	}
+	// go-git takes a path string: make the target in the root, then hand
+	// it the kernel's name of the folder made there.
+	dir, err := s.gitPath(sp, true)
+	if err != nil {
+		cleanUp()
+		return err
+	}
+	from, err := s.localRemote(src)
+	if err != nil {
+		cleanUp()
+		return err
+	}
+	opts := &git.CloneOptions{URL: from, Auth: a.auth, Depth: req.Depth, InsecureSkipTLS: req.InsecureSkipTLS, Tags: git.TagFollowing}
 	if isLocal(src) {
 		s.useLocalTransport()
 		opts.Depth = 0 // as git does for local clones: the objects are here anyway
 	}
 	if req.Branch != "" {
 		opts.ReferenceName = plumbing.NewBranchReferenceName(req.Branch)
-		if opts.ReferenceName.Validate() != nil {
-			return badRequest("%q is not a valid branch name", req.Branch)
-		}
 	}
 	ctx, cancel := s.gitContext(r)
 	defer cancel()
-	err = s.clone(ctx, dir, opts, req.CommitID)
+	err = s.clone(ctx, dir, opts, req.CommitID, src)
 	if err == nil {
 		// The clone URL is where credentials for this repository's origin
 		// remote were given for, whatever .git/config says later.
 		s.gitCreds.bind(dir, git.DefaultRemoteName, src)
 	}
 	if err != nil {
-		// Leave nothing behind: what the clone made goes, a folder that
-		// was there empty stays empty.
-		if made != "" {
-			_ = os.RemoveAll(made)
-		} else {
-			emptyDir(dir)
-		}
+		cleanUp()
 		return gitError(err, a.secrets)
 	}
 	w.WriteHeader(http.StatusOK)
 	return nil
 }
 
-// clone clones into dir and checks out commit when it is not empty.
-func (s *Server) clone(ctx context.Context, dir string, opts *git.CloneOptions, commit string) error {
+// clone clones into dir and checks out commit when it is not empty. The
+// origin remote's URL is set to url, the one the request gave, when go-git
+// cloned from another name of it (a local path resolved in the root).
+func (s *Server) clone(ctx context.Context, dir string, opts *git.CloneOptions, commit, url string) error {
 	repo, err := git.PlainCloneContext(ctx, dir, false, opts)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) && opts.ReferenceName != "" {
 		return errorf(http.StatusNotFound, codeGitBranchNotFound, "branch %q not found in the remote repository", opts.ReferenceName.Short())
 	}
-	if err != nil || commit == "" {
+	if err != nil {
 		return err
+	}
+	if url != opts.URL {
+		cfg, err := repo.Config()
+		if err != nil {
+			return err
+		}
+		if rc := cfg.Remotes[git.DefaultRemoteName]; rc != nil {
+			rc.URLs = []string{url}
+			if err := repo.SetConfig(cfg); err != nil {
+				return err
+			}
+		}
+	}
+	if commit == "" {
+		return nil
 	}
 	h, err := repo.ResolveRevision(plumbing.Revision(commit))
 	if err != nil {
@@ -167,35 +202,52 @@ func (s *Server) clone(ctx context.Context, dir string, opts *git.CloneOptions, 
 	return wt.Checkout(&git.CheckoutOptions{Hash: *h, Force: true})
 }
 
-// cloneTarget checks that dir can receive a clone: it must not exist or be
-// an empty folder. It returns the topmost folder the clone will create
-// ("" when dir exists), which a failed clone removes.
-func cloneTarget(dir string) (string, error) {
-	entries, err := os.ReadDir(dir)
+// cloneTarget checks that the sandbox path p can receive a clone: it must
+// not exist or be an empty folder (looked at inside the root). It returns
+// the topmost folder the clone will create ("" when p exists), which a
+// failed clone removes.
+func (s *Server) cloneTarget(p string) (string, error) {
+	names, err := s.root.readDirNames(p, 1)
 	switch {
-	case err == nil && len(entries) > 0:
-		return "", errorf(http.StatusConflict, codeConflict, "destination %q already exists and is not an empty folder; choose another path", dir)
+	case err == nil && len(names) > 0:
+		return "", errorf(http.StatusConflict, codeConflict, "destination %q already exists and is not an empty folder; choose another path", p)
 	case err == nil:
 		return "", nil
-	case !errors.Is(err, os.ErrNotExist):
-		return "", fsError(dir, err)
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fsError(p, err)
 	}
-	made := dir
-	for p := filepath.Dir(dir); p != made; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
+	made := p
+	for q := path.Dir(p); q != made; q = path.Dir(q) {
+		if _, err := s.root.lstat(q); err == nil {
 			break
 		}
-		made = p
+		made = q
 	}
 	return made, nil
 }
 
-// emptyDir removes what dir holds.
-func emptyDir(dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+// localRemote returns the URL go-git is to use for the remote URL u: u
+// itself unless it is a local path or file:// URL, whose path is the
+// sandbox's to shape (a link in it, or the URL itself read from
+// .git/config), so it is resolved inside the root and go-git gets the
+// kernel's name of the folder found (fsRoot.hostPath), as a path.
+func (s *Server) localRemote(u string) (string, error) {
+	ep, err := transport.NewEndpoint(u)
+	if err != nil || ep.Protocol != "file" {
+		return u, nil
 	}
+	p := path.Clean(ep.Path)
+	if !path.IsAbs(p) {
+		p = path.Join(s.workDir, p)
+	}
+	host, err := s.root.hostPath(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errorf(http.StatusNotFound, codeGitRepoNotFound, "%q is not a git repository; clone or init one first", p)
+	}
+	if err != nil {
+		return "", fsError(p, err)
+	}
+	return host, nil
 }
 
 // isLocal reports whether a remote URL is a local path or file:// URL.
@@ -207,7 +259,8 @@ func isLocal(u string) bool {
 // remote returns the URL a fetch (or, with push, a push) of the named
 // remote of repo ("origin" when empty) goes to, as go-git would choose it
 // from .git/config (insteadOf applied; a push takes the last URL, a
-// pushurl when there is one), and the credentials to send there.
+// pushurl when there is one), and the credentials to send there. A local
+// path comes back resolved inside the root (localRemote).
 //
 // That URL is the sandbox's to change, so the credentials of the request
 // (username, password) go there only when its origin is the origin of the
@@ -232,11 +285,17 @@ func (s *Server) remote(repo *gitRepo, name, username, password string, push boo
 	if push {
 		u = urls[len(urls)-1]
 	}
+	// go-git is to go to target: u, or for a local path the folder it
+	// names resolved inside the root.
+	target := u
 	if isLocal(u) {
 		s.useLocalTransport()
+		if target, err = s.localRemote(u); err != nil {
+			return "", "", gitAuth{}, err
+		}
 	}
 	if username == "" && password == "" {
-		return name, u, s.authFor(u, "", "", gitAuth{}), nil
+		return name, target, s.authFor(u, "", "", gitAuth{}), nil
 	}
 	given, ok := s.gitCreds.bound(repo.dir, name)
 	if !ok {
@@ -253,7 +312,7 @@ func (s *Server) remote(repo *gitRepo, name, username, password string, push boo
 				"set the remote's URL back with /git/remotes (overwrite), or pull/push without credentials",
 			name, repo.dir, originText(u), originText(given))
 	}
-	return name, u, s.authFor(given, username, password, gitAuth{}), nil
+	return name, target, s.authFor(given, username, password, gitAuth{}), nil
 }
 
 // originText names the origin of a URL in an error message: the origin,
@@ -418,13 +477,17 @@ func (s *Server) handleGitAddRemote(w http.ResponseWriter, r *http.Request) erro
 	// and pushes may go to its origin.
 	s.gitCreds.bind(repo.dir, req.Name, u)
 	if req.Fetch {
+		target := u
 		if isLocal(u) {
 			s.useLocalTransport()
+			if target, err = s.localRemote(u); err != nil {
+				return err
+			}
 		}
 		a = s.authFor(u, "", "", a)
 		ctx, cancel := s.gitContext(r)
 		defer cancel()
-		if err := rm.FetchContext(ctx, &git.FetchOptions{Auth: a.auth}); err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		if err := rm.FetchContext(ctx, &git.FetchOptions{RemoteURL: target, Auth: a.auth}); err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 			return gitError(err, a.secrets)
 		}
 	}

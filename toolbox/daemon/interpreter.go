@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -127,7 +126,7 @@ func (s *Server) pythonFor() (python, script string, err error) {
 	}
 	s.interp.once.Do(func() {
 		p := filepath.Join(s.tmpDir, "agentbox_interpreter.py")
-		if err := s.asUser(func() error { return os.WriteFile(p, []byte(interpreterWorker), 0o600) }); err != nil {
+		if err := s.asUser(func() error { return s.tmpFS.writeFile(p, []byte(interpreterWorker), 0o600) }); err != nil {
 			s.interp.scriptErr = fmt.Errorf("writing the interpreter program: %w", err)
 			return
 		}

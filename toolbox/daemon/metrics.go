@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -42,8 +41,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	m.CPUUsedPct = pct
 	m.MemTotal, m.MemUsed, m.MemCache = cg.memory()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.workDir, &st); err == nil {
+	// The work dir is the sandbox's to replace with a link: resolved
+	// inside the root like any path, stat'ed by descriptor.
+	if st, err := s.root.statfs(s.workDir); err == nil {
 		bs := int64(st.Bsize)
 		m.DiskTotal = int64(st.Blocks) * bs
 		m.DiskFree = int64(st.Bavail) * bs

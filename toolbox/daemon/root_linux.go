@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -388,6 +389,130 @@ func readlinkAt(dirfd int, name string) (string, error) {
 			return string(buf[:m]), nil
 		}
 	}
+}
+
+// statfs describes the file system of p, followed inside the root.
+func (r *fsRoot) statfs(p string) (*syscall.Statfs_t, error) {
+	f, err := r.open(p, unix.O_PATH, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
+		return nil, &fs.PathError{Op: "statfs", Path: p, Err: err}
+	}
+	return &st, nil
+}
+
+// writeFile writes data to the file p, creating it (mode before the
+// umask) or truncating it; its last name is not followed (a link there
+// is an error), its folder is followed inside the root.
+func (r *fsRoot) writeFile(p string, data []byte, mode fs.FileMode) error {
+	f, err := r.openLast(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openLast opens p with the open(2) flags and mode (before the umask)
+// without following its last name; its folder is followed inside the
+// root.
+func (r *fsRoot) openLast(p string, flags int, mode fs.FileMode) (*os.File, error) {
+	d, name, err := r.openParent(p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	fd, err := unix.Openat(int(d.Fd()), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, unixMode(mode))
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// readDirNames returns up to n (n <= 0: all) names of the folder p,
+// followed inside the root.
+func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {
+	d, err := r.open(p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(n)
+	if err == io.EOF {
+		err = nil
+	}
+	return names, err
+}
+
+// emptyDir removes what the folder p (followed inside the root) holds,
+// going from descriptor to descriptor and never following a link.
+func (r *fsRoot) emptyDir(p string) {
+	d, err := r.open(p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		_ = removeAllAt(int(d.Fd()), n)
+	}
+}
+
+// sandboxPath returns the sandbox path of host, a path on the server's
+// own file system (as hostPath gives), or false when it is not under the
+// root.
+func (r *fsRoot) sandboxPath(host string) (string, bool) {
+	if r.dir == "/" {
+		return host, path.IsAbs(host)
+	}
+	if host == r.dir {
+		return "/", true
+	}
+	rest, ok := strings.CutPrefix(host, r.dir+"/")
+	return path.Clean("/" + rest), ok
+}
+
+// writeFileAtomic replaces the file p (a last link followed inside the
+// root, not replaced) with data: a new file in p's folder, renamed over
+// p by descriptor.
+func (r *fsRoot) writeFileAtomic(p string, data []byte, mode fs.FileMode) error {
+	d, name, q, err := r.resolveLinks(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		// No such file (or a dangling link): made as p.
+		d, name, err = r.openParent(p)
+		q = p
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	p = q
+	f, tmp, err := createTempAt(d, "."+name+".tmp-")
+	if err != nil {
+		return &fs.PathError{Op: "create", Path: p, Err: err}
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = unix.Fchmod(int(f.Fd()), unixMode(mode))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = renameAtNames(d, tmp, name)
+	}
+	if err != nil {
+		_ = removeAtName(d, tmp)
+		return &fs.PathError{Op: "write", Path: p, Err: err}
+	}
+	return nil
 }
 
 // openDirFor opens the folder p (O_PATH) for a command to start in.

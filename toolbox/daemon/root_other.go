@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -43,9 +44,69 @@ func (r *fsRoot) chown(p string, uid, gid int) error        { return os.Chown(p,
 func (r *fsRoot) chmod(p string, mode fs.FileMode) error    { return os.Chmod(p, mode) }
 func (r *fsRoot) openDirFor(p string) (*os.File, error)     { return os.Open(p) }
 func (r *fsRoot) hostPath(p string) (string, error)         { return p, nil }
-func commandDir(d *os.File) string                          { return d.Name() }
-func sameFile(a, b fs.FileInfo) bool                        { return os.SameFile(a, b) }
-func removeAtName(dir *os.File, name string) error          { return os.Remove(filepath.Join(dir.Name(), name)) }
+
+func (r *fsRoot) sandboxPath(host string) (string, bool) { return host, filepath.IsAbs(host) }
+
+func (r *fsRoot) writeFileAtomic(p string, data []byte, mode fs.FileMode) error {
+	tmp := p + ".tmp-" + randomHex(6)
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func (r *fsRoot) statfs(p string) (*syscall.Statfs_t, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(p, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func (r *fsRoot) mkdir(p string, mode fs.FileMode, existOK bool) error {
+	err := os.Mkdir(p, mode)
+	if existOK && errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return err
+}
+
+func (r *fsRoot) openLast(p string, flags int, mode fs.FileMode) (*os.File, error) {
+	return os.OpenFile(p, flags|syscall.O_NOFOLLOW, mode)
+}
+
+func (r *fsRoot) writeFile(p string, data []byte, mode fs.FileMode) error {
+	return os.WriteFile(p, data, mode)
+}
+
+func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {
+	d, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(n)
+	if err == io.EOF {
+		err = nil
+	}
+	return names, err
+}
+
+func (r *fsRoot) emptyDir(p string) {
+	entries, _ := os.ReadDir(p)
+	for _, e := range entries {
+		_ = os.RemoveAll(filepath.Join(p, e.Name()))
+	}
+}
+func commandDir(d *os.File) string                 { return d.Name() }
+func sameFile(a, b fs.FileInfo) bool               { return os.SameFile(a, b) }
+func removeAtName(dir *os.File, name string) error { return os.Remove(filepath.Join(dir.Name(), name)) }
 func renameAtNames(dir *os.File, from, to string) error {
 	return os.Rename(filepath.Join(dir.Name(), from), filepath.Join(dir.Name(), to))
 }

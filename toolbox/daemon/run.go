@@ -120,8 +120,8 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 	srv := ss.srv
 	text := ss.shellText(c)
 	if rs.script != "" {
-		defer os.Remove(rs.script)
-		if err := srv.asUser(func() error { return os.WriteFile(rs.script, []byte(text), 0o600) }); err != nil {
+		defer srv.tmpFS.remove(rs.script)
+		if err := srv.asUser(func() error { return srv.tmpFS.writeFile(rs.script, []byte(text), 0o600) }); err != nil {
 			rs.dismiss()
 			c.log.write(streamStderr, fmt.Appendf(nil, "agentbox: cannot start the command: %v\n", err))
 			return exitNotStarted, nil
@@ -152,7 +152,7 @@ func (ss *session) exec(c *command, rs *readyShell) (int, *shellState) {
 		rs.state.Close()
 	} else {
 		stateCh = make(chan *shellState, 1)
-		srv.bg.Go(func() { stateCh <- readState(rs.state, srv.bash, stateSentinel) })
+		srv.bg.Go(func() { stateCh <- srv.sandboxState(readState(rs.state, srv.bash, stateSentinel)) })
 	}
 
 	rs.send(text, !c.stateless)
@@ -291,8 +291,8 @@ func (s *Server) shellArgs(script, dir, name string) ([]string, func(), error) {
 		return []string{s.argv0, "-c", script}, func() {}, nil
 	}
 	p := filepath.Join(dir, name+".sh")
-	if err := s.asUser(func() error { return os.WriteFile(p, []byte(script), 0o600) }); err != nil {
+	if err := s.asUser(func() error { return s.tmpFS.writeFile(p, []byte(script), 0o600) }); err != nil {
 		return nil, nil, fmt.Errorf("writing the script file: %w", err)
 	}
-	return []string{s.argv0, p}, func() { os.Remove(p) }, nil
+	return []string{s.argv0, p}, func() { _ = s.tmpFS.remove(p) }, nil
 }

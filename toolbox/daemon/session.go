@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -102,7 +101,7 @@ func (s *Server) newSession(id string) (*session, error) {
 	} else {
 		token = randomHex(8)
 		dir = filepath.Join(s.tmpDir, token)
-		if err := s.asUser(func() error { return os.Mkdir(dir, 0o700) }); err != nil {
+		if err := s.asUser(func() error { return s.tmpFS.mkdir(dir, 0o700, false) }); err != nil {
 			return nil, fmt.Errorf("creating the session dir: %w", err)
 		}
 	}
@@ -253,5 +252,5 @@ func (ss *session) destroy() {
 		c.closePipes()
 		c.log.close()
 	}
-	os.RemoveAll(ss.dir)
+	ss.srv.tmpFS.removeAll(ss.dir)
 }

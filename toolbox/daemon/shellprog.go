@@ -137,6 +137,21 @@ const maxState = 16 << 20
 // then under bash `export -p`, `declare -p` and `declare -f`, each followed
 // by NUL, otherwise `env -0` and one more NUL. It returns nil when the trap
 // did not write a complete state (the shell was killed, say).
+// sandboxState turns the cwd of a state a shell reported, a name on the
+// server's own file system, into the sandbox's name of it (the same with
+// the root "/"); a cwd outside the root is left as it is, which resolves
+// to nothing inside the root, so the next shell starts in the work dir.
+// The next shell's cwd is resolved inside the root (startCommand), never
+// followed as a string.
+func (s *Server) sandboxState(st *shellState) *shellState {
+	if st != nil {
+		if p, ok := s.root.sandboxPath(st.cwd); ok {
+			st.cwd = p
+		}
+	}
+	return st
+}
+
 func readState(r io.Reader, bash bool, sentinel []byte) *shellState {
 	var b []byte
 	buf := make([]byte, 16<<10)

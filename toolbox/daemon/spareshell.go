@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"os"
 	"path/filepath"
 )
 
@@ -29,7 +28,7 @@ type spareShell struct {
 func (s *Server) startSpare() {
 	token := randomHex(8)
 	dir := filepath.Join(s.tmpDir, token)
-	if err := s.asUser(func() error { return os.Mkdir(dir, 0o700) }); err != nil {
+	if err := s.asUser(func() error { return s.tmpFS.mkdir(dir, 0o700, false) }); err != nil {
 		return // the first session readies its own shell
 	}
 	sp := &spareShell{
