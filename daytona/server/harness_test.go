@@ -40,6 +40,9 @@ type harnessOptions struct {
 	stateDir string
 	// knobs are the server's test knobs.
 	knobs *Knobs
+	// published are the operator's images tenants may use; default the
+	// images an imageFake starts with (but builds' own).
+	published []string
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -51,7 +54,14 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.stateDir == "" {
 		o.stateDir = t.TempDir()
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs}, eng, 5*time.Millisecond, o.now)
+	if f, ok := eng.(*imageFake); ok && o.published == nil {
+		for _, n := range f.initial {
+			if isSnapshotName(n) {
+				o.published = append(o.published, n)
+			}
+		}
+	}
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}
