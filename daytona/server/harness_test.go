@@ -43,6 +43,8 @@ type harnessOptions struct {
 	// published are the operator's images tenants may use; default the
 	// images an imageFake starts with (but builds' own).
 	published []string
+	// buildTimeout is the server's Options.BuildTimeout.
+	buildTimeout time.Duration
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -61,7 +63,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 			}
 		}
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published}, eng, 5*time.Millisecond, o.now)
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,8 @@ type imagePolicy struct {
 	// addresses (Options.AllowRegistries).
 	allowRegistries []string
 	logf            func(string, ...any)
+	// transport, when set, carries the pulls instead (tests).
+	testTransport http.RoundTripper
 }
 
 // isPublished reports whether name is an image the operator published.
@@ -54,6 +56,9 @@ func publicAddr(a netip.Addr) bool {
 // the address checked as dialled (after DNS), but for the allowed
 // registries.
 func (p *imagePolicy) transport() http.RoundTripper {
+	if p != nil && p.testTransport != nil {
+		return p.testTransport
+	}
 	guarded := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,
 		Control: func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)

@@ -143,6 +143,8 @@ type Server struct {
 	// each build.
 	pol          imagePolicy
 	buildTimeout time.Duration
+	// cop is the cross-origin protection of state-changing requests.
+	cop *http.CrossOriginProtection
 
 	pool *local.Pool // of Options.PoolSize; closed by Close
 }
@@ -213,6 +215,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	}
 	s.pol = imagePolicy{published: slices.Clone(opts.PublishedImages), allowRegistries: slices.Clone(opts.AllowRegistries), logf: s.logf}
 	s.buildTimeout = cmp.Or(opts.BuildTimeout, DefaultBuildTimeout)
+	s.cop = http.NewCrossOriginProtection()
 	s.snapshots.maxBuilds = opts.MaxBuilds
 	kn, err := newKnobs(opts.Knobs)
 	if err != nil {
@@ -292,13 +295,17 @@ func (s *Server) Close(ctx context.Context) error {
 // ServeHTTP implements http.Handler. A request whose host is a preview
 // URL's goes to the sandbox's port; every other to the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	port, key, isPreview := parsePreviewHost(r.Host)
+	if !s.guard(w, r, isPreview) {
+		return
+	}
 	if s.knobs != nil {
 		var goOn bool
 		if w, goOn = s.applyKnobs(w, r); !goOn {
 			return
 		}
 	}
-	if port, key, ok := parsePreviewHost(r.Host); ok {
+	if isPreview {
 		if err := s.servePreview(w, r, port, key); err != nil {
 			writeError(w, r, err, s.logf)
 		}

@@ -65,6 +65,10 @@ func (f *imageFake) build(ctx context.Context, job buildJob, logs io.Writer) (im
 		if base, ok := strings.CutPrefix(l, "FROM "); ok && !f.has(base) && !f.has(orgImageName(job.org, base)) {
 			return imageInfo{}, fmt.Errorf("image %s: not found", base)
 		}
+		if l == "RUN sleep infinity" {
+			<-ctx.Done()
+			return imageInfo{}, context.Cause(ctx)
+		}
 		if l == "RUN false" {
 			return imageInfo{}, errors.New("the command false returned a non-zero code: 1")
 		}

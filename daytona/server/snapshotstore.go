@@ -52,7 +52,7 @@ func (s *Server) saveSnapshot(rec *snapshotRecord) *storeWrite {
 		CreatedAt: rec.createdAt, UpdatedAt: rec.updatedAt, LastUsedAt: rec.lastUsedAt,
 	}
 	if rec.log != nil {
-		data, _, _ := rec.log.read(0)
+		data, _, _, _ := rec.log.read(0)
 		if len(data) > maxStoredLog {
 			data = append([]byte("(the start of the build log is not kept)\n"), data[len(data)-maxStoredLog:]...)
 		}
