@@ -174,7 +174,7 @@ func TestLocalEngine(t *testing.T) {
 // sandbox's root of it; an unknown one is refused before anything exists.
 func TestLocalSnapshot(t *testing.T) {
 	dir, _ := localStoreWith(t, "team/tools:1")
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{published: []string{"team/tools:1"}})
 	var e apiError
 	if code := h.call("POST", "/sandbox", map[string]any{"snapshot": "team/nope:1"}, &e); code != http.StatusBadRequest || !strings.Contains(e.Message, "team/nope:1 not found") {
 		t.Fatalf("create with an unknown snapshot: %d %+v", code, e)
