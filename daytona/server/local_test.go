@@ -97,7 +97,7 @@ func TestLocalEngine(t *testing.T) {
 	}
 	check("after create")
 	exec(t, c, "echo kept > ~/kept.txt; echo shared > /data/file")
-	if data, err := os.ReadFile(filepath.Join(dir, "volumes", "shared", "file")); err != nil || string(data) != "shared\n" {
+	if data, err := os.ReadFile(filepath.Join(dir, "volumes", vol.ID, "file")); err != nil || string(data) != "shared\n" {
 		t.Fatalf("the volume's file on the host: %q %v", data, err)
 	}
 
@@ -165,7 +165,7 @@ func TestLocalEngine(t *testing.T) {
 	if st := h.call("DELETE", "/volumes/"+vol.ID, nil, nil); st != http.StatusOK {
 		t.Fatalf("delete volume: %d", st)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "volumes", "shared")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "volumes", vol.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the deleted volume's folder: %v", err)
 	}
 }
