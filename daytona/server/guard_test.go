@@ -100,3 +100,36 @@ func TestBrowserCannotDriveServe(t *testing.T) {
 		t.Fatalf("another host with a key: %d, want 200", got)
 	}
 }
+
+// An event stream that does not CONNECT with a valid key is closed at
+// its deadline, though it answers pings; one that does stays open.
+func TestEventStreamConnectDeadline(t *testing.T) {
+	h := newHarness(t, newFakeEngine(t), harnessOptions{connectWithin: 50 * time.Millisecond})
+	ok := dialEvents(t, h)
+	ok.send(`40{"token":"` + testKey + `"}`)
+	if m := ok.read(); !strings.HasPrefix(m, "40") {
+		t.Fatalf("CONNECT with a key: %q", m)
+	}
+	// Dialled later, so closed after ok's deadline.
+	idle := dialEvents(t, h)
+	idle.send(`40{"token":"not-a-key"}`)
+	// A guard against a stream never closed, far past the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		_, _, err := idle.conn.Read(ctx)
+		if err != nil {
+			if !strings.Contains(err.Error(), "no CONNECT with a valid API key") {
+				t.Fatalf("the unauthenticated stream ended with %v", err)
+			}
+			break
+		}
+	}
+	sb := h.create(map[string]any{"name": "after-the-deadline"})
+	if m := ok.read(); !strings.Contains(m, "sandbox.created") {
+		t.Fatalf("the authenticated stream after the deadline: %q", m)
+	}
+	h.waitState(sb.ID, stateStarted)
+	h.call("DELETE", "/sandbox/"+sb.ID, nil, nil)
+	h.waitState(sb.ID, "gone")
+}

@@ -45,6 +45,9 @@ type harnessOptions struct {
 	published []string
 	// buildTimeout is the server's Options.BuildTimeout.
 	buildTimeout time.Duration
+	// connectWithin, when set, is the server's deadline of an event
+	// stream's CONNECT.
+	connectWithin time.Duration
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -66,6 +69,9 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.connectWithin > 0 {
+		s.connectWithin = o.connectWithin
 	}
 	srv := validatedServer(t, o, s)
 	t.Cleanup(func() {

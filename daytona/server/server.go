@@ -116,6 +116,9 @@ type Server struct {
 	tick    time.Duration
 	// pingInterval is the event stream's heartbeat.
 	pingInterval time.Duration
+	// connectWithin is how long an event stream may go without a
+	// CONNECT carrying a valid key before it is closed.
+	connectWithin time.Duration
 	// writesUnderLock makes every record's write end before s.mu is
 	// released, as the server did before its writes were grouped: the
 	// baseline of BenchmarkServeLoad. Set by tests only.
@@ -200,6 +203,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		now:           now,
 		tick:          tick,
 		pingInterval:  defaultPingInterval,
+		connectWithin: defaultConnectWithin,
 		byID:          map[string]*record{},
 		byName:        map[string]*record{},
 		signed:        map[string]signedPreview{},
