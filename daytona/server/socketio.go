@@ -23,7 +23,7 @@ const (
 	// defaultConnectWithin is how long an event stream may stay
 	// unauthenticated (no CONNECT with a valid key).
 	defaultConnectWithin = 10 * time.Second
-	pingTimeout         = 20 * time.Second
+	pingTimeout          = 20 * time.Second
 )
 
 // serveEvents serves one client of the event stream.
