@@ -41,7 +41,8 @@ func newServe(t *testing.T, knobs *server.Knobs) *serve {
 	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() { removeLeft(t, dir) })
-	srv, err := server.New(server.Options{StateDir: dir, APIKeys: []string{testKey}, Knobs: knobs})
+	// team/base:1, which tests save in the store, is published to tenants.
+	srv, err := server.New(server.Options{StateDir: dir, APIKeys: []string{testKey}, Knobs: knobs, PublishedImages: []string{"team/base:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestDaytonaSnapshotCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	testrootfs.SaveImage(t, st, "team/base:1")
-	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}})
+	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}, PublishedImages: []string{"team/base:1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

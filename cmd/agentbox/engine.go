@@ -66,7 +66,8 @@ func (localEngine) UnpublishPort(ctx context.Context, stateDir, id string, hostP
 // newServer returns the server of agentbox serve: Daytona's control plane
 // over the local engine.
 func newServer(o cli.ServerOptions) (cli.Server, error) {
-	return server.New(server.Options{StateDir: o.StateDir, APIKeys: o.APIKeys, Logf: o.Logf, PoolSize: o.Pool})
+	return server.New(server.Options{StateDir: o.StateDir, APIKeys: o.APIKeys, Logf: o.Logf, PoolSize: o.Pool,
+		PublishedImages: o.PublishedImages, AllowRegistries: o.AllowRegistries, BuildTimeout: o.BuildTimeout})
 }
 
 // serverKeys are the API keys of agentbox serve's records.

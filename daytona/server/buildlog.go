@@ -1,26 +1,42 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 )
 
 // A buildLog is the output of one image build, kept while the server
 // knows its sandbox or snapshot: written by the build, read (and
-// followed) by any number of clients. The zero value is an empty log
-// being written.
+// followed) by any number of clients. Only its last maxBuildLog bytes are
+// kept (a `RUN yes` does not exhaust the server); readers of what was
+// dropped read a line saying so. The zero value is an empty log being
+// written.
 type buildLog struct {
-	mu      sync.Mutex
-	data    []byte
+	mu   sync.Mutex
+	data []byte
+	// base is the offset in the whole log of data[0]: the bytes
+	// dropped.
+	base    int
 	done    bool
 	changed chan struct{} // closed at the next write or close
 }
 
-// Write appends p to the log.
+// maxBuildLog bounds the part of a build log the server keeps.
+const maxBuildLog = 1 << 20
+
+// Write appends p to the log, dropping its start past maxBuildLog.
 func (l *buildLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.data = append(l.data, p...)
+	if over := len(l.data) - maxBuildLog; over > 0 {
+		// Dropped in steps of a quarter, so that a log written byte by
+		// byte is not copied at every write.
+		over = max(over, maxBuildLog/4)
+		l.data = append(l.data[:0:0], l.data[over:]...)
+		l.base += over
+	}
 	l.notify()
 	return len(p), nil
 }
@@ -41,15 +57,21 @@ func (l *buildLog) notify() {
 	}
 }
 
-// read returns the log from byte off, whether it is complete, and a
-// channel closed when there is more to read.
-func (l *buildLog) read(off int) (chunk []byte, done bool, more <-chan struct{}) {
+// read returns the log from byte off of the whole log, the offset after
+// it, whether the log is complete, and a channel closed when there is
+// more to read. A chunk from a dropped part starts with a line saying
+// how much was dropped.
+func (l *buildLog) read(off int) (chunk []byte, next int, done bool, more <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.changed == nil {
 		l.changed = make(chan struct{})
 	}
-	return append([]byte(nil), l.data[off:]...), l.done, l.changed
+	if off < l.base {
+		chunk = fmt.Appendf(nil, "(agentbox serve: %d bytes of the build log were dropped: the server keeps its last %d)\n", l.base-off, maxBuildLog)
+		off = l.base
+	}
+	return append(chunk, l.data[off-l.base:]...), l.base + len(l.data), l.done, l.changed
 }
 
 // serveBuildLog answers r with the log as plain text: all of it so far,
@@ -69,13 +91,13 @@ func serveBuildLog(w http.ResponseWriter, r *http.Request, l *buildLog) error {
 	rc := http.NewResponseController(w)
 	off := 0
 	for {
-		chunk, done, more := l.read(off)
+		chunk, next, done, more := l.read(off)
 		if len(chunk) > 0 {
 			if _, err := w.Write(chunk); err != nil {
 				return nil // the client went away
 			}
-			off += len(chunk)
 		}
+		off = next
 		if done || !follow {
 			return nil
 		}

@@ -47,15 +47,32 @@
 //
 // # Images and snapshots
 //
-// A create's snapshot is an image or snapshot of the local engine's image
-// store, by name or id, or a snapshot of the snapshots API; every named
-// image of the store is an active snapshot (snapshots.go). A create from
-// buildInfo (what the SDKs send for an image) is built by the local image
-// builder, as `agentbox image build` builds, one build at a time, through
-// Daytona's states pending_build and building_snapshot; its log streams
+// Snapshots belong to organizations (tenancy.go): a create's snapshot is
+// one of its organization's snapshots (POST /api/snapshots, kept in the
+// local image store as agentbox-org:ORG:NAME), an image the operator
+// published ([Options.PublishedImages]) or the default; never another
+// image of the store, an id or a prefix of one. A snapshot's imageName and
+// a Dockerfile's FROM and COPY --from name the organization's snapshots,
+// published images or registry references, which a build pulls
+// anonymously into the organization's own copy, from public addresses
+// only unless [Options.AllowRegistries] allows the registry; host paths,
+// oci: layouts, tarballs and ids are refused with 400 before anything is
+// read (and again by the build's resolver, after build arguments). A
+// create from buildInfo (what the SDKs send for an image) is built by the
+// local image builder, as `agentbox image build` builds, one build per
+// organization at a time (and [Options.MaxBuilds] in all), each for
+// [Options.BuildTimeout] at most, through Daytona's states pending_build
+// and building_snapshot; its log, of which the last MiB is kept, streams
 // at the sandbox's build-logs URL (sandboxbuild.go). Build contexts
 // (contextHashes: files the SDKs upload to object storage) are not
 // supported.
+//
+// # Browsers
+//
+// A web page cannot drive the server (guard.go): without keys it answers
+// loopback host names only (no DNS rebinding); state-changing requests
+// pass [net/http.CrossOriginProtection] and carry JSON, multipart or no
+// body; cross-origin WebSockets are refused.
 //
 // # States
 //

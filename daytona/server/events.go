@@ -138,6 +138,6 @@ func (s *Server) publishSnapshotState(rec *snapshotRecord, old string) {
 	if rec.state == old {
 		return
 	}
-	dto := snapshotView{name: rec.name, rec: rec}.dto(s.org)
-	s.events.publish(&event{name: eventSnapshotState, data: snapshotStateEvent{dto, old, rec.state}})
+	dto := rec.view().dto(rec.org)
+	s.events.publish(&event{org: rec.org, name: eventSnapshotState, data: snapshotStateEvent{dto, old, rec.state}})
 }

@@ -40,6 +40,14 @@ type harnessOptions struct {
 	stateDir string
 	// knobs are the server's test knobs.
 	knobs *Knobs
+	// published are the operator's images tenants may use; default the
+	// images an imageFake starts with (but builds' own).
+	published []string
+	// buildTimeout is the server's Options.BuildTimeout.
+	buildTimeout time.Duration
+	// connectWithin, when set, is the server's deadline of an event
+	// stream's CONNECT.
+	connectWithin time.Duration
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -51,9 +59,19 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	if o.stateDir == "" {
 		o.stateDir = t.TempDir()
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs}, eng, 5*time.Millisecond, o.now)
+	if f, ok := eng.(*imageFake); ok && o.published == nil {
+		for _, n := range f.initial {
+			if isSnapshotName(n) {
+				o.published = append(o.published, n)
+			}
+		}
+	}
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.connectWithin > 0 {
+		s.connectWithin = o.connectWithin
 	}
 	srv := validatedServer(t, o, s)
 	t.Cleanup(func() {

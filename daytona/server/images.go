@@ -20,16 +20,23 @@ import (
 // from Dockerfiles: what snapshots and creates from buildInfo need. The
 // local engine is one; an engine that is not gets 501 for them.
 type imageEngine interface {
-	// build builds dockerfile (its content; a build context without
-	// files) into an image named name, writing the build's progress and
-	// the output of its RUN steps to logs.
-	build(ctx context.Context, dockerfile, name string, logs io.Writer) (imageInfo, error)
+	// build builds job.dockerfile (its content; a build context without
+	// files) into an image named job.name, writing the build's progress
+	// and the output of its RUN steps to logs. The images its FROM and
+	// COPY --from name are those job.org may use (tenancy.go).
+	build(ctx context.Context, job buildJob, logs io.Writer) (imageInfo, error)
 	// images lists the images and snapshots of the store.
 	images(ctx context.Context) ([]imageInfo, error)
 	// untag takes name off its image, removing the image when it was
 	// its last name; the error matches sandbox.ErrNotFound when no image
 	// has it.
 	untag(ctx context.Context, name string) error
+}
+
+// buildJob is one build of organization org.
+type buildJob struct {
+	org, dockerfile, name string
+	pol                   *imagePolicy
 }
 
 // imageInfo is what the server shows of an image of the engine's store.
@@ -53,11 +60,19 @@ func infoOf(img *image.Image) imageInfo {
 	return imageInfo{names: img.Names, size: img.Size, entrypoint: img.Config.Entrypoint, created: img.Created}
 }
 
-func (e localEngine) build(ctx context.Context, dockerfile, name string, logs io.Writer) (imageInfo, error) {
-	b, err := local.NewImageBuilder(e.stateDir, image.PullOptions{})
+func (e localEngine) build(ctx context.Context, job buildJob, logs io.Writer) (imageInfo, error) {
+	b, err := local.NewImageBuilder(e.stateDir, image.PullOptions{RegistryOnly: true})
 	if err != nil {
 		return imageInfo{}, err
 	}
+	st, err := local.OpenImageStore(e.stateDir)
+	if err != nil {
+		return imageInfo{}, err
+	}
+	// The builder's own resolution (names, ids, the operator's
+	// credentials) is replaced by the organization's.
+	b.Store = tenantStore{Store: b.Store, st: st, org: job.org, pol: job.pol}
+	dockerfile, name := job.dockerfile, job.name
 	dir, err := os.MkdirTemp("", "agentbox-serve-build-")
 	if err != nil {
 		return imageInfo{}, err

@@ -34,7 +34,7 @@ func localStoreWith(t *testing.T, name string) (dir string, st *image.Store) {
 func TestLocalBuild(t *testing.T) {
 	dir, st := localStoreWith(t, "team/tools:1")
 	ctx := context.Background()
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{published: []string{"team/tools:1"}})
 
 	sb := h.create(map[string]any{"name": "built", "buildInfo": map[string]any{
 		"dockerfileContent": "FROM team/tools:1\nRUN echo built > /built && echo from-the-run-step\n",
@@ -70,7 +70,7 @@ func TestLocalBuild(t *testing.T) {
 	if code := h.call("DELETE", "/snapshots/tools-snap", nil, nil); code != http.StatusOK {
 		t.Fatalf("delete snapshot: %d", code)
 	}
-	if _, err := st.Get(ctx, "tools-snap"); err == nil {
+	if _, err := st.Get(ctx, orgImageName(DefaultOrganizationID, "tools-snap")); err == nil {
 		t.Error("the snapshot's name is still in the store")
 	}
 	if _, err := st.Get(ctx, "team/tools:1"); err != nil {

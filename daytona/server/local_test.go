@@ -97,7 +97,7 @@ func TestLocalEngine(t *testing.T) {
 	}
 	check("after create")
 	exec(t, c, "echo kept > ~/kept.txt; echo shared > /data/file")
-	if data, err := os.ReadFile(filepath.Join(dir, "volumes", "shared", "file")); err != nil || string(data) != "shared\n" {
+	if data, err := os.ReadFile(filepath.Join(dir, "volumes", vol.ID, "file")); err != nil || string(data) != "shared\n" {
 		t.Fatalf("the volume's file on the host: %q %v", data, err)
 	}
 
@@ -165,7 +165,7 @@ func TestLocalEngine(t *testing.T) {
 	if st := h.call("DELETE", "/volumes/"+vol.ID, nil, nil); st != http.StatusOK {
 		t.Fatalf("delete volume: %d", st)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "volumes", "shared")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "volumes", vol.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the deleted volume's folder: %v", err)
 	}
 }
@@ -174,7 +174,7 @@ func TestLocalEngine(t *testing.T) {
 // sandbox's root of it; an unknown one is refused before anything exists.
 func TestLocalSnapshot(t *testing.T) {
 	dir, _ := localStoreWith(t, "team/tools:1")
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{published: []string{"team/tools:1"}})
 	var e apiError
 	if code := h.call("POST", "/sandbox", map[string]any{"snapshot": "team/nope:1"}, &e); code != http.StatusBadRequest || !strings.Contains(e.Message, "team/nope:1 not found") {
 		t.Fatalf("create with an unknown snapshot: %d %+v", code, e)

@@ -287,7 +287,7 @@ func (s *Server) recreate(ctx context.Context, rec *record) error {
 		// Until created, the sizes are those asked for.
 		cpu: int(rec.sizes.cpu), memoryGiB: int(rec.sizes.memoryGiB), diskGiB: int(rec.sizes.diskGiB)}
 	if rec.snapshot != DefaultSnapshot {
-		sp.image = rec.snapshot
+		sp.image = s.storeNameOf(ctx, rec)
 	}
 	vols, err := s.resolveVolumes(rec.org, slices.Clone(rec.volumes))
 	if err != nil {

@@ -209,7 +209,7 @@ func TestSnapshotsSurviveARestart(t *testing.T) {
 	h.waitSnapshot("built:1", snapshotActive)
 	build("broken:1", "FROM tools:1\nRUN false\n")
 	h.waitSnapshot("broken:1", snapshotBuildFailed)
-	if st := h.call("POST", "/snapshots/tools:1/deactivate", nil, nil); st != http.StatusNoContent {
+	if st := h.call("POST", "/snapshots/built:1/deactivate", nil, nil); st != http.StatusNoContent {
 		t.Fatalf("deactivate: %d", st)
 	}
 	release := eng.hold()
@@ -270,7 +270,7 @@ func TestSnapshotsSurviveARestart(t *testing.T) {
 	if !jsonEqual(t, after.logs, before.logs) || !strings.Contains(after.logs["broken:1"], "Build failed: ") {
 		t.Errorf("build logs after a restart:\n got %q\nwant %q", after.logs, before.logs)
 	}
-	if got := after.get["tools:1"]; got.State != snapshotInactive {
+	if got := after.get["built:1"]; got.State != snapshotInactive {
 		t.Errorf("the deactivated snapshot after a restart: %q", got.State)
 	}
 	// The records follow deletes.

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -61,14 +59,14 @@ func (s *Server) prepareCreate(ctx context.Context, rec *record, sp spec, req *c
 		if req.Snapshot != "" {
 			return nil, errorf(http.StatusBadRequest, "give either snapshot or buildInfo, not both")
 		}
-		return s.prepareBuild(rec, sp, bi)
+		return s.prepareBuild(ctx, rec, sp, bi)
 	}
 	if sp.image != "" {
-		name, snap, err := s.usableSnapshot(ctx, sp.image)
+		v, snap, err := s.usableSnapshot(ctx, rec.org, sp.image)
 		if err != nil {
 			return nil, err
 		}
-		rec.snapshot, sp.image = name, name
+		rec.snapshot, sp.image = v.name, v.storeName
 		// A snapshot's sizes are those of its sandboxes, unless asked.
 		for _, res := range []struct {
 			from int
@@ -97,7 +95,7 @@ func (s *Server) prepareCreate(ctx context.Context, rec *record, sp spec, req *c
 // prepareBuild returns the function that builds bi and then creates and
 // starts rec's sandbox of the image built, moving rec through the build's
 // states.
-func (s *Server) prepareBuild(rec *record, sp spec, bi *createBuildInfo) (func(context.Context) (sizes, error), error) {
+func (s *Server) prepareBuild(ctx context.Context, rec *record, sp spec, bi *createBuildInfo) (func(context.Context) (sizes, error), error) {
 	if err := checkBuildInfo(bi); err != nil {
 		return nil, err
 	}
@@ -105,8 +103,14 @@ func (s *Server) prepareBuild(rec *record, sp spec, bi *createBuildInfo) (func(c
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(bi.DockerfileContent))
-	b := &sandboxBuild{info: *bi, ref: sandboxBuildPrefix + hex.EncodeToString(sum[:8]), log: &buildLog{}, createdAt: s.now()}
+	views, err := s.snapshotViews(ctx, rec.org)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkDockerfileRefs(rec.org, bi.DockerfileContent, views); err != nil {
+		return nil, err
+	}
+	b := &sandboxBuild{info: *bi, ref: sandboxBuildName(rec.org, bi.DockerfileContent), log: &buildLog{}, createdAt: s.now()}
 	rec.build, rec.snapshot, sp.image = b, b.ref, b.ref
 	moveTo := func(state string) {
 		s.mu.Lock()
@@ -114,7 +118,7 @@ func (s *Server) prepareBuild(rec *record, sp spec, bi *createBuildInfo) (func(c
 		s.set(rec, state, "")
 	}
 	return func(ctx context.Context) (sizes, error) {
-		if err := s.buildFor(ctx, ie, b, moveTo); err != nil {
+		if err := s.buildFor(ctx, rec.org, ie, b, moveTo); err != nil {
 			return sizes{}, &buildError{err}
 		}
 		moveTo(stateStarting)
@@ -128,15 +132,21 @@ func (s *Server) prepareBuild(rec *record, sp spec, bi *createBuildInfo) (func(c
 
 // buildFor builds b's image in its turn, logging to b's log, which it
 // closes.
-func (s *Server) buildFor(ctx context.Context, ie imageEngine, b *sandboxBuild, moveTo func(state string)) error {
+func (s *Server) buildFor(ctx context.Context, org string, ie imageEngine, b *sandboxBuild, moveTo func(state string)) error {
 	defer b.log.close()
-	release, err := s.snapshots.takeSlot(ctx)
+	release, err := s.snapshots.takeSlot(ctx, org)
 	if err != nil {
 		return err
 	}
 	defer release()
 	moveTo(stateBuildingSnapshot)
-	if _, err := ie.build(ctx, b.info.DockerfileContent, b.ref, b.log); err != nil {
+	bctx, cancel := context.WithTimeoutCause(ctx, s.buildTimeout, errBuildTimeout(s.buildTimeout))
+	defer cancel()
+	job := buildJob{org: org, dockerfile: b.info.DockerfileContent, name: b.ref, pol: &s.pol}
+	if _, err := ie.build(bctx, job, b.log); err != nil {
+		if ctx.Err() == nil && bctx.Err() != nil {
+			err = context.Cause(bctx)
+		}
 		fmt.Fprintf(b.log, "Build failed: %v\n", err)
 		return err
 	}

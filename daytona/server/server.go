@@ -1,12 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +65,31 @@ type Options struct {
 	// of time (a local.Pool), so that creating a sandbox takes about half
 	// the time. 0: none. Needs root.
 	PoolSize int
+	// PublishedImages name images of the local engine's store (as the
+	// store names them) every organization may use: as snapshots, in
+	// FROM and COPY --from. The store's other images are the operator's
+	// and no tenant sees them.
+	PublishedImages []string
+	// AllowRegistries are registries (HOST or HOST:PORT, as written in
+	// image references) that builds may pull from although they are on
+	// loopback or private addresses; every other pull goes to public
+	// addresses only.
+	AllowRegistries []string
+	// BuildTimeout bounds each build (of a snapshot, of a sandbox from
+	// buildInfo). Default: DefaultBuildTimeout.
+	BuildTimeout time.Duration
+	// MaxBuilds is how many builds run at once, of all organizations
+	// (each organization runs one at a time). Default: 4.
+	MaxBuilds int
+}
+
+// DefaultBuildTimeout is how long a build may take when
+// Options.BuildTimeout is 0.
+const DefaultBuildTimeout = 30 * time.Minute
+
+// errBuildTimeout is why a build that took longer than d failed.
+func errBuildTimeout(d time.Duration) error {
+	return fmt.Errorf("the build took longer than %v, the limit of this server: make it shorter", d)
 }
 
 // Server is Daytona's control plane over local sandboxes: an http.Handler
@@ -89,6 +116,9 @@ type Server struct {
 	tick    time.Duration
 	// pingInterval is the event stream's heartbeat.
 	pingInterval time.Duration
+	// connectWithin is how long an event stream may go without a
+	// CONNECT carrying a valid key before it is closed.
+	connectWithin time.Duration
 	// writesUnderLock makes every record's write end before s.mu is
 	// released, as the server did before its writes were grouped: the
 	// baseline of BenchmarkServeLoad. Set by tests only.
@@ -112,6 +142,12 @@ type Server struct {
 	closing                bool // Close was called: no new operation starts
 
 	snapshots snapshotSet // guarded by its own mutex
+	// pol is what tenants' images may be made of; buildTimeout bounds
+	// each build.
+	pol          imagePolicy
+	buildTimeout time.Duration
+	// cop is the cross-origin protection of state-changing requests.
+	cop *http.CrossOriginProtection
 
 	pool *local.Pool // of Options.PoolSize; closed by Close
 }
@@ -167,6 +203,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		now:           now,
 		tick:          tick,
 		pingInterval:  defaultPingInterval,
+		connectWithin: defaultConnectWithin,
 		byID:          map[string]*record{},
 		byName:        map[string]*record{},
 		signed:        map[string]signedPreview{},
@@ -180,6 +217,10 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
 	}
+	s.pol = imagePolicy{published: slices.Clone(opts.PublishedImages), allowRegistries: slices.Clone(opts.AllowRegistries), logf: s.logf}
+	s.buildTimeout = cmp.Or(opts.BuildTimeout, DefaultBuildTimeout)
+	s.cop = http.NewCrossOriginProtection()
+	s.snapshots.maxBuilds = opts.MaxBuilds
 	kn, err := newKnobs(opts.Knobs)
 	if err != nil {
 		return nil, err
@@ -258,13 +299,17 @@ func (s *Server) Close(ctx context.Context) error {
 // ServeHTTP implements http.Handler. A request whose host is a preview
 // URL's goes to the sandbox's port; every other to the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	port, key, isPreview := parsePreviewHost(r.Host)
+	if !s.guard(w, r, isPreview) {
+		return
+	}
 	if s.knobs != nil {
 		var goOn bool
 		if w, goOn = s.applyKnobs(w, r); !goOn {
 			return
 		}
 	}
-	if port, key, ok := parsePreviewHost(r.Host); ok {
+	if isPreview {
 		if err := s.servePreview(w, r, port, key); err != nil {
 			writeError(w, r, err, s.logf)
 		}

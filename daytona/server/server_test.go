@@ -853,8 +853,8 @@ func TestVolumes(t *testing.T) {
 		t.Fatalf("sandbox volumes %+v, want the volume's id", sb.Volumes)
 	}
 	h.waitState(sb.ID, stateStarted)
-	if m := eng.mounts(sb.ID); len(m) != 1 || m[0].VolumeID != "data" {
-		t.Fatalf("engine mounts %+v, want the volume's name", m)
+	if m := eng.mounts(sb.ID); len(m) != 1 || m[0].VolumeID != vol.ID {
+		t.Fatalf("engine mounts %+v, want the volume's id (not the operator's volume of its name)", m)
 	}
 	if st := h.call("DELETE", "/volumes/"+vol.ID, nil, &e); st != http.StatusConflict || !strings.Contains(e.Message, "user") {
 		t.Fatalf("delete a volume in use: %d %+v", st, e)
@@ -868,7 +868,7 @@ func TestVolumes(t *testing.T) {
 	if st := h.call("GET", "/volumes", nil, &list); st != http.StatusOK || len(list) != 0 {
 		t.Fatalf("volumes after delete: %d %+v", st, list)
 	}
-	if n := eng.called("removeVolume data"); n != 1 {
+	if n := eng.called("removeVolume " + vol.ID); n != 1 {
 		t.Fatalf("engine removed the volume %d times", n)
 	}
 }

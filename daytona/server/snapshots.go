@@ -46,16 +46,26 @@ const (
 	sandboxBuildPrefix = "agentbox-serve-build:"
 )
 
-// snapshotSet is the server's records of snapshots, and the slot builds
-// take turns in. Its zero value is empty; its fields are guarded by mu.
+// snapshotSet is the server's records of snapshots (by snapKey), and the
+// slots builds take turns in: one per organization, and a few for all.
+// Its zero value is empty; its fields are guarded by mu.
 type snapshotSet struct {
 	mu     sync.Mutex
 	byName map[string]*snapshotRecord
-	slot   chan struct{} // holds a value while a build runs
+	// slots hold a value while a build of their organization runs.
+	slots map[string]chan struct{}
+	// all holds a value while any build runs; made with records.
+	all chan struct{}
+	// maxBuilds is the capacity of all: Options.MaxBuilds.
+	maxBuilds int
 }
+
+// snapKey is the key of the record of organization org's snapshot name.
+func snapKey(org, name string) string { return org + "\x00" + name }
 
 // snapshotRecord is what the server knows of a snapshot beyond the store.
 type snapshotRecord struct {
+	org                  string // the organization that owns it
 	name, imageName      string
 	buildInfo            *createBuildInfo
 	state, errorReason   string
@@ -121,18 +131,30 @@ type paginatedSnapshots struct {
 	TotalPages int           `json:"totalPages"`
 }
 
-// snapshotID is the id of the snapshot named name: a UUID made of the
-// name, so that it stays the same across restarts of the server.
-func snapshotID(name string) string {
-	b := sha256.Sum256([]byte("agentbox snapshot\x00" + name))
+// snapshotID is the id of the snapshot of organization org (""
+// for the default snapshot and the operator's published images) named
+// name: a UUID made of both, so that it stays the same across restarts
+// of the server.
+func snapshotID(org, name string) string {
+	seed := "agentbox snapshot\x00" + name
+	if org != "" {
+		seed = "agentbox snapshot\x00" + org + "\x00" + name
+	}
+	b := sha256.Sum256([]byte(seed))
 	b[6] = b[6]&0x0f | 0x50
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// isSnapshotName reports whether the store's image name is a snapshot's.
+// isSnapshotName reports whether a name a tenant asks for may be a
+// snapshot's.
 func isSnapshotName(n string) bool {
-	return !strings.HasPrefix(n, buildStepPrefix) && !strings.HasPrefix(n, sandboxBuildPrefix)
+	for _, p := range []string{buildStepPrefix, sandboxBuildPrefix, orgImagePrefix, pullImagePrefix} {
+		if strings.HasPrefix(n, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // records returns the record map, made when missing. Called with ss.mu
@@ -140,21 +162,39 @@ func isSnapshotName(n string) bool {
 func (ss *snapshotSet) records() map[string]*snapshotRecord {
 	if ss.byName == nil {
 		ss.byName = map[string]*snapshotRecord{}
-		ss.slot = make(chan struct{}, 1)
+		ss.slots = map[string]chan struct{}{}
+		ss.all = make(chan struct{}, cmp.Or(ss.maxBuilds, defaultMaxBuilds))
 	}
 	return ss.byName
 }
 
-// takeSlot waits for the build slot; release gives it back.
-func (ss *snapshotSet) takeSlot(ctx context.Context) (release func(), err error) {
+// defaultMaxBuilds is how many builds run at once, of all organizations,
+// when Options.MaxBuilds is 0.
+const defaultMaxBuilds = 4
+
+// takeSlot waits for the build slot of organization org (one build of
+// an organization runs at a time), then for one of all organizations';
+// release gives them back.
+func (ss *snapshotSet) takeSlot(ctx context.Context, org string) (release func(), err error) {
 	ss.mu.Lock()
 	ss.records()
-	slot := ss.slot
+	slot := ss.slots[org]
+	if slot == nil {
+		slot = make(chan struct{}, 1)
+		ss.slots[org] = slot
+	}
+	all := ss.all
 	ss.mu.Unlock()
 	select {
 	case slot <- struct{}{}:
-		return func() { <-slot }, nil
 	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case all <- struct{}{}:
+		return func() { <-all; <-slot }, nil
+	case <-ctx.Done():
+		<-slot
 		return nil, ctx.Err()
 	}
 }
@@ -164,11 +204,19 @@ type snapshotView struct {
 	rec  *snapshotRecord // nil for an image the server did not build
 	img  *imageInfo      // nil while building, after a failure, for the default
 	name string
+	// owner is the organization of the snapshot; "" for the default
+	// and the operator's published images, every organization's.
+	owner string
+	// storeName is the image's name in the store ("" for the default).
+	storeName string
 }
+
+// id is the snapshot's id.
+func (v snapshotView) id() string { return snapshotID(v.owner, v.name) }
 
 func (v snapshotView) dto(org string) snapshotDTO {
 	d := snapshotDTO{
-		ID: snapshotID(v.name), OrganizationID: org, Name: v.name, State: snapshotActive,
+		ID: v.id(), OrganizationID: org, Name: v.name, State: snapshotActive,
 		RegionIDs: []string{DefaultTarget}, Ref: v.name, SandboxClass: "container",
 	}
 	var created, updated time.Time
@@ -197,17 +245,19 @@ func (v snapshotView) dto(org string) snapshotDTO {
 				SnapshotRef: v.name, CreatedAt: r.createdAt.UTC().Format(timeLayout), UpdatedAt: r.updatedAt.UTC().Format(timeLayout)}
 		}
 	}
-	if v.name == DefaultSnapshot {
+	if v.owner == "" {
 		d.General = true
 	}
 	d.CreatedAt, d.UpdatedAt = created.UTC().Format(timeLayout), updated.UTC().Format(timeLayout)
 	return d
 }
 
-// snapshotViews returns every snapshot: the default, the store's named
-// images, and the records of those not in the store (being built,
-// failed), sorted by name.
-func (s *Server) snapshotViews(ctx context.Context) ([]snapshotView, error) {
+// snapshotViews returns every snapshot organization org sees: the
+// default, its images of the store, the operator's published images, and
+// the records of its snapshots not in the store (being built, failed),
+// sorted by name. An organization's snapshot hides a published image of
+// its name.
+func (s *Server) snapshotViews(ctx context.Context, org string) ([]snapshotView, error) {
 	ie, err := s.imageStore("snapshots")
 	if err != nil {
 		return nil, err
@@ -220,37 +270,50 @@ func (s *Server) snapshotViews(ctx context.Context) ([]snapshotView, error) {
 	s.snapshots.mu.Lock()
 	defer s.snapshots.mu.Unlock()
 	recs := s.snapshots.records()
-	seen := map[string]bool{}
+	seen := map[string]bool{DefaultSnapshot: true}
+	var published []snapshotView
 	for i := range imgs {
 		for _, n := range imgs[i].names {
-			if isSnapshotName(n) && !seen[n] {
-				seen[n] = true
-				views = append(views, snapshotView{name: n, img: &imgs[i], rec: recs[n]})
+			if o, name, ok := orgOfImageName(n); ok && o == org && !seen[name] {
+				seen[name] = true
+				views = append(views, snapshotView{name: name, img: &imgs[i], rec: recs[snapKey(org, name)], owner: org, storeName: n})
+			} else if s.pol.isPublished(n) {
+				published = append(published, snapshotView{name: n, img: &imgs[i], storeName: n})
 			}
 		}
 	}
-	for n, r := range recs {
+	for k, r := range recs {
 		switch {
-		case seen[n]:
+		case r.org != org:
+		case seen[r.name]:
 		case r.state == snapshotActive || r.state == snapshotInactive:
-			delete(recs, n) // its image was removed behind the server's back
-			s.unrecordSnapshot(n)
+			delete(recs, k) // its image was removed behind the server's back
+			s.unrecordSnapshot(r.org, r.name)
 		default:
-			views = append(views, snapshotView{name: n, rec: r})
+			seen[r.name] = true
+			views = append(views, snapshotView{name: r.name, rec: r, owner: org, storeName: orgImageName(org, r.name)})
+		}
+	}
+	for _, v := range published {
+		if !seen[v.name] {
+			seen[v.name] = true
+			views = append(views, v)
 		}
 	}
 	slices.SortFunc(views, func(a, b snapshotView) int { return strings.Compare(a.name, b.name) })
 	return views, nil
 }
 
-// findSnapshot returns the snapshot with id or name ref.
-func (s *Server) findSnapshot(ctx context.Context, ref string) (snapshotView, error) {
-	views, err := s.snapshotViews(ctx)
+// findSnapshot returns the snapshot with id or name ref that
+// organization org sees; 404 for any other, another organization's
+// included.
+func (s *Server) findSnapshot(ctx context.Context, org, ref string) (snapshotView, error) {
+	views, err := s.snapshotViews(ctx, org)
 	if err != nil {
 		return snapshotView{}, err
 	}
 	for _, v := range views {
-		if v.name == ref || snapshotID(v.name) == ref {
+		if v.name == ref || v.id() == ref {
 			return v, nil
 		}
 	}
@@ -266,31 +329,41 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	org := orgOf(r)
 	rec, dockerfile, err := newSnapshotRecord(&req, s.now())
 	if err != nil {
 		return err
 	}
-	if _, err := s.findSnapshot(r.Context(), req.Name); err == nil {
+	rec.org = org
+	views, err := s.snapshotViews(r.Context(), org)
+	if err != nil {
+		return err
+	}
+	if err := s.checkDockerfileRefs(org, dockerfile, views); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(views, func(v snapshotView) bool { return v.name == req.Name && v.owner == org }) {
 		return errorf(http.StatusConflict, "Snapshot with name %s already exists", req.Name)
 	}
 	s.snapshots.mu.Lock()
 	recs := s.snapshots.records()
-	if recs[rec.name] != nil {
+	key := snapKey(org, rec.name)
+	if recs[key] != nil {
 		s.snapshots.mu.Unlock()
 		return errorf(http.StatusConflict, "Snapshot with name %s already exists", req.Name)
 	}
-	recs[rec.name] = rec
-	dto := snapshotView{name: rec.name, rec: rec}.dto(s.org)
+	recs[key] = rec
+	dto := rec.view().dto(org)
 	write := s.saveSnapshot(rec)
 	// Published before the build moves it on, as its write is queued
 	// before the build's.
-	s.events.publish(&event{name: eventSnapshotCreated, data: dto})
+	s.events.publish(&event{org: org, name: eventSnapshotCreated, data: dto})
 	s.snapshots.mu.Unlock()
 	if err := s.background(func(ctx context.Context) { s.buildSnapshot(ctx, ie, rec, dockerfile) }); err != nil {
 		s.snapshots.mu.Lock()
-		delete(recs, rec.name)
-		s.unrecordSnapshot(rec.name)
-		s.events.publish(&event{name: eventSnapshotRemoved, data: dto.ID})
+		delete(recs, key)
+		s.unrecordSnapshot(org, rec.name)
+		s.events.publish(&event{org: org, name: eventSnapshotRemoved, data: dto.ID})
 		s.snapshots.mu.Unlock()
 		return err
 	}
@@ -312,6 +385,8 @@ func newSnapshotRecord(req *createSnapshot, now time.Time) (*snapshotRecord, str
 		return nil, "", errorf(http.StatusBadRequest, "name %q is reserved: choose another", req.Name)
 	case strings.HasSuffix(req.Name, ":latest") || strings.HasSuffix(req.ImageName, ":latest"):
 		return nil, "", errorf(http.StatusBadRequest, `Snapshots with tag ":latest" are not allowed`)
+	case strings.ContainsFunc(req.ImageName, func(c rune) bool { return c <= ' ' || c == 0x7f }):
+		return nil, "", errorf(http.StatusBadRequest, "imageName %q is invalid: write an image reference without spaces", req.ImageName)
 	case (req.ImageName == "") == (req.BuildInfo == nil):
 		return nil, "", errorf(http.StatusBadRequest, "give either imageName or buildInfo")
 	case req.GPU != nil && *req.GPU > 0:
@@ -347,6 +422,31 @@ func newSnapshotRecord(req *createSnapshot, now time.Time) (*snapshotRecord, str
 		df += entrypointLine(req.Entrypoint)
 	}
 	return rec, df, nil
+}
+
+// view is the snapshot of rec as listed before its image exists.
+func (rec *snapshotRecord) view() snapshotView {
+	return snapshotView{name: rec.name, rec: rec, owner: rec.org, storeName: orgImageName(rec.org, rec.name)}
+}
+
+// checkDockerfileRefs refuses (400) a Dockerfile of organization org
+// whose FROM or COPY --from names what org may not use (tenancy.go): a
+// host path, a layout, a tarball, an id. views are the snapshots org
+// sees; names made of build arguments are checked by the build.
+func (s *Server) checkDockerfileRefs(org, dockerfile string, views []snapshotView) error {
+	refs, err := dockerfileRefs(dockerfile)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if slices.ContainsFunc(views, func(v snapshotView) bool { return v.name == ref && v.owner == org }) || s.pol.isPublished(ref) {
+			continue
+		}
+		if _, err := checkImageRef(ref); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // entrypointLine is the Dockerfile instruction setting entrypoint.
@@ -395,7 +495,7 @@ func (s *Server) buildSnapshot(ctx context.Context, ie imageEngine, rec *snapsho
 		s.saveSnapshot(rec)
 		s.publishSnapshotState(rec, old)
 	}
-	release, err := s.snapshots.takeSlot(ctx)
+	release, err := s.snapshots.takeSlot(ctx, rec.org)
 	if err != nil {
 		return // the server is closing
 	}
@@ -407,9 +507,15 @@ func (s *Server) buildSnapshot(ctx context.Context, ie imageEngine, rec *snapsho
 	} else {
 		set(snapshotPulling, "")
 	}
-	if _, err := ie.build(ctx, dockerfile, rec.name, &recordedLog{s: s, rec: rec}); err != nil {
+	bctx, cancel := context.WithTimeoutCause(ctx, s.buildTimeout, errBuildTimeout(s.buildTimeout))
+	defer cancel()
+	job := buildJob{org: rec.org, dockerfile: dockerfile, name: orgImageName(rec.org, rec.name), pol: &s.pol}
+	if _, err := ie.build(bctx, job, &recordedLog{s: s, rec: rec}); err != nil {
 		if ctx.Err() != nil {
 			return // the server is closing
+		}
+		if bctx.Err() != nil {
+			err = context.Cause(bctx)
 		}
 		fmt.Fprintf(rec.log, "Build failed: %v\n", err)
 		s.logf("agentbox serve: snapshot %s: %v", rec.name, err)
@@ -436,7 +542,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
 	if order != "asc" && order != "desc" {
 		return errorf(http.StatusBadRequest, "order must be one of the following values: asc, desc")
 	}
-	views, err := s.snapshotViews(r.Context())
+	views, err := s.snapshotViews(r.Context(), orgOf(r))
 	if err != nil {
 		return err
 	}
@@ -444,7 +550,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) error {
 	s.snapshots.mu.Lock()
 	for _, v := range views {
 		if strings.Contains(strings.ToLower(v.name), strings.ToLower(q.Get("name"))) {
-			items = append(items, v.dto(s.org))
+			items = append(items, v.dto(orgOf(r)))
 		}
 	}
 	s.snapshots.mu.Unlock()
@@ -492,23 +598,26 @@ func positiveQuery(v, name string, def, most int) (int, error) {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	v, err := s.findSnapshot(r.Context(), orgOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	s.snapshots.mu.Lock()
 	defer s.snapshots.mu.Unlock()
-	writeJSON(w, v.dto(s.org))
+	writeJSON(w, v.dto(orgOf(r)))
 	return nil
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	v, err := s.findSnapshot(r.Context(), orgOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	if v.name == DefaultSnapshot {
 		return errorf(http.StatusBadRequest, "Snapshot %s is the default snapshot (the host's system folders) and cannot be deleted", v.name)
+	}
+	if v.owner == "" {
+		return errorf(http.StatusForbidden, "Snapshot %s is an image the operator of agentbox serve published: only the operator can remove it", v.name)
 	}
 	s.snapshots.mu.Lock()
 	if r := v.rec; r != nil && (r.state == snapshotPending || r.state == snapshotBuilding || r.state == snapshotPulling) {
@@ -521,21 +630,21 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if err := ie.untag(r.Context(), v.name); err != nil && !errNotFound(err) {
+		if err := ie.untag(r.Context(), v.storeName); err != nil && !errNotFound(err) {
 			return err
 		}
 	}
 	s.snapshots.mu.Lock()
 	var write *storeWrite
-	if s.snapshots.records()[v.name] == v.rec {
-		delete(s.snapshots.records(), v.name)
-		write = s.unrecordSnapshot(v.name)
+	if key := snapKey(v.owner, v.name); s.snapshots.records()[key] == v.rec {
+		delete(s.snapshots.records(), key)
+		write = s.unrecordSnapshot(v.owner, v.name)
 	}
 	s.snapshots.mu.Unlock()
 	if err := write.wait(); err != nil {
 		return err
 	}
-	s.events.publish(&event{name: eventSnapshotRemoved, data: snapshotID(v.name)})
+	s.events.publish(&event{org: v.owner, name: eventSnapshotRemoved, data: v.id()})
 	return nil
 }
 
@@ -543,19 +652,22 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) error {
 // deactivate.
 func (s *Server) setSnapshotActive(active bool) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+		v, err := s.findSnapshot(r.Context(), orgOf(r), r.PathValue("id"))
 		if err != nil {
 			return err
 		}
 		if v.name == DefaultSnapshot {
 			return errorf(http.StatusBadRequest, "Snapshot %s is the default snapshot and is always active", v.name)
 		}
+		if v.owner == "" {
+			return errorf(http.StatusForbidden, "Snapshot %s is an image the operator of agentbox serve published: only the operator can change it", v.name)
+		}
 		s.snapshots.mu.Lock()
 		rec := v.rec
 		if rec == nil {
 			now := s.now()
-			rec = &snapshotRecord{name: v.name, state: snapshotActive, createdAt: v.img.created, updatedAt: now}
-			s.snapshots.records()[v.name] = rec
+			rec = &snapshotRecord{org: v.owner, name: v.name, state: snapshotActive, createdAt: v.img.created, updatedAt: now}
+			s.snapshots.records()[snapKey(v.owner, v.name)] = rec
 			v.rec = rec
 		}
 		switch {
@@ -572,7 +684,7 @@ func (s *Server) setSnapshotActive(active bool) handlerFunc {
 		}
 		rec.updatedAt = s.now()
 		s.publishSnapshotState(rec, map[bool]string{true: snapshotInactive, false: snapshotActive}[active])
-		write, dto := s.saveSnapshot(rec), v.dto(s.org)
+		write, dto := s.saveSnapshot(rec), v.dto(orgOf(r))
 		s.snapshots.mu.Unlock()
 		if err := write.wait(); err != nil {
 			return fmt.Errorf("agentbox serve: recording snapshot %s: %w", v.name, err)
@@ -587,16 +699,16 @@ func (s *Server) setSnapshotActive(active bool) handlerFunc {
 }
 
 func (s *Server) getSnapshotBuildLogsURL(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	v, err := s.findSnapshot(r.Context(), orgOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, toolboxProxyURL{URL: s.baseURL(r) + "/api/snapshots/" + snapshotID(v.name) + "/build-logs"})
+	writeJSON(w, toolboxProxyURL{URL: s.baseURL(r) + "/api/snapshots/" + v.id() + "/build-logs"})
 	return nil
 }
 
 func (s *Server) getSnapshotBuildLogs(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.findSnapshot(r.Context(), r.PathValue("id"))
+	v, err := s.findSnapshot(r.Context(), orgOf(r), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -606,29 +718,30 @@ func (s *Server) getSnapshotBuildLogs(w http.ResponseWriter, r *http.Request) er
 	return serveBuildLog(w, r, v.rec.log)
 }
 
-// usableSnapshot checks that the snapshot ref (a name or id) may make a
-// new sandbox, records its use, and returns the store's name for it and
-// the sizes it was created with (0 for the engine's default).
-func (s *Server) usableSnapshot(ctx context.Context, ref string) (string, snapshotRecord, error) {
-	v, err := s.findSnapshot(ctx, ref)
+// usableSnapshot checks that the snapshot ref (a name or id) organization
+// org sees may make a new sandbox, records its use, and returns it and
+// the sizes it was created with (0 for the engine's default). Anything
+// else (an image of the store by another name, an id or a prefix of one,
+// a path) is refused with 400.
+func (s *Server) usableSnapshot(ctx context.Context, org, ref string) (snapshotView, snapshotRecord, error) {
+	v, err := s.findSnapshot(ctx, org, ref)
 	if errors.As(err, new(*httpError)) {
-		// Not a snapshot: the store may still have it by id.
-		return ref, snapshotRecord{}, nil
+		return snapshotView{}, snapshotRecord{}, errorf(http.StatusBadRequest, "Snapshot %s not found: create it first (POST /api/snapshots)", ref)
 	}
 	if err != nil {
-		return "", snapshotRecord{}, err
+		return snapshotView{}, snapshotRecord{}, err
 	}
 	s.snapshots.mu.Lock()
 	defer s.snapshots.mu.Unlock()
 	if v.rec == nil {
-		return v.name, snapshotRecord{}, nil
+		return v, snapshotRecord{}, nil
 	}
 	if v.rec.state != snapshotActive {
-		return "", snapshotRecord{}, errorf(http.StatusBadRequest, "Snapshot %s is %s", v.name, v.rec.state)
+		return snapshotView{}, snapshotRecord{}, errorf(http.StatusBadRequest, "Snapshot %s is %s", v.name, v.rec.state)
 	}
 	v.rec.lastUsedAt = s.now()
 	s.saveSnapshot(v.rec)
-	return v.name, snapshotRecord{cpu: v.rec.cpu, mem: v.rec.mem, disk: v.rec.disk}, nil
+	return v, snapshotRecord{cpu: v.rec.cpu, mem: v.rec.mem, disk: v.rec.disk}, nil
 }
 
 // recordedLog is the build log of a snapshot being built, written to the
@@ -655,4 +768,16 @@ func (l *recordedLog) Write(p []byte) (int, error) {
 		l.s.snapshots.mu.Unlock()
 	}
 	return n, err
+}
+
+// storeNameOf returns the store's name of the image rec's sandbox is made
+// of: its build's, its organization's snapshot's, or a published image's.
+func (s *Server) storeNameOf(ctx context.Context, rec *record) string {
+	if rec.build != nil || strings.HasPrefix(rec.snapshot, sandboxBuildPrefix) {
+		return rec.snapshot
+	}
+	if v, err := s.findSnapshot(ctx, rec.org, rec.snapshot); err == nil && v.storeName != "" {
+		return v.storeName
+	}
+	return orgImageName(rec.org, rec.snapshot)
 }

@@ -24,10 +24,12 @@ type imageFake struct {
 	names  map[string]bool
 	gate   chan struct{} // non-nil: builds wait until it is closed
 	builds int
+	// initial are the names it was made with.
+	initial []string
 }
 
 func newImageFake(t *testing.T, names ...string) *imageFake {
-	f := &imageFake{fakeEngine: newFakeEngine(t), names: map[string]bool{}}
+	f := &imageFake{fakeEngine: newFakeEngine(t), names: map[string]bool{}, initial: names}
 	for _, n := range names {
 		f.names[n] = true
 	}
@@ -44,7 +46,8 @@ func (f *imageFake) hold() (release func()) {
 	return func() { once.Do(func() { close(ch) }) }
 }
 
-func (f *imageFake) build(ctx context.Context, dockerfile, name string, logs io.Writer) (imageInfo, error) {
+func (f *imageFake) build(ctx context.Context, job buildJob, logs io.Writer) (imageInfo, error) {
+	dockerfile, name := job.dockerfile, job.name
 	f.mu.Lock()
 	f.builds++
 	gate := f.gate
@@ -59,8 +62,12 @@ func (f *imageFake) build(ctx context.Context, dockerfile, name string, logs io.
 				return imageInfo{}, ctx.Err()
 			}
 		}
-		if base, ok := strings.CutPrefix(l, "FROM "); ok && !f.has(base) {
+		if base, ok := strings.CutPrefix(l, "FROM "); ok && !f.has(base) && !f.has(orgImageName(job.org, base)) {
 			return imageInfo{}, fmt.Errorf("image %s: not found", base)
+		}
+		if l == "RUN sleep infinity" {
+			<-ctx.Done()
+			return imageInfo{}, context.Cause(ctx)
 		}
 		if l == "RUN false" {
 			return imageInfo{}, errors.New("the command false returned a non-zero code: 1")
@@ -164,7 +171,7 @@ func TestSnapshots(t *testing.T) {
 	if st := h.call("POST", "/snapshots", map[string]any{"name": "tools-snap", "imageName": "team/tools:1", "cpu": 2, "memory": 3, "entrypoint": []string{"sleep", "infinity"}}, &snap); st != http.StatusOK {
 		t.Fatalf("create snapshot: %d", st)
 	}
-	if snap.State != snapshotPending || snap.ID != snapshotID("tools-snap") || snap.CPU != 2 {
+	if snap.State != snapshotPending || snap.ID != snapshotID(DefaultOrganizationID, "tools-snap") || snap.CPU != 2 {
 		t.Fatalf("create answered %+v", snap)
 	}
 	h.waitSnapshot(snap.ID, snapshotPulling)
@@ -253,7 +260,7 @@ func TestSnapshots(t *testing.T) {
 			t.Fatalf("get %s after delete: %d, want 404", ref, st)
 		}
 	}
-	if eng.has("tools-snap") || !eng.has("team/tools:1") {
+	if eng.has(orgImageName(DefaultOrganizationID, "tools-snap")) || !eng.has("team/tools:1") {
 		t.Fatal("delete did not untag the snapshot's name alone")
 	}
 	if st := h.call("DELETE", "/snapshots/agentbox-host", nil, nil); st != http.StatusBadRequest {

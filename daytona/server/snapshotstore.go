@@ -15,6 +15,9 @@ import (
 
 // storedSnapshot is a snapshot's record as the store keeps it.
 type storedSnapshot struct {
+	// Org is the organization of the snapshot; "" in records of older
+	// servers, whose snapshots were the server's organization's.
+	Org         string           `json:"org,omitempty"`
 	Name        string           `json:"name"`
 	ImageName   string           `json:"imageName,omitempty"`
 	BuildInfo   *createBuildInfo `json:"buildInfo,omitempty"`
@@ -44,12 +47,12 @@ var errInterruptedSnapshot = errors.New("agentbox serve ended during the build: 
 // Called with s.snapshots.mu held, which orders the writes of a record.
 func (s *Server) saveSnapshot(rec *snapshotRecord) *storeWrite {
 	ss := storedSnapshot{
-		Name: rec.name, ImageName: rec.imageName, BuildInfo: rec.buildInfo, State: rec.state, ErrorReason: rec.errorReason,
+		Org: rec.org, Name: rec.name, ImageName: rec.imageName, BuildInfo: rec.buildInfo, State: rec.state, ErrorReason: rec.errorReason,
 		CPU: rec.cpu, GPU: rec.gpu, Mem: rec.mem, Disk: rec.disk, Entrypoint: rec.entrypoint,
 		CreatedAt: rec.createdAt, UpdatedAt: rec.updatedAt, LastUsedAt: rec.lastUsedAt,
 	}
 	if rec.log != nil {
-		data, _, _ := rec.log.read(0)
+		data, _, _, _ := rec.log.read(0)
 		if len(data) > maxStoredLog {
 			data = append([]byte("(the start of the build log is not kept)\n"), data[len(data)-maxStoredLog:]...)
 		}
@@ -63,15 +66,15 @@ func (s *Server) saveSnapshot(rec *snapshotRecord) *storeWrite {
 		return nil
 	}
 	name := rec.name
-	return s.store.putAsync(bucketSnapshots, name, data, nil, func(err error) {
+	return s.store.putAsync(bucketSnapshots, snapKey(rec.org, name), data, nil, func(err error) {
 		s.logf("agentbox serve: recording snapshot %s: %v", name, err)
 	})
 }
 
-// unrecordSnapshot queues the removal of the record of snapshot name.
-// Called with s.snapshots.mu held.
-func (s *Server) unrecordSnapshot(name string) *storeWrite {
-	return s.store.removeAsync(bucketSnapshots, name, func(err error) {
+// unrecordSnapshot queues the removal of the record of organization
+// org's snapshot name. Called with s.snapshots.mu held.
+func (s *Server) unrecordSnapshot(org, name string) *storeWrite {
+	return s.store.removeAsync(bucketSnapshots, snapKey(org, name), func(err error) {
 		s.logf("agentbox serve: removing the record of snapshot %s: %v", name, err)
 	})
 }
@@ -82,14 +85,15 @@ func (s *Server) restoreSnapshots() error {
 	s.snapshots.mu.Lock()
 	defer s.snapshots.mu.Unlock()
 	recs := s.snapshots.records()
-	var cut []*snapshotRecord
+	var cut, moved []*snapshotRecord
+	var oldKeys []string
 	err := s.store.each(bucketSnapshots, func(name string, data []byte) error {
 		var ss storedSnapshot
 		if err := json.Unmarshal(data, &ss); err != nil {
 			return fmt.Errorf("snapshot %s: %w", name, err)
 		}
 		rec := &snapshotRecord{
-			name: ss.Name, imageName: ss.ImageName, buildInfo: ss.BuildInfo, state: ss.State, errorReason: ss.ErrorReason,
+			org: ss.Org, name: ss.Name, imageName: ss.ImageName, buildInfo: ss.BuildInfo, state: ss.State, errorReason: ss.ErrorReason,
 			cpu: ss.CPU, gpu: ss.GPU, mem: ss.Mem, disk: ss.Disk, entrypoint: ss.Entrypoint,
 			createdAt: ss.CreatedAt, updatedAt: ss.UpdatedAt, lastUsedAt: ss.LastUsedAt,
 		}
@@ -100,11 +104,25 @@ func (s *Server) restoreSnapshots() error {
 		case snapshotPending, snapshotBuilding, snapshotPulling:
 			cut = append(cut, rec)
 		}
-		recs[rec.name] = rec
+		if rec.org == "" {
+			// An older server's: of the server's organization, now
+			// under the organization's key.
+			rec.org = s.org
+			moved, oldKeys = append(moved, rec), append(oldKeys, name)
+		}
+		recs[snapKey(rec.org, rec.name)] = rec
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("agentbox serve: reading the records: %w", err)
+	}
+	for i, rec := range moved {
+		if err := s.saveSnapshot(rec).wait(); err != nil {
+			return fmt.Errorf("agentbox serve: recording snapshot %s: %w", rec.name, err)
+		}
+		if err := s.store.removeAsync(bucketSnapshots, oldKeys[i], nil).wait(); err != nil {
+			return fmt.Errorf("agentbox serve: recording snapshot %s: %w", rec.name, err)
+		}
 	}
 	for _, rec := range cut {
 		if rec.log == nil {

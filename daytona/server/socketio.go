@@ -20,7 +20,10 @@ import (
 // Engine.IO's heartbeat, as the open packet announces it.
 const (
 	defaultPingInterval = 25 * time.Second
-	pingTimeout         = 20 * time.Second
+	// defaultConnectWithin is how long an event stream may stay
+	// unauthenticated (no CONNECT with a valid key).
+	defaultConnectWithin = 10 * time.Second
+	pingTimeout          = 20 * time.Second
 )
 
 // serveEvents serves one client of the event stream.
@@ -78,6 +81,10 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) error {
 	defer func() { unsubscribe() }()
 	ping := time.NewTicker(s.pingInterval)
 	defer ping.Stop()
+	// An unauthenticated stream (answering pings, never connecting)
+	// does not hold the server's resources for good.
+	connectBy := time.NewTimer(s.connectWithin)
+	defer connectBy.Stop()
 	awaitingPong := false
 	proxyURL := s.toolboxProxyURL(r)
 	for {
@@ -85,6 +92,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 			conn.Close(websocket.StatusGoingAway, "agentbox serve is shutting down")
 			return nil
+		case <-connectBy.C:
+			if events == nil {
+				conn.Close(websocket.StatusPolicyViolation, "no CONNECT with a valid API key in time: send it at once")
+				return nil
+			}
 		case m, ok := <-msgs:
 			switch {
 			case !ok, m == "1", strings.HasPrefix(m, "41"): // gone, CLOSE, DISCONNECT

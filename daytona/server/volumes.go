@@ -20,9 +20,10 @@ import (
 // by the Server's mutex.
 type volumeRecord struct {
 	id, name, org string
-	// engineName names the engine's volume: the name in the default
-	// organization, the id in the others (names are unique per
-	// organization, the engine's are not).
+	// engineName names the engine's volume: the id (names are unique
+	// per organization, the engine's are not, and the engine's volumes
+	// of other names are the operator's, no tenant's); the name for
+	// volumes of the default organization that older servers made.
 	engineName           string
 	createdAt, updatedAt time.Time
 	lastUsedAt           time.Time
@@ -74,10 +75,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := s.now()
 	v := &volumeRecord{id: volumeIDPrefix + newID(), name: req.Name, org: org, createdAt: now, updatedAt: now}
-	v.engineName = v.name
-	if org != s.org {
-		v.engineName = v.id
-	}
+	v.engineName = v.id
 	if err := s.saveVolume(v); err != nil {
 		return err
 	}

@@ -45,7 +45,8 @@ func startServe(t *testing.T, stateDir string, wrap func(http.Handler) http.Hand
 		unavailable(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
 	}
 	t.Cleanup(func() { removeLeftSandboxes(t, stateDir) })
-	srv, err := server.New(server.Options{StateDir: stateDir, APIKeys: []string{apiKey}})
+	// The base image of the tests is the operator's, published to tenants.
+	srv, err := server.New(server.Options{StateDir: stateDir, APIKeys: []string{apiKey}, PublishedImages: []string{testBaseImage}})
 	if err != nil {
 		t.Fatal(err)
 	}

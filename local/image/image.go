@@ -34,6 +34,9 @@ var (
 	// ErrNoSpace: unpacking a layer would leave the store's disk all but
 	// full (a layer far larger unpacked than its blob, or a full disk).
 	ErrNoSpace = errors.New("not enough free disk space to unpack the image")
+	// ErrNotRegistry: PullOptions.RegistryOnly refused a host path, an
+	// oci: layout or a tarball.
+	ErrNotRegistry = errors.New("only registry references are allowed here, not files or folders of the host")
 )
 
 // Kind tells images from snapshots.

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,15 @@ type PullOptions struct {
 	// Progress, when set, is called (never concurrently) as layers are
 	// fetched and unpacked.
 	Progress func(Progress)
+	// Names, when set, are the names the pulled image is recorded under
+	// instead of the reference's own (a server keeping each client's
+	// pulls apart); an image of the store named as the reference keeps
+	// its name.
+	Names []string
+	// RegistryOnly refuses every reference but a registry's: host paths,
+	// oci: layouts and tarballs fail with ErrNotRegistry, nothing read
+	// (for references a server takes from its clients).
+	RegistryOnly bool
 }
 
 // Progress is the state of a pull.
@@ -83,6 +93,14 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	if err != nil {
 		return nil, err
 	}
+	if o.RegistryOnly && (isLocalPath(ref) || strings.HasPrefix(ref, ociPrefix) || isLocalPath(canonicalName(ref))) {
+		return nil, fmt.Errorf("pull %s: %w", ref, ErrNotRegistry)
+	}
+	for _, n := range o.Names {
+		if err := checkName(n); err != nil {
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
+		}
+	}
 	if isLocalPath(ref) {
 		if fi, err := os.Stat(ref); err == nil && fi.IsDir() {
 			return s.importFolder(ctx, ref, o)
@@ -91,6 +109,9 @@ func (s *Store) Pull(ctx context.Context, ref string, o PullOptions) (*Image, er
 	src, err := openSource(ctx, ref, o, want)
 	if err != nil {
 		return nil, err
+	}
+	if len(o.Names) > 0 {
+		src.names = slices.Clone(o.Names)
 	}
 	img, err := s.importImage(ctx, src, o, want)
 	if err != nil {

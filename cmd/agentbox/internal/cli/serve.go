@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +27,15 @@ type ServerOptions struct {
 	// Pool is how many sandbox inits the server keeps started ahead of
 	// time, for faster creates (0: none).
 	Pool int
+	// PublishedImages are images of the local store every organization
+	// may use (--publish-image); the others are invisible to clients.
+	PublishedImages []string
+	// AllowRegistries are registries on loopback or private addresses
+	// builds may pull from (--allow-registry).
+	AllowRegistries []string
+	// BuildTimeout bounds each build (--build-timeout; 0: the server's
+	// default).
+	BuildTimeout time.Duration
 }
 
 // Server is the server of `agentbox serve`: Daytona's control plane.
@@ -49,8 +59,10 @@ const serveShutdownTimeout = 10 * time.Second
 func (a *app) serveCommand() *cobra.Command {
 	var addr, key, keyFile string
 	var pool int
+	var generate bool
+	var opts ServerOptions
 	c := &cobra.Command{
-		Use:   "serve [--addr HOST:PORT] [--api-key-file FILE | --api-key KEY] [--pool N]",
+		Use:   "serve [--addr HOST:PORT] [--api-key-file FILE | --api-key KEY | --generate-key] [--pool N]",
 		Short: "Serve Daytona's API over local sandboxes",
 		Long: `Serve Daytona's control-plane API (and each sandbox's toolbox API) over the
 sandboxes of the state dir, so that Daytona clients — the official SDKs,
@@ -74,8 +86,19 @@ One serve at a time runs on a state dir.
 With API keys every request must carry one as "Authorization: Bearer KEY":
 keys made with 'agentbox serve keys create' (each of an organization, which
 sees only its own sandboxes), or one given with --api-key-file (or --api-key,
-which other users can read in the process list). Without any, serve accepts
-any request, so it listens on loopback only.
+which other users can read in the process list), or one --generate-key makes
+for this run and prints once. Without any, serve accepts any request of this
+machine, so it listens on loopback only and answers only loopback host names
+(localhost, 127.0.0.1, [::1]; no DNS rebinding). Whatever the keys, requests
+that change state must come from a client, not a web page of another site
+(cross-origin requests and text/plain or form bodies are refused).
+
+Clients' images are their organization's: a snapshot, a Dockerfile's FROM and
+COPY --from name registry references (pulled anonymously, from public
+addresses only unless --allow-registry allows a registry) or the
+organization's snapshots; never a path of this host, and never the local
+store's own images unless published with --publish-image NAME. Builds run one
+per organization at a time, each for --build-timeout at most.
 
 With --pool N (as root) serve keeps N sandbox inits started ahead of time,
 each in namespaces of its own with its network link made: a new sandbox
@@ -87,6 +110,7 @@ It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 		Example: `  agentbox serve
   agentbox serve --addr 0.0.0.0:3000 --api-key-file ~/.config/agentbox/api-key
   sudo agentbox serve --pool 2
+  agentbox serve --generate-key --publish-image team/tools:1
   agentbox serve keys create --name ci --org team-a`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -94,10 +118,22 @@ It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 			if err != nil {
 				return err
 			}
+			shown := ""
+			if generate {
+				if len(keys) > 0 {
+					return usagef("--generate-key and --api-key or --api-key-file exclude each other: give one")
+				}
+				shown = generateKey()
+				keys = []string{shown}
+			}
+			if opts.BuildTimeout < 0 {
+				return usagef("--build-timeout %v: give a positive duration (e.g. 30m)", opts.BuildTimeout)
+			}
 			if pool < 0 {
 				return usagef("--pool %d: give how many spare inits to keep (0: none)", pool)
 			}
-			return a.serve(cmd, addr, keys, pool)
+			opts.APIKeys, opts.Pool = keys, pool
+			return a.serve(cmd, addr, opts, shown)
 		},
 	}
 	c.AddCommand(a.serveKeysCommand())
@@ -106,6 +142,10 @@ It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 	f.StringVar(&keyFile, "api-key-file", "", "read the API key clients must send from `FILE` (its first line)")
 	f.StringVar(&key, "api-key", "", "the API `KEY` clients must send (visible to other users in the process list: prefer --api-key-file)")
 	f.IntVar(&pool, "pool", 0, "keep `N` sandbox inits started ahead of time, for faster creates (root only)")
+	f.BoolVar(&generate, "generate-key", false, "make a random API key for this run and print it once")
+	f.StringArrayVar(&opts.PublishedImages, "publish-image", nil, "let every organization use the local store's image `NAME` (repeatable)")
+	f.StringArrayVar(&opts.AllowRegistries, "allow-registry", nil, "let builds pull from the registry `HOST:PORT` although it is on a loopback or private address (repeatable)")
+	f.DurationVar(&opts.BuildTimeout, "build-timeout", 0, "end each build after `DURATION` (default 30m)")
 	return c
 }
 
@@ -157,18 +197,21 @@ func loopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// serve runs the server on addr until the command's context ends.
-func (a *app) serve(cmd *cobra.Command, addr string, keys []string, pool int) error {
+// generateKey returns a new random API key.
+func generateKey() string {
+	return "dtn_" + rand.Text() + rand.Text()
+}
+
+// serve runs the server of opts on addr until the command's context
+// ends; generated is the key --generate-key made, printed once.
+func (a *app) serve(cmd *cobra.Command, addr string, opts ServerOptions, generated string) error {
 	ctx, out, errw := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if a.cfg.NewServer == nil {
 		return errors.New("this build of agentbox has no server")
 	}
-	srv, err := a.cfg.NewServer(ServerOptions{
-		StateDir: a.stateDir,
-		APIKeys:  keys,
-		Logf:     func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) },
-		Pool:     pool,
-	})
+	opts.StateDir = a.stateDir
+	opts.Logf = func(format string, args ...any) { fmt.Fprintf(errw, format+"\n", args...) }
+	srv, err := a.cfg.NewServer(opts)
 	if err != nil {
 		return err
 	}
@@ -190,10 +233,13 @@ func (a *app) serve(cmd *cobra.Command, addr string, keys []string, pool int) er
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "agentbox serve: Daytona API at %s/api, sandboxes in %s\n", url, a.stateDir)
 	if !keyed {
-		fmt.Fprintf(out, "agentbox serve: no API key: any process of this machine may use it (loopback only)\n")
+		fmt.Fprintf(errw, "agentbox serve: warning: no API key: any process of this machine may use it (loopback only); pass --generate-key or --api-key-file FILE\n")
 	}
 	shownKey := "any"
-	if keyed {
+	switch {
+	case generated != "":
+		shownKey = generated
+	case keyed:
 		shownKey = "<your key>"
 	}
 	fmt.Fprintf(out, "  export DAYTONA_API_URL=%s/api DAYTONA_API_KEY=%s\n", url, shownKey)

@@ -152,13 +152,32 @@ func TestServe(t *testing.T) {
 func TestServeWithoutKeySaysSo(t *testing.T) {
 	_, srv, stop := runServe(t)
 	r := stop()
-	if r.code != 0 || !strings.Contains(r.stdout, "no API key") {
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: no API key") || !strings.Contains(r.stderr, "--generate-key") {
 		t.Fatalf("serve without a key: %v", r)
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if len(srv.opts.APIKeys) != 0 {
 		t.Fatalf("keys %q, want none", srv.opts.APIKeys)
+	}
+}
+
+// --generate-key makes a random key for the run, prints it once in the
+// line to export, and passes the server the tenants' options.
+func TestServeGenerateKey(t *testing.T) {
+	_, srv, stop := runServe(t, "--generate-key", "--publish-image", "team/tools:1", "--allow-registry", "127.0.0.1:5000", "--build-timeout", "5m")
+	r := stop()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	o := srv.opts
+	if r.code != 0 || len(o.APIKeys) != 1 || !strings.HasPrefix(o.APIKeys[0], "dtn_") || len(o.APIKeys[0]) < 40 {
+		t.Fatalf("serve --generate-key: %v, keys %q", r, o.APIKeys)
+	}
+	if !strings.Contains(r.stdout, "DAYTONA_API_KEY="+o.APIKeys[0]) || strings.Count(r.stdout+r.stderr, o.APIKeys[0]) != 1 || strings.Contains(r.stderr, "warning") {
+		t.Fatalf("serve --generate-key printed %v", r)
+	}
+	if !slices.Equal(o.PublishedImages, []string{"team/tools:1"}) || !slices.Equal(o.AllowRegistries, []string{"127.0.0.1:5000"}) || o.BuildTimeout != 5*time.Minute {
+		t.Fatalf("options %+v", o)
 	}
 }
 
@@ -175,6 +194,7 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"--api-key", "a", "--api-key-file", empty}, "exclude each other"},
 		{[]string{"--api-key-file", empty}, "first line is empty"},
 		{[]string{"--api-key", " "}, "--api-key is empty"},
+		{[]string{"--api-key", "a", "--generate-key"}, "exclude each other"},
 	} {
 		r := h.run(append([]string{"serve"}, c.args...)...)
 		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) {
