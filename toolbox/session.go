@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -169,7 +168,7 @@ func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req S
 		return res, nil
 	}
 	var r SessionExecuteResponse
-	if err := decodeJSON(resp.Body, &r); err != nil {
+	if err := decodeJSON(resp, maxOutputBytes, &r); err != nil {
 		return nil, fmt.Errorf("toolbox: POST %s: decoding %d answer: %w", path, resp.StatusCode, err)
 	}
 	res := &ExecResult{CmdID: r.CmdID, ExitCode: r.ExitCode}
@@ -358,7 +357,7 @@ func (c *Client) logs(ctx context.Context, sessionID, cmdID string, hdr http.Hea
 		return nil, err
 	}
 	defer closeBody(resp.Body)
-	body, err := io.ReadAll(resp.Body)
+	body, err := readAnswer(resp, maxOutputBytes, "the log (follow it with FollowLogs instead)")
 	if err != nil {
 		return nil, fmt.Errorf("toolbox: GET %s: reading answer: %w", path, err)
 	}
