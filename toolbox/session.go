@@ -312,7 +312,9 @@ func (c *Client) input(ctx context.Context, sessionID, cmdID string, data []byte
 }
 
 // CommandLogs returns a snapshot of a command's output so far, split into
-// stdout and stderr (binary safe with the base64 extension).
+// stdout and stderr (binary safe with the base64 extension). The answer is
+// bounded by MaxOutputBytes (an error matching ErrTooLarge past it):
+// stream a longer log with FollowLogs.
 func (c *Client) CommandLogs(ctx context.Context, sessionID, cmdID string) (stdout, stderr []byte, err error) {
 	if err := checkID("session ID", sessionID); err != nil {
 		return nil, nil, err
