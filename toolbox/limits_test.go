@@ -72,7 +72,7 @@ func TestJSONAnswerBounded(t *testing.T) {
 	}
 
 	// Announced: refused before reading any of it.
-	c, written = hugeServer(t, func(w http.ResponseWriter, r *http.Request, written *atomic.Int64) {
+	c, _ = hugeServer(t, func(w http.ResponseWriter, r *http.Request, written *atomic.Int64) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.FormatInt(40<<30, 10))
 		n, _ := w.Write([]byte("[]"))
