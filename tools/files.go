@@ -268,6 +268,9 @@ func (s *Set) ListFiles(ctx context.Context, in ListFilesInput, _ *CallOptions) 
 		return nil, err
 	}
 	list, err := s.ws.ReadDir(ctx, abs)
+	if errors.Is(err, toolbox.ErrTooLarge) {
+		return nil, invalid("%s has more entries than the host reads (a listing of at most %s): list part of it with execute_command (e.g. ls | head -n 1000)%w", abs, toolbox.FormatSize(toolbox.MaxJSONBytes), silent{err})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +333,7 @@ func (s *Set) FindFiles(ctx context.Context, in FindFilesInput, _ *CallOptions) 
 	out := &FindFilesOutput{Path: abs}
 	if in.Text != "" {
 		if out.Matches, err = s.ws.Find(ctx, abs, in.Text); err != nil {
-			return nil, err
+			return nil, tooManyFound(abs, err)
 		}
 		if len(out.Matches) > maxFindMatches {
 			out.Matches, out.Truncated = out.Matches[:maxFindMatches], true
@@ -338,12 +341,21 @@ func (s *Set) FindFiles(ctx context.Context, in FindFilesInput, _ *CallOptions) 
 		return out, nil
 	}
 	if out.Files, err = s.ws.Glob(ctx, abs, in.Name); err != nil {
-		return nil, err
+		return nil, tooManyFound(abs, err)
 	}
 	if len(out.Files) > maxFindMatches {
 		out.Files, out.Truncated = out.Files[:maxFindMatches], true
 	}
 	return out, nil
+}
+
+// tooManyFound is find_files' error: for results larger than the toolbox
+// client reads (toolbox.MaxJSONBytes), one that says to narrow the search.
+func tooManyFound(dir string, err error) error {
+	if !errors.Is(err, toolbox.ErrTooLarge) {
+		return err
+	}
+	return invalid("the search in %s found more than the host reads (results of at most %s): narrow it (a folder deeper down, a longer text, a more precise name)%w", dir, toolbox.FormatSize(toolbox.MaxJSONBytes), silent{err})
 }
 
 // maxMatchLine bounds a matching line shown to a model.

@@ -90,3 +90,20 @@ func TestReadFileHugeIsPartial(t *testing.T) {
 		t.Errorf("read_file of a file of exactly MaxReadFileBytes: %+v", out)
 	}
 }
+
+// TestFindFilesTooMany: find_files whose results are larger than the
+// toolbox client reads (toolbox.MaxJSONBytes, 64 MiB: here about 100 MB
+// of matches) is a tool error saying to narrow the search, not a decoded
+// list of them all.
+func TestFindFilesTooMany(t *testing.T) {
+	s := newSet(t, tools.Config{})
+	mustCall(t, s, tools.NameExecute, obj{"command": "mkdir -p d && yes x | head -n 2000000 > d/many"})
+	var r *tools.Result
+	n := allocated(func() { r = call(t, s, tools.NameFindFiles, obj{"path": "d", "text": "x"}, nil) })
+	if !errors.Is(r.Err, sandbox.ErrInvalidArgument) || !errors.Is(r.Err, workspace.ErrTooLarge) || !strings.Contains(r.Text, "narrow it") || !strings.Contains(r.Text, "64 MiB") {
+		t.Fatalf("find_files with about 100 MB of results: %v\n%s", r.Err, r.Text)
+	}
+	if n > 256<<20 {
+		t.Errorf("find_files allocated %d bytes on the host", n)
+	}
+}
