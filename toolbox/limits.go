@@ -55,7 +55,7 @@ func readAnswer(resp *http.Response, limit int64, what string) ([]byte, error) {
 	if resp.ContentLength > limit {
 		return nil, tooLarge(fmt.Sprintf("%s (%d bytes)", what, resp.ContentLength), limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	b, err := readAll(io.LimitReader(resp.Body, limit+1), resp.ContentLength, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +63,36 @@ func readAnswer(resp *http.Response, limit int64, what string) ([]byte, error) {
 		return nil, tooLarge(what, limit)
 	}
 	return b, nil
+}
+
+// readAll reads r to its end, of at most max bytes, into a buffer sized
+// for size when known (≥ 0) and else doubled as it fills: what it
+// allocates stays within about twice what it read (io.ReadAll's smaller
+// steps allocate several times that for large answers).
+func readAll(r io.Reader, size, max int64) ([]byte, error) {
+	n := int64(32 << 10)
+	if size >= 0 {
+		n = size + 1 // and one byte to see the end
+	}
+	b := make([]byte, 0, min(n, max))
+	for {
+		if len(b) == cap(b) && int64(cap(b)) < max {
+			nb := make([]byte, len(b), min(2*int64(cap(b)), max))
+			copy(nb, b)
+			b = nb
+		}
+		if len(b) == cap(b) {
+			return b, nil // max bytes read
+		}
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // FormatSize formats a byte count for messages: "64 MiB", "1.5 GiB",
