@@ -3,7 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -13,10 +13,14 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/agentbox-dev/agentbox/workspace"
 )
 
-// maxResourceBytes bounds a file read as a resource.
-const maxResourceBytes = 16 << 20
+// MaxResourceBytes bounds a file read as a resource (16 MiB). A larger
+// file is refused from its size, before it is read (and one that grows
+// past the limit while read, after limit+1 bytes), with an error pointing
+// to the tools, which read a file in parts.
+const MaxResourceBytes = 16 << 20
 
 // addResources serves the sandbox's files as resources file:///{path}.
 func (s *Server) addResources() {
@@ -35,20 +39,15 @@ func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest)
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
 	p := path.Clean(u.Path)
-	rc, err := s.set.Workspace().OpenFile(ctx, p)
+	data, err := s.set.Workspace().ReadFileLimit(ctx, p, MaxResourceBytes)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
+	if errors.Is(err, workspace.ErrTooLarge) {
+		return nil, fmt.Errorf("%w; a resource has at most 16 MiB: read the file with the read_file tool instead", err)
+	}
 	if err != nil {
 		return nil, err
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, maxResourceBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxResourceBytes {
-		return nil, errors.New("the file is larger than 16 MiB: read it with the tools instead")
 	}
 	mt := mime.TypeByExtension(path.Ext(p))
 	if mt == "" {

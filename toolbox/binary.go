@@ -49,6 +49,10 @@ func readBinaryResult(resp *http.Response) (*ExecResult, error) {
 			return nil, fmt.Errorf("%s %q is not a byte count", f.name, v)
 		}
 	}
+	if n[0] > maxOutputBytes-n[1] {
+		// Before allocating: the sizes are the server's word.
+		return nil, tooLarge(fmt.Sprintf("the output (%d bytes of stdout, %d of stderr; keep its tail with SessionExecOptions.Tail)", n[0], n[1]), maxOutputBytes)
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	if res.Stdout, err = readString(resp.Body, n[0], *bp); err != nil {

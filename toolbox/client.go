@@ -419,17 +419,28 @@ func (c *Client) doJSONResp(ctx context.Context, method, path string, query url.
 	}
 	defer closeBody(resp.Body)
 	if out != nil {
-		if err := decodeJSON(resp.Body, out); err != nil {
+		if err := decodeJSON(resp, answerLimit(path), out); err != nil {
 			return nil, fmt.Errorf("toolbox: %s %s: decoding %d answer: %w", method, path, resp.StatusCode, err)
 		}
 	}
 	return resp, nil
 }
 
-// decodeJSON decodes leniently: unknown fields are ignored, an empty body
-// leaves out untouched.
-func decodeJSON(r io.Reader, out any) error {
-	b, err := io.ReadAll(r)
+// answerLimit is the size limit of the JSON answer of path: MaxOutputBytes
+// for the routes whose answer carries a command's output, else
+// MaxJSONBytes.
+func answerLimit(path string) int64 {
+	switch path {
+	case "/process/execute", "/process/code-run":
+		return maxOutputBytes
+	}
+	return maxJSONBytes
+}
+
+// decodeJSON decodes resp's body, of at most limit bytes, leniently:
+// unknown fields are ignored, an empty body leaves out untouched.
+func decodeJSON(resp *http.Response, limit int64, out any) error {
+	b, err := readAnswer(resp, limit, "the answer")
 	if err != nil {
 		return err
 	}

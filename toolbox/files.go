@@ -108,7 +108,7 @@ func (c *Client) Upload(ctx context.Context, files ...UploadFile) error {
 		resp, err = c.send(req)
 		if err == nil {
 			var r BulkUploadResponse
-			if decodeJSON(resp.Body, &r) == nil && len(r.Errors) > 0 {
+			if decodeJSON(resp, maxJSONBytes, &r) == nil && len(r.Errors) > 0 {
 				err = &APIError{StatusCode: resp.StatusCode, Message: strings.Join(r.Errors, "; "), Method: req.Method, Path: req.URL.Path}
 			}
 			closeBody(resp.Body)

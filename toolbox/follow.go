@@ -43,7 +43,10 @@ const wsReadLimit = 64 << 20
 // GET …/command/{id} fetches it. It falls back to polling
 // GET …/logs every PollInterval when the socket cannot be opened, closes
 // abnormally, or closes while the command still runs. Every source replays the log from
-// its start; FollowLogs writes each byte once.
+// its start; FollowLogs writes each byte once. The socket is read piece by
+// piece; a log read by GET …/logs (the rest after the socket, polling) is
+// read whole, and a log larger than MaxOutputBytes fails the follow with
+// an error matching ErrTooLarge.
 //
 // The result says what the follow learned: the exit code (frames close
 // reason, the command after a normal close, or polling), whether the

@@ -144,7 +144,10 @@ func (c *Client) DeleteContext(ctx context.Context, id string) error {
 // (when not nil) as it arrives, and gathered in the result. An unknown
 // context gives an *APIError with StatusCode 404 (the server is asked
 // before the upgrade); a timeout, an error matching ErrExecutionTimeout
-// with what was gathered until the interruption.
+// with what was gathered until the interruption. The stdout and stderr
+// gathered are bounded by MaxOutputBytes together (one message too):
+// past it RunCode returns what it gathered with an error matching
+// ErrTooLarge.
 func (c *Client) RunCode(ctx context.Context, req InterpreterExecuteRequest, onMessage func(InterpreterMessage)) (*ExecutionResult, error) {
 	if strings.TrimSpace(req.Code) == "" {
 		return nil, fmt.Errorf("toolbox: run code: code is empty: %w", sandbox.ErrInvalidArgument)
@@ -171,7 +174,7 @@ func (c *Client) RunCode(ctx context.Context, req InterpreterExecuteRequest, onM
 		return nil, fmt.Errorf("toolbox: GET %s: %w", path, err)
 	}
 	defer conn.CloseNow()
-	conn.SetReadLimit(-1)
+	conn.SetReadLimit(maxOutputBytes)
 	first, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("toolbox: run code: encoding request: %w", err)
@@ -205,6 +208,10 @@ func (c *Client) RunCode(ctx context.Context, req InterpreterExecuteRequest, onM
 		var m InterpreterMessage
 		if json.Unmarshal(data, &m) != nil {
 			continue // as Daytona's SDKs, skip what is not a message
+		}
+		if (m.Type == InterpreterStdout || m.Type == InterpreterStderr) && int64(stdout.Len()+stderr.Len()+len(m.Text)) > maxOutputBytes {
+			res.Stdout, res.Stderr = stdout.String(), stderr.String()
+			return &res, fmt.Errorf("toolbox: run code: %w", tooLarge("the output", maxOutputBytes))
 		}
 		switch m.Type {
 		case InterpreterStdout:

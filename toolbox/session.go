@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -169,7 +168,7 @@ func (c *Client) SessionExecuteWith(ctx context.Context, sessionID string, req S
 		return res, nil
 	}
 	var r SessionExecuteResponse
-	if err := decodeJSON(resp.Body, &r); err != nil {
+	if err := decodeJSON(resp, maxOutputBytes, &r); err != nil {
 		return nil, fmt.Errorf("toolbox: POST %s: decoding %d answer: %w", path, resp.StatusCode, err)
 	}
 	res := &ExecResult{CmdID: r.CmdID, ExitCode: r.ExitCode}
@@ -313,7 +312,9 @@ func (c *Client) input(ctx context.Context, sessionID, cmdID string, data []byte
 }
 
 // CommandLogs returns a snapshot of a command's output so far, split into
-// stdout and stderr (binary safe with the base64 extension).
+// stdout and stderr (binary safe with the base64 extension). The answer is
+// bounded by MaxOutputBytes (an error matching ErrTooLarge past it):
+// stream a longer log with FollowLogs.
 func (c *Client) CommandLogs(ctx context.Context, sessionID, cmdID string) (stdout, stderr []byte, err error) {
 	if err := checkID("session ID", sessionID); err != nil {
 		return nil, nil, err
@@ -358,7 +359,7 @@ func (c *Client) logs(ctx context.Context, sessionID, cmdID string, hdr http.Hea
 		return nil, err
 	}
 	defer closeBody(resp.Body)
-	body, err := io.ReadAll(resp.Body)
+	body, err := readAnswer(resp, maxOutputBytes, "the log (follow it with FollowLogs instead)")
 	if err != nil {
 		return nil, fmt.Errorf("toolbox: GET %s: reading answer: %w", path, err)
 	}

@@ -14,7 +14,13 @@
 // Output handed to a model is bounded: a command's output longer than
 // Config.MaxOutputBytes keeps its head and tail around a marker that gives
 // the byte counts and a handle, and read_output returns the whole output
-// by that handle, page by page.
+// by that handle, page by page. What the host reads of the sandbox is
+// bounded too, whatever the sandbox holds: read_file reads at most
+// Config.MaxReadFileBytes of a file and says when it stopped, edit_file
+// refuses a file larger than Config.MaxEditFileBytes from its size before
+// reading it, and lists and search results are bounded by the toolbox
+// client (toolbox.MaxJSONBytes) before they are cut to what a model is
+// shown.
 //
 // An approval gate (Config.Approve, CallOptions.Approve) sees every
 // command and every change to a file before it happens, and may refuse

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/toolbox"
 	"github.com/agentbox-dev/agentbox/workspace"
 )
 
@@ -33,6 +34,12 @@ type ReadFileOutput struct {
 	// Truncated reports lines left out because Content reached
 	// Config.MaxOutputBytes.
 	Truncated bool `json:"truncated,omitempty"`
+	// Partial reports a file larger than Config.MaxReadFileBytes: only
+	// that much of it was read, so TotalLines counts the lines there (a
+	// lower bound) and lines past it are not found.
+	Partial bool `json:"partial,omitempty"`
+	// ReadBytes is Config.MaxReadFileBytes when Partial.
+	ReadBytes int64 `json:"readBytes,omitempty"`
 }
 
 // ReadFile returns a range of lines of a text file (read_file).
@@ -54,7 +61,11 @@ func (s *Set) ReadFile(ctx context.Context, in ReadFileInput, _ *CallOptions) (*
 	}
 	defer rc.Close()
 	out := &ReadFileOutput{Path: abs, StartLine: start, EndLine: start - 1}
-	r := bufio.NewReaderSize(rc, 64<<10)
+	// The file's size is the sandbox's to decide: read at most the limit
+	// and a byte, which tells a larger file.
+	scan := s.cfg.MaxReadFileBytes
+	lr := &io.LimitedReader{R: rc, N: scan + 1}
+	r := bufio.NewReaderSize(lr, 64<<10)
 	if head, _ := r.Peek(8 << 10); bytes.IndexByte(head, 0) >= 0 {
 		return nil, invalid("%s is a binary file; read it with execute_command (e.g. xxd or base64)", abs)
 	}
@@ -91,11 +102,17 @@ func (s *Set) ReadFile(ctx context.Context, in ReadFileInput, _ *CallOptions) (*
 	if out.Truncated {
 		out.EndLine = out.StartLine - 1 + bytes.Count(content.Bytes(), []byte{'\n'})
 	}
+	if lr.N == 0 {
+		out.Partial, out.ReadBytes = true, scan
+	}
 	out.Content, out.TotalLines = content.String(), line
 	return out, nil
 }
 
 func renderReadFile(o *ReadFileOutput) string {
+	if o.Partial {
+		return renderPartial(o)
+	}
 	if o.TotalLines == 0 {
 		return fmt.Sprintf("(%s is empty)", o.Path)
 	}
@@ -111,6 +128,19 @@ func renderReadFile(o *ReadFileOutput) string {
 		s += fmt.Sprintf("; read on with offset %d", o.EndLine+1)
 	}
 	return s + "]"
+}
+
+// renderPartial renders a read of a file larger than read_file reads.
+func renderPartial(o *ReadFileOutput) string {
+	note := fmt.Sprintf("%s is larger than the %s read_file reads; they hold %d lines", o.Path, toolbox.FormatSize(o.ReadBytes), o.TotalLines)
+	if o.EndLine < o.StartLine {
+		return fmt.Sprintf("(%s: none from line %d. Read further with execute_command, e.g. sed -n '%d,%dp' %s)", note, o.StartLine, o.StartLine, o.StartLine+99, o.Path)
+	}
+	s := o.Content
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return s + fmt.Sprintf("[%s: lines %d-%d; %s. Read on with offset %d, or with execute_command past them]", o.Path, o.StartLine, o.EndLine, note, o.EndLine+1)
 }
 
 // WriteFileInput is the input of write_file.
@@ -174,7 +204,11 @@ func (s *Set) EditFile(ctx context.Context, in EditFileInput, o *CallOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	data, err := s.ws.ReadFile(ctx, abs)
+	data, err := s.ws.ReadFileLimit(ctx, abs, s.cfg.MaxEditFileBytes)
+	var tl *workspace.FileTooLargeError
+	if errors.As(err, &tl) {
+		return nil, editTooLarge(tl)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +229,23 @@ func (s *Set) EditFile(ctx context.Context, in EditFileInput, o *CallOptions) (*
 	}
 	return &WriteFileOutput{Path: abs, Bytes: len(text), Replacements: n}, nil
 }
+
+// editTooLarge is edit_file's error for a file past its limit. It
+// matches sandbox.ErrInvalidArgument and workspace.ErrTooLarge.
+func editTooLarge(e *workspace.FileTooLargeError) error {
+	size := "grew past it while it was read"
+	if e.Size >= 0 {
+		size = fmt.Sprintf("has %s (%d bytes)", toolbox.FormatSize(e.Size), e.Size)
+	}
+	return invalid("%s %s: edit_file changes files of at most %s; change this one with execute_command (e.g. sed -i or a script)%w",
+		e.Path, size, toolbox.FormatSize(e.Limit), silent{workspace.ErrTooLarge})
+}
+
+// silent wraps an error without adding to the message.
+type silent struct{ err error }
+
+func (silent) Error() string   { return "" }
+func (s silent) Unwrap() error { return s.err }
 
 // ListFilesInput is the input of list_files.
 type ListFilesInput struct {
@@ -217,6 +268,9 @@ func (s *Set) ListFiles(ctx context.Context, in ListFilesInput, _ *CallOptions) 
 		return nil, err
 	}
 	list, err := s.ws.ReadDir(ctx, abs)
+	if errors.Is(err, toolbox.ErrTooLarge) {
+		return nil, invalid("%s has more entries than the host reads (a listing of at most %s): list part of it with execute_command (e.g. ls | head -n 1000)%w", abs, toolbox.FormatSize(toolbox.MaxJSONBytes), silent{err})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +333,7 @@ func (s *Set) FindFiles(ctx context.Context, in FindFilesInput, _ *CallOptions) 
 	out := &FindFilesOutput{Path: abs}
 	if in.Text != "" {
 		if out.Matches, err = s.ws.Find(ctx, abs, in.Text); err != nil {
-			return nil, err
+			return nil, tooManyFound(abs, err)
 		}
 		if len(out.Matches) > maxFindMatches {
 			out.Matches, out.Truncated = out.Matches[:maxFindMatches], true
@@ -287,12 +341,21 @@ func (s *Set) FindFiles(ctx context.Context, in FindFilesInput, _ *CallOptions) 
 		return out, nil
 	}
 	if out.Files, err = s.ws.Glob(ctx, abs, in.Name); err != nil {
-		return nil, err
+		return nil, tooManyFound(abs, err)
 	}
 	if len(out.Files) > maxFindMatches {
 		out.Files, out.Truncated = out.Files[:maxFindMatches], true
 	}
 	return out, nil
+}
+
+// tooManyFound is find_files' error: for results larger than the toolbox
+// client reads (toolbox.MaxJSONBytes), one that says to narrow the search.
+func tooManyFound(dir string, err error) error {
+	if !errors.Is(err, toolbox.ErrTooLarge) {
+		return err
+	}
+	return invalid("the search in %s found more than the host reads (results of at most %s): narrow it (a folder deeper down, a longer text, a more precise name)%w", dir, toolbox.FormatSize(toolbox.MaxJSONBytes), silent{err})
 }
 
 // maxMatchLine bounds a matching line shown to a model.

@@ -23,6 +23,10 @@ const (
 	DefaultProgressInterval = time.Second
 	DefaultMaxProcessOutput = 1 << 20
 	DefaultReadFileLines    = 2000
+	// DefaultMaxReadFileBytes is Config.MaxReadFileBytes' default (64 MiB).
+	DefaultMaxReadFileBytes = 64 << 20
+	// DefaultMaxEditFileBytes is Config.MaxEditFileBytes' default (16 MiB).
+	DefaultMaxEditFileBytes = 16 << 20
 	maxWaitSeconds          = 60
 	maxListEntries          = 1000
 	maxFindMatches          = 500
@@ -55,6 +59,20 @@ type Config struct {
 	// ProgressInterval is how often a running command reports progress
 	// (DefaultProgressInterval).
 	ProgressInterval time.Duration
+	// MaxReadFileBytes bounds how much of a file read_file reads, from its
+	// start, to find the lines asked for and count the file's lines
+	// (DefaultMaxReadFileBytes). Past it read_file stops: it says that the
+	// file is larger and that its line count is a lower bound
+	// (ReadFileOutput.Partial), and lines beyond are read with
+	// execute_command. read_file holds at most MaxOutputBytes of content
+	// whatever the file's size.
+	MaxReadFileBytes int64
+	// MaxEditFileBytes bounds the size of a file edit_file changes, which
+	// it holds in memory with its new content (DefaultMaxEditFileBytes). A
+	// larger file is refused from its size, before it is read, with a
+	// tool error naming the size and the limit (matching
+	// sandbox.ErrInvalidArgument and workspace.ErrTooLarge).
+	MaxEditFileBytes int64
 }
 
 // Set is the tools of one workspace. It keeps the outputs retrievable by
@@ -94,6 +112,12 @@ func New(cfg Config) (*Set, error) {
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
+	}
+	if cfg.MaxReadFileBytes <= 0 {
+		cfg.MaxReadFileBytes = DefaultMaxReadFileBytes
+	}
+	if cfg.MaxEditFileBytes <= 0 {
+		cfg.MaxEditFileBytes = DefaultMaxEditFileBytes
 	}
 	s := &Set{cfg: cfg, ws: cfg.Workspace, procs: map[string]*procOutput{}}
 	s.outputs.max = cfg.StoredOutputs

@@ -15,6 +15,16 @@
 // run in Config.WorkingDirectory when it is set, else in the sandbox's
 // default.
 //
+// # Sizes
+//
+// The sandbox decides how large its files are; the host decides how much
+// it holds. ReadFile reads at most DefaultMaxReadFileBytes, ReadFileLimit
+// a limit of the caller's: a larger file is refused from its size before
+// it is read, one that grows past the limit after limit+1 bytes (a
+// [FileTooLargeError], matching ErrTooLarge). OpenFile streams a file of
+// any size. Lists and search results are bounded by the toolbox client
+// (toolbox.MaxJSONBytes).
+//
 // # Mounts
 //
 // Filesystems mounted into the sandbox (S3, GCS buckets; package mount)

@@ -3,6 +3,7 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -39,20 +40,96 @@ func fileInfo(dir string, fi *toolbox.FileInfo) FileInfo {
 	return out
 }
 
+// DefaultMaxReadFileBytes bounds what ReadFile reads (64 MiB): the
+// sandbox decides how large its files are, the host how much of them it
+// holds in memory. Stream larger files with OpenFile.
+const DefaultMaxReadFileBytes = 64 << 20
+
+// ErrTooLarge is matched by the error of a file larger than the limit of a
+// read (a *FileTooLargeError); it is toolbox.ErrTooLarge.
+var ErrTooLarge = toolbox.ErrTooLarge
+
+// FileTooLargeError is the error of ReadFile and ReadFileLimit for a file
+// larger than the limit. It matches ErrTooLarge.
+type FileTooLargeError struct {
+	// Path is the file's absolute path.
+	Path string
+	// Size is the file's size as stat reported it; -1 when the file was
+	// small enough then but grew past the limit while it was read.
+	Size int64
+	// Limit is the limit of the read, in bytes.
+	Limit int64
+}
+
+func (e *FileTooLargeError) Error() string {
+	if e.Size < 0 {
+		return fmt.Sprintf("workspace: %s grew past the limit of %s while it was read", e.Path, toolbox.FormatSize(e.Limit))
+	}
+	return fmt.Sprintf("workspace: %s has %s (%d bytes), more than the limit of %s", e.Path, toolbox.FormatSize(e.Size), e.Size, toolbox.FormatSize(e.Limit))
+}
+
+// Is reports whether target is ErrTooLarge.
+func (e *FileTooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
 // ReadFile returns the content of the file p (relative to the working
-// directory unless absolute). A missing file gives an error matching
+// directory unless absolute), of at most DefaultMaxReadFileBytes: see
+// ReadFileLimit. A missing file gives an error matching
 // sandbox.ErrNotFound.
 func (w *Workspace) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rc, err := w.OpenFile(ctx, p)
+	return w.ReadFileLimit(ctx, p, DefaultMaxReadFileBytes)
+}
+
+// ReadFileLimit returns the content of the file p if it has at most limit
+// bytes. The file's size is asked first, and a larger file is refused
+// with a *FileTooLargeError before any of it is read; a file that grows
+// meanwhile is refused once limit+1 bytes were read, so the host never
+// holds more. A missing file gives an error matching sandbox.ErrNotFound.
+func (w *Workspace) ReadFileLimit(ctx context.Context, p string, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("workspace: the read limit of %s must be positive, not %d: %w", p, limit, sandbox.ErrInvalidArgument)
+	}
+	fi, err := w.Stat(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir {
+		return nil, fmt.Errorf("workspace: %s is a directory, not a file: %w", fi.Path, sandbox.ErrInvalidArgument)
+	}
+	if fi.Size > limit {
+		return nil, &FileTooLargeError{Path: fi.Path, Size: fi.Size, Limit: limit}
+	}
+	rc, err := w.OpenFile(ctx, fi.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(rc)
+	data, err := readAll(io.LimitReader(rc, limit+1), min(fi.Size, limit)+1)
 	if err != nil {
-		return nil, fmt.Errorf("workspace: reading %s: %w", p, err)
+		return nil, fmt.Errorf("workspace: reading %s: %w", fi.Path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, &FileTooLargeError{Path: fi.Path, Size: -1, Limit: limit}
 	}
 	return data, nil
+}
+
+// readAll is io.ReadAll starting at capacity size (the file's, known),
+// so that a file of that size is read into one allocation.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // OpenFile streams the content of the file p; the caller closes the

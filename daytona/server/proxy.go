@@ -98,6 +98,14 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 		q.Del(previewTokenQuery)
 		out.URL.RawQuery = q.Encode()
 	}
+	// The request's body is copied to the sandbox while its answer comes
+	// back: without full duplex, the server would close the body when the
+	// answer's headers are written (after reading at most 256 KiB of what
+	// is left), and the transport, failing to read it, would close the
+	// sandbox's connection in the middle of the answer (issue 27: bulk
+	// downloads cut short). A writer that cannot (HTTP/2, which is full
+	// duplex anyway) is left as it is.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.rp.ServeHTTP(w, out)
 	return nil
 }

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/toolbox"
+)
+
+// TestProxyBulkDownloadWhole: issue 27. An 8 MiB file downloaded 30 times
+// through serve's toolbox proxy (files/bulk-download) arrives whole every
+// time, byte for byte.
+func TestProxyBulkDownloadWhole(t *testing.T) {
+	needRoot(t)
+	dir := newLocalStateDir(t)
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	sb := h.create(map[string]any{"name": "dl"})
+	h.waitState(sb.ID, stateStarted)
+	t.Cleanup(func() {
+		h.call("DELETE", "/sandbox/dl", nil, nil)
+		h.waitState(sb.ID, "gone")
+	})
+	base := sb.ToolboxProxyURL + "/" + sb.ID
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: base, Token: testKey, HTTPClient: h.client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const size = 8 << 20
+	sum := exec(t, c, "head -c 8388608 /dev/urandom > /tmp/f && sha256sum /tmp/f")
+	want, _, _ := strings.Cut(sum, " ")
+	body, _ := json.Marshal(toolbox.FilesDownloadRequest{Paths: []string{"/tmp/f"}})
+	for i := range 30 {
+		req, _ := http.NewRequest("POST", base+"/files/bulk-download", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatalf("download %d: %v", i, err)
+		}
+		got, n, err := firstPart(resp)
+		resp.Body.Close()
+		if err != nil || n != size || got != want {
+			t.Fatalf("download %d: %d bytes, sha256 %s, %v; want %d bytes, sha256 %s", i, n, got, err, size, want)
+		}
+	}
+}
+
+// firstPart returns the sha256 and size of the first part of a multipart
+// answer, read to the end of the answer.
+func firstPart(resp *http.Response) (string, int64, error) {
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return "", 0, &httpError{Status: resp.StatusCode, Message: string(b)}
+	}
+	_, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return "", 0, err
+	}
+	mr := multipart.NewReader(resp.Body, params["boundary"])
+	p, err := mr.NextPart()
+	if err != nil {
+		return "", 0, err
+	}
+	hash := sha256.New()
+	n, err := io.Copy(hash, p)
+	if err != nil {
+		return "", n, err
+	}
+	if _, err := mr.NextPart(); err != io.EOF {
+		return "", n, err
+	}
+	return hex.EncodeToString(hash.Sum(nil)), n, nil
+}
