@@ -1,0 +1,137 @@
+//go:build linux
+
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/local/image"
+)
+
+// Tests that what a sandbox plants in its own files (links to host paths,
+// FIFOs) never leads the host's root code at start anywhere outside the
+// sandbox, nor makes it wait.
+
+// inUpper calls f with the upper folder of the writable root of the
+// stopped sandbox sb, as its commands left it.
+func inUpper(t *testing.T, sb *local.Sandbox, f func(upper string)) {
+	t.Helper()
+	must(t, local.InData(sb, func(data string) error {
+		f(filepath.Join(data, "rootfs", "upper"))
+		return nil
+	}))
+}
+
+// TestHostRootPasswdNotThroughLink: a sandbox whose /etc became a link to
+// a host folder (as `rm -rf /etc; ln -s /host/dir /etc` leaves it in its
+// upper folder) starts again without the host writing its passwd there.
+func TestHostRootPasswdNotThroughLink(t *testing.T) {
+	needHostRoot(t)
+	ctx := context.Background()
+	sb := newSandbox(t, local.Options{StateDir: newStateDir(t)})
+	if got := mustRun(t, sb, "id -un"); got != "agent\n" {
+		t.Fatalf("id -un: %q", got)
+	}
+	must(t, sb.Stop(ctx))
+	marker := t.TempDir() // a host folder
+	inUpper(t, sb, func(upper string) {
+		etc := filepath.Join(upper, "etc")
+		must(t, os.RemoveAll(etc))
+		must(t, os.Symlink(marker, etc))
+	})
+
+	_, err := sb.Start(ctx)
+	if names, _ := os.ReadDir(marker); len(names) > 0 {
+		t.Errorf("the host wrote %s into the host folder the sandbox's /etc links to", names[0].Name())
+	}
+	if err != nil {
+		t.Fatalf("start after /etc became a link: %v", err)
+	}
+	if got := mustRun(t, sb, "echo ok"); got != "ok\n" {
+		t.Errorf("a command: %q", got)
+	}
+}
+
+// TestImageUserFIFO: an image sandbox with a USER whose /etc/passwd became
+// a FIFO fails to start with a clear error; the host does not wait on it.
+func TestImageUserFIFO(t *testing.T) {
+	needImages(t)
+	ctx := context.Background()
+	state := newStateDir(t)
+	sb := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Image: userImage(t, state, "node")}})
+	must(t, sb.Stop(ctx))
+	inUpper(t, sb, func(upper string) {
+		etc := filepath.Join(upper, "etc")
+		must(t, os.MkdirAll(etc, 0o755))
+		must(t, syscall.Mkfifo(filepath.Join(etc, "passwd"), 0o644))
+	})
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.Start(ctx)
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute): // a bound for a hang, not a timing
+		// Nothing can end the wait (the FIFO is on the sandbox's disk
+		// image, mounted by the waiting Start): end the test binary.
+		panic("Start waits on the FIFO the sandbox made its /etc/passwd")
+	}
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("start with a FIFO as /etc/passwd: %v, want an error saying it is not a regular file", err)
+	}
+	// Gone again, the sandbox starts.
+	inUpper(t, sb, func(upper string) { must(t, os.Remove(filepath.Join(upper, "etc", "passwd"))) })
+	if _, err := sb.Start(ctx); err != nil {
+		t.Fatalf("start once /etc/passwd is gone again: %v", err)
+	}
+	if got := mustRun(t, sb, "id -u"); got != "1000\n" {
+		t.Errorf("id -u: %q", got)
+	}
+}
+
+// TestImageMountPointNotThroughLink: a volume whose mount path goes
+// through a link of the image's root naming a host folder is bound inside
+// the sandbox's root (where the link leads in the sandbox), never in the
+// host folder, which the sandbox's ids could write.
+func TestImageMountPointNotThroughLink(t *testing.T) {
+	needImages(t)
+	ctx := context.Background()
+	state := newStateDir(t)
+	// A host folder every user may write, outside /tmp (the init's new
+	// root covers the host's /tmp).
+	marker, err := os.MkdirTemp("/var/tmp", "agentbox-marker-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(marker) })
+	must(t, os.Chmod(marker, 0o777))
+	root := testRootfs(t)
+	must(t, os.Symlink(marker, filepath.Join(root, "mnt")))
+	if _, err := local.SaveImage(ctx, state, &image.Image{Kind: image.KindImage, Names: []string{"test/mntlink:1"}, Layers: []string{root}}); err != nil {
+		t.Fatal(err)
+	}
+	sb := openSandbox(t, local.Options{StateDir: state, Config: local.Config{
+		Image:            "test/mntlink:1",
+		Volumes:          []local.Volume{{Name: "vol", MountPath: "/mnt/vol"}},
+		WorkingDirectory: "/mnt/work",
+	}})
+	_, err = sb.Start(ctx)
+	if names, _ := os.ReadDir(marker); len(names) > 0 {
+		t.Errorf("the sandbox's start made %s in the host folder its image's /mnt links to", names[0].Name())
+	}
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	mustRun(t, sb, "echo hi > /mnt/vol/x && pwd > /mnt/work/wd")
+	if b, err := os.ReadFile(filepath.Join(state, "volumes", "vol", "x")); err != nil || string(b) != "hi\n" {
+		t.Errorf("the volume's file: %q, %v", b, err)
+	}
+}
