@@ -135,3 +135,46 @@ func TestImageMountPointNotThroughLink(t *testing.T) {
 		t.Errorf("the volume's file: %q, %v", b, err)
 	}
 }
+
+// TestSnapshotKeepsHoles: a snapshot of a sandbox holding a sparse file
+// (a few bytes of data) copies only its data: the layer's copy stays
+// sparse, with the same size and bytes. The size is 1 GiB: the store's
+// digest of the layer reads its holes (TestCopyShiftedKeepsHoles copies
+// 64 GiB).
+func TestSnapshotKeepsHoles(t *testing.T) {
+	ctx := context.Background()
+	state, _, sb := newImageSandbox(t)
+	const size = 1 << 30
+	// The image has no dd: the file is made in the stopped sandbox's
+	// upper folder, as a command would have left it.
+	must(t, sb.Stop(ctx))
+	inUpper(t, sb, func(upper string) {
+		must(t, os.MkdirAll(filepath.Join(upper, "opt"), 0o755))
+		f, err := os.Create(filepath.Join(upper, "opt/big"))
+		must(t, err)
+		_, err = f.WriteAt([]byte("head"), 0)
+		must(t, err)
+		_, err = f.WriteAt([]byte("tail"), size-4)
+		must(t, err)
+		must(t, f.Close())
+	})
+	snap, err := local.CreateSnapshot(ctx, state, sb.ID(), "sparse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(snap.Layers[len(snap.Layers)-1], "opt/big")
+	var st syscall.Stat_t
+	must(t, syscall.Stat(p, &st))
+	if st.Size != size || st.Blocks*512 > 1<<20 {
+		t.Errorf("the layer's copy: %d bytes, %d allocated; want %d bytes, at most 1 MiB allocated", st.Size, st.Blocks*512, int64(size))
+	}
+	f, err := os.Open(p)
+	must(t, err)
+	defer f.Close()
+	buf := make([]byte, 4)
+	for off, want := range map[int64]string{0: "head", size - 4: "tail", size / 2: "\x00\x00\x00\x00"} {
+		if _, err := f.ReadAt(buf, off); err != nil || string(buf) != want {
+			t.Errorf("the copy's bytes at %d: %q (%v), want %q", off, buf, err, want)
+		}
+	}
+}

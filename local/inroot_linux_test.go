@@ -77,3 +77,51 @@ func TestReadFileInRoot(t *testing.T) {
 		t.Errorf("a link to a host file: %q, %v; want not found", b, err)
 	}
 }
+
+// TestCopyShiftedKeepsHoles: copying an upper folder into a layer keeps a
+// sparse file of 64 GiB apparent size sparse (its few bytes of data
+// copied, its holes left holes), and leaves a FIFO out without opening it.
+func TestCopyShiftedKeepsHoles(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "layer")
+	const size = 64 << 30
+	f, err := os.Create(filepath.Join(src, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off, b := range map[int64]string{0: "head", 8 << 30: "middle", size - 4: "tail"} {
+		if _, err := f.WriteAt([]byte(b), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := copyShifted(src, dst, nil); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dst, "big"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != size || st.Blocks*512 > 1<<20 {
+		t.Errorf("the copy: %d bytes, %d allocated; want %d, at most 1 MiB allocated", st.Size, st.Blocks*512, int64(size))
+	}
+	got, err := os.Open(filepath.Join(dst, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	for off, want := range map[int64]string{0: "head", 8 << 30: "middle", size - 4: "tail", 4 << 30: "\x00\x00"} {
+		buf := make([]byte, len(want))
+		if _, err := got.ReadAt(buf, off); err != nil || string(buf) != want {
+			t.Errorf("the copy at %d: %q (%v), want %q", off, buf, err, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "fifo")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the FIFO: %v, want it left out", err)
+	}
+}
