@@ -128,9 +128,16 @@ func TestPlanLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := planLimits(fakeHost(), Resources{}, dir, 0, true)
-	want := limits{CPU: 8, MemoryMB: 4 << 10, PIDs: DefaultPIDs, DiskMB: defaultDiskMB(free), Cgroup: 1}
+	want := limits{CPU: 7, MemoryMB: 4 << 10, PIDs: DefaultPIDs, DiskMB: defaultDiskMB(free), Cgroup: 1}
 	if l != want {
 		t.Errorf("defaults %+v, want %+v", l, want)
+	}
+	for cores, want := range map[int]float64{1: 1, 2: 1, 3: 2, 64: 63} {
+		h := fakeHost()
+		h.cores = cores
+		if l := planLimits(h, Resources{}, dir, 0, true); l.CPU != want {
+			t.Errorf("default CPU on %d cores: %g, want %g", cores, l.CPU, want)
+		}
 	}
 	r := Resources{CPU: 0.5, MemoryMB: 512, PIDs: 10, DiskMB: 100}
 	if l := planLimits(fakeHost(), r, dir, 0, true); l != (limits{CPU: 0.5, MemoryMB: 512, PIDs: 10, DiskMB: 100, Cgroup: 1}) {

@@ -124,7 +124,7 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 	if h.cgroups.have&limitCPU != 0 {
 		l.CPU = r.CPU
 		if l.CPU == 0 {
-			l.CPU = float64(h.cores)
+			l.CPU = defaultCPU(h.cores)
 		}
 	}
 	if h.cgroups.have&limitMemory != 0 {
@@ -162,6 +162,11 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 	l.Why = strings.Join(why, "; ")
 	return l
 }
+
+// defaultCPU returns the default CPU on a host of cores cores: all but
+// one, at least one. A sandbox alone, busy on every thread, leaves a core
+// to the host (the engine, serve, sshd, the other sandboxes' inits).
+func defaultCPU(cores int) float64 { return float64(max(1, cores-1)) }
 
 // defaultDiskMB returns the default DiskMB on a file system with free MiB
 // free: a quarter of it, rounded down to a power of two (so that a few
