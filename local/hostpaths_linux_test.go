@@ -4,6 +4,8 @@ package local_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Tests that what a sandbox plants in its own files (links to host paths,
@@ -176,5 +179,40 @@ func TestSnapshotKeepsHoles(t *testing.T) {
 		if _, err := f.ReadAt(buf, off); err != nil || string(buf) != want {
 			t.Errorf("the copy's bytes at %d: %q (%v), want %q", off, buf, err, want)
 		}
+	}
+}
+
+// TestDiskBudget: the disk images of a state dir's sandboxes, at their
+// full sizes, stay within Options.DiskBudgetMB: a create beyond it fails
+// naming the sizes, with nothing made (no folder, no host id range); a
+// default disk shrinks to what is left.
+func TestDiskBudget(t *testing.T) {
+	skipUnless(t, os.Geteuid() == 0, "disk limits need root")
+	ctx := context.Background()
+	state := newStateDir(t)
+	opts := func(id string, diskMB int64) local.Options {
+		return local.Options{ID: id, StateDir: state, DiskBudgetMB: 200, Config: local.Config{Resources: local.Resources{DiskMB: diskMB}}}
+	}
+	newSandbox(t, opts("a", 128))
+	_, err := local.New(opts("b", 128))
+	if !errors.Is(err, local.ErrDiskBudget) || !errors.Is(err, sandbox.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "128 MiB (Resources.DiskMB)") || !strings.Contains(err.Error(), "already take 128 MiB") || !strings.Contains(err.Error(), "budget of 200 MiB") {
+		t.Fatalf("a create beyond the budget: %v, want ErrDiskBudget naming the sizes", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "sandboxes", "b")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused sandbox's folder: %v, want none", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, "hostids.json")); strings.Contains(string(b), `"b"`) {
+		t.Errorf("the refused sandbox holds a host id range: %s", b)
+	}
+	// A default disk takes what is left: 72 MiB, so 64.
+	c := newSandbox(t, opts("c", 0))
+	info, err := c.Info(ctx)
+	must(t, err)
+	if info.Limits == nil || info.Limits.DiskMB != 64 {
+		t.Errorf("the default disk with 72 MiB left: %+v, want 64 MiB", info.Limits)
+	}
+	if _, err := local.New(opts("d", 0)); !errors.Is(err, local.ErrDiskBudget) || !strings.Contains(err.Error(), "smallest default") {
+		t.Errorf("a default disk with 8 MiB left: %v, want ErrDiskBudget", err)
 	}
 }

@@ -94,6 +94,11 @@ const (
 // [sandbox.ErrIsolationUnavailable] too.
 var ErrLimitUnavailable = fmt.Errorf("%w: resource limit unavailable", sandbox.ErrIsolationUnavailable)
 
+// ErrDiskBudget reports that a new sandbox's disk image does not fit what
+// is left of its state dir's disk budget ([Options.DiskBudgetMB]). It
+// matches [sandbox.ErrInvalidArgument] too.
+var ErrDiskBudget = fmt.Errorf("%w: disk budget exceeded", sandbox.ErrInvalidArgument)
+
 // normalize validates r without looking at the host (New checks the
 // host's bounds and means, checkResources).
 func (r Resources) normalize() (Resources, error) {
