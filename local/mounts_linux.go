@@ -390,7 +390,33 @@ func inSandboxMountNS(m *meta, f func() error) error {
 func unmountRecord(ctx context.Context, dir string, m *meta, r *mountRecord) error {
 	if r.Tool != nil && m.alive() {
 		err := inSandboxMountNS(m, func() error {
-			if err := unix.Unmount(r.Path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			// The path resolves inside the sandbox's root, and only a FUSE
+			// mount there is detached: a link the sandbox put at the
+			// mount's place leads to none of the host's mounts.
+			fd, err := openInRoot(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY)
+			if err != nil {
+				return fmt.Errorf("unmount %s: the sandbox's root: %w", r.Path, err)
+			}
+			defer unix.Close(fd)
+			at, err := openInRoot(fd, r.Path, unix.O_PATH|unix.O_DIRECTORY)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				return nil // gone
+			}
+			if err != nil {
+				return fmt.Errorf("unmount %s: %w", r.Path, err)
+			}
+			defer unix.Close(at)
+			var st unix.Statfs_t
+			if unix.Fstatfs(at, &st) != nil || st.Type != fuseSuperMagic {
+				return nil // not mounted there (any more)
+			}
+			// The sandbox's /proc does not show this thread: the mount is
+			// named as the working directory (of this throwaway thread
+			// alone, CLONE_FS unshared).
+			if err := unix.Fchdir(at); err != nil {
+				return fmt.Errorf("unmount %s: %w", r.Path, err)
+			}
+			if err := unix.Unmount(".", unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("unmount %s: %w", r.Path, err)
 			}
 			return nil
