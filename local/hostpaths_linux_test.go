@@ -215,4 +215,14 @@ func TestDiskBudget(t *testing.T) {
 	if _, err := local.New(opts("d", 0)); !errors.Is(err, local.ErrDiskBudget) || !strings.Contains(err.Error(), "smallest default") {
 		t.Errorf("a default disk with 8 MiB left: %v, want ErrDiskBudget", err)
 	}
+	// Two handles made before either started: the second start finds
+	// the budget taken.
+	state = newStateDir(t)
+	x, y := openSandbox(t, opts("x", 128)), openSandbox(t, opts("y", 128))
+	if _, err := x.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.Start(ctx); !errors.Is(err, local.ErrDiskBudget) {
+		t.Errorf("starting the second of two sandboxes beyond the budget: %v, want ErrDiskBudget", err)
+	}
 }

@@ -30,6 +30,13 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	if off := r.explicit() & l.unenforced(); off != 0 {
 		return nil, fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s", ErrLimitUnavailable, orList(off.names()), l.Why)
 	}
+	if newSandbox && r.DiskMB > 0 {
+		// Checked in New too: sandboxes made meanwhile may have taken
+		// the budget.
+		if err := checkDiskBudget(h, r, s.opts.StateDir, s.opts.DiskBudgetMB); err != nil {
+			return nil, err
+		}
+	}
 	if newSandbox {
 		sweepCgroups(h.cgroups, s.opts.StateDir)
 	}
