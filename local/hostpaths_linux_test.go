@@ -105,7 +105,8 @@ func TestImageUserFIFO(t *testing.T) {
 // TestImageMountPointNotThroughLink: a volume whose mount path goes
 // through a link of the image's root naming a host folder is bound inside
 // the sandbox's root (where the link leads in the sandbox), never in the
-// host folder, which the sandbox's ids could write.
+// host folder, which the sandbox's ids could write; so are /dev and
+// /proc when the image makes them links to host folders.
 func TestImageMountPointNotThroughLink(t *testing.T) {
 	needImages(t)
 	ctx := context.Background()
@@ -118,6 +119,10 @@ func TestImageMountPointNotThroughLink(t *testing.T) {
 	must(t, os.Chmod(marker, 0o777))
 	root := testRootfs(t)
 	must(t, os.Symlink(marker, filepath.Join(root, "mnt")))
+	for _, d := range []string{"dev", "proc"} {
+		must(t, os.RemoveAll(filepath.Join(root, d)))
+		must(t, os.Symlink(filepath.Join(marker, d), filepath.Join(root, d)))
+	}
 	if _, err := local.SaveImage(ctx, state, &image.Image{Kind: image.KindImage, Names: []string{"test/mntlink:1"}, Layers: []string{root}}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +139,10 @@ func TestImageMountPointNotThroughLink(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 	mustRun(t, sb, "echo hi > /mnt/vol/x && pwd > /mnt/work/wd")
+	// /dev and /proc, links in the image, lead to the sandbox's own.
+	if got := mustRun(t, sb, "test -c /dev/null && test -d /proc/self/fd && echo ok"); got != "ok\n" {
+		t.Errorf("/dev and /proc through the image's links: %q", got)
+	}
 	if b, err := os.ReadFile(filepath.Join(state, "volumes", "vol", "x")); err != nil || string(b) != "hi\n" {
 		t.Errorf("the volume's file: %q, %v", b, err)
 	}

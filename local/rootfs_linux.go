@@ -186,20 +186,29 @@ func (r *rootfs) nameUser() error {
 
 // mountProc mounts a /proc of the sandbox's pid namespace.
 func (r *rootfs) mountProc() error {
-	if err := mkdirNew(r.at("proc"), 0o555); err != nil {
+	fd, _, err := r.mkdirIn("proc")
+	if err != nil {
 		return err
 	}
-	return unix.Mount("proc", r.at("proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	defer unix.Close(fd)
+	return unix.Mount("proc", fdPath(fd), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
 // makeDev makes a minimal /dev: a few host nodes bound in, symlinks, a
 // private devpts and /dev/shm.
 func (r *rootfs) makeDev() error {
-	dev := r.at("dev")
-	if err := mkdirNew(dev, 0o755); err != nil {
+	// Made inside the root (an image's /dev may be a link), then named by
+	// the path it resolved to, which holds no link.
+	fd, _, err := r.mkdirIn("dev")
+	if err != nil {
 		return err
 	}
-	if err := unix.Mount("agentbox-dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+	defer unix.Close(fd)
+	dev, err := mountedAt(fd)
+	if err != nil {
+		return err
+	}
+	if err := unix.Mount("agentbox-dev", fdPath(fd), "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("mount tmpfs: %w", err)
 	}
 	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
