@@ -148,7 +148,19 @@ func copySparse(dst, src string) error {
 		return err
 	}
 	defer out.Close()
-	for off := int64(0); off < fi.Size(); {
+	if err := copyData(out, in, fi.Size()); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+// copyData copies the size bytes of the regular file in to the empty
+// file out, only its data (SEEK_DATA, SEEK_HOLE): its holes stay holes,
+// so a sparse file of 64 GB apparent size costs what it holds. The data
+// goes by copy_file_range (a reflink or an in-kernel copy), or read and
+// write across file systems that do not support it.
+func copyData(out, in *os.File, size int64) error {
+	for off := int64(0); off < size; {
 		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) {
 			break // only a hole remains
@@ -160,23 +172,32 @@ func copySparse(dst, src string) error {
 		if err != nil {
 			return err
 		}
-		for data < hole {
-			o := data
-			n, err := unix.CopyFileRange(int(in.Fd()), &o, int(out.Fd()), &o, int(hole-data), 0)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return io.ErrUnexpectedEOF
-			}
-			data += int64(n)
+		if err := copyRange(out, in, data, hole); err != nil {
+			return err
 		}
 		off = hole
 	}
-	if err := out.Truncate(fi.Size()); err != nil {
-		return err
+	return out.Truncate(size)
+}
+
+// copyRange copies the bytes [from, to) of in to the same place in out.
+func copyRange(out, in *os.File, from, to int64) error {
+	for from < to {
+		o := from
+		n, err := unix.CopyFileRange(int(in.Fd()), &o, int(out.Fd()), &o, int(min(to-from, 1<<30)), 0)
+		if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+			_, err := io.Copy(io.NewOffsetWriter(out, from), io.NewSectionReader(in, from, to-from))
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		from += int64(n)
 	}
-	return out.Close()
+	return nil
 }
 
 // mountDisk attaches the disk image of the sandbox folder dir to a loop

@@ -188,6 +188,8 @@ package local
 //	volume_linux.go     who owns the bound folders on the host; volumes' ID-mapped mounts
 //	init_linux.go       the init: its named setup steps, then PID 1 (toolbox server, signals, idle stop)
 //	rootfs_linux.go     the init's root file system steps (tmpfs root, binds, /proc, /dev, pivot_root)
+//	inroot_linux.go     opening and making a sandbox's paths inside its root (openat2
+//	                    RESOLVE_IN_ROOT, mkdirat), never through what it planted
 //	network.go          the network options (modes, NetworkAllowList, NetworkSettings), their
 //	                    validation, Instructions; netranges.go: the address ranges of the policy
 //	netapi.go           UpdateNetworkSettings, PublishPort, UnpublishPort (recorded in meta.json)

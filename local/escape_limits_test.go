@@ -437,7 +437,9 @@ func TestLimitsInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := info.Limits
-	if l == nil || l.CPUCores != float64(runtime.NumCPU()) || l.Processes != local.DefaultPIDs || l.MemoryMB < local.MinMemoryMB || l.DiskMB < local.MinDiskMB {
+	// The default CPU leaves the host a core: all but one, at least one.
+	cores := max(1, runtime.NumCPU()-1)
+	if l == nil || l.CPUCores != float64(cores) || l.Processes != local.DefaultPIDs || l.MemoryMB < local.MinMemoryMB || l.DiskMB < local.MinDiskMB {
 		t.Fatalf("default limits %+v", l)
 	}
 	if !strings.Contains(l.Note, "cgroup v") || !strings.Contains(l.Note, "ext4 image") || strings.Contains(l.Note, "no ") {
@@ -446,9 +448,18 @@ func TestLimitsInfo(t *testing.T) {
 	if r := info.Resources; r == nil || r.MemoryMB != l.MemoryMB || r.DiskMB == 0 || r.DiskMB > l.DiskMB {
 		t.Errorf("resources %+v, limits %+v", r, l)
 	}
-	want := "Limits: " + strconv.Itoa(runtime.NumCPU()) + " CPU cores, " + strconv.FormatInt(l.MemoryMB, 10) + " MiB of memory"
+	want := "Limits: " + strconv.Itoa(cores) + " CPU cores, " + strconv.FormatInt(l.MemoryMB, 10) + " MiB of memory"
 	if ins := sb.Instructions(); !strings.Contains(ins, want) || !strings.Contains(ins, "1024 processes") {
 		t.Errorf("instructions %q lack %q", ins, want)
+	}
+	quota := strconv.Itoa(cores*100000) + " 100000"
+	if cgroupV1(sb) {
+		quota = strings.TrimSpace(cgroupFile(t, sb, "cpu", false, "cpu.cfs_quota_us")) + " " + strings.TrimSpace(cgroupFile(t, sb, "cpu", false, "cpu.cfs_period_us"))
+		if want := strconv.Itoa(cores*100000) + " 100000"; quota != want {
+			t.Errorf("CPU quota and period %q, want %q", quota, want)
+		}
+	} else if got := strings.TrimSpace(cgroupFile(t, sb, "cpu", false, "cpu.max")); got != quota {
+		t.Errorf("cpu.max %q, want %q (the default CPU of %d cores)", got, quota, cores)
 	}
 	if got := strings.TrimSpace(cgroupFile(t, sb, "memory", true, "memory.limit_in_bytes")); cgroupV1(sb) && got != strconv.FormatInt(l.MemoryMB<<20, 10) {
 		t.Errorf("memory limit %s, Info says %d MiB", got, l.MemoryMB)

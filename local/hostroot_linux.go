@@ -362,31 +362,66 @@ func overlayName(d string) string { return strings.ReplaceAll(strings.Trim(d, "/
 // root, name uid 0 as the sandbox's user (user, with home home) when it
 // does not have one yet: the base layer's with a first entry for uid 0.
 // The file is the sandbox's own, so tools that add users may change it.
+// The upper folder is the sandbox's: its etc is reached without following
+// a link, and passwd is made only where nothing is (a file, link, FIFO or
+// whiteout the sandbox left there stays as it is). An etc that is not a
+// folder there (the sandbox replaced its /etc) leaves naming to it.
 func writePasswd(r *rootRecord, data, user, home string, own *ownership) error {
 	if user == "" || user == "root" {
-		return nil
-	}
-	etc := filepath.Join(data, rootFS, "upper", "etc")
-	p := filepath.Join(etc, "passwd")
-	if _, err := os.Lstat(p); err == nil {
 		return nil
 	}
 	host, err := os.ReadFile(filepath.Join(r.Layers[0], "etc", "passwd"))
 	if err != nil {
 		return nil // a host without one: nothing to name
 	}
-	if err := os.MkdirAll(etc, 0o755); err != nil {
+	upperDir := filepath.Join(data, rootFS, "upper")
+	if err := os.MkdirAll(upperDir, 0o755); err != nil {
 		return err
 	}
-	for _, d := range []string{filepath.Dir(etc), etc} {
-		if err := os.Lchown(d, own.owner(), own.owner()); err != nil {
-			return err
+	upper, err := unix.Open(upperDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", upperDir, err)
+	}
+	defer unix.Close(upper)
+	if err := unix.Fchownat(upper, "", own.owner(), own.owner(), unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("chown %s: %w", upperDir, err)
+	}
+	made := unix.Mkdirat(upper, "etc", 0o755) == nil
+	etc, err := unix.Openat2(upper, "etc", &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return nil // the sandbox's /etc is a link, or deleted: its own
+	}
+	if err != nil {
+		return fmt.Errorf("open the upper /etc: %w", err)
+	}
+	defer unix.Close(etc)
+	if made {
+		if err := unix.Fchownat(etc, "", own.owner(), own.owner(), unix.AT_EMPTY_PATH); err != nil {
+			return fmt.Errorf("chown the upper /etc: %w", err)
 		}
 	}
-	if err := os.WriteFile(p, passwdNaming(host, user, home), 0o644); err != nil {
-		return err
+	fd, err := unix.Openat(etc, "passwd", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.EEXIST) {
+		return nil // the sandbox has one (or a whiteout: it deleted it)
 	}
-	return os.Lchown(p, own.owner(), own.owner())
+	if err != nil {
+		return fmt.Errorf("create the upper /etc/passwd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "passwd")
+	_, err = f.Write(passwdNaming(host, user, home))
+	if err == nil {
+		err = f.Chown(own.owner(), own.owner())
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write the upper /etc/passwd: %w", err)
+	}
+	return nil
 }
 
 // passwdNaming returns the passwd file host with uid 0 named user, with

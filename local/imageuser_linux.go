@@ -3,10 +3,8 @@ package local
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"strconv"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -21,16 +19,11 @@ func imageUser(root *os.File, spec string, ids *idRange) (*runAs, error) {
 	if spec == "" {
 		return nil, nil
 	}
-	r, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(int(root.Fd())))
-	if err != nil {
-		return nil, fmt.Errorf("writable root: %w", err)
-	}
-	defer r.Close()
-	passwd, err := readUserTable(r, "etc/passwd")
+	passwd, err := readUserTable(root, "etc/passwd")
 	if err != nil {
 		return nil, err
 	}
-	group, err := readUserTable(r, "etc/group")
+	group, err := readUserTable(root, "etc/group")
 	if err != nil {
 		return nil, err
 	}
@@ -50,19 +43,16 @@ func imageUser(root *os.File, spec string, ids *idRange) (*runAs, error) {
 	return u, nil
 }
 
-// readUserTable reads the file name of r, empty when it does not exist.
-func readUserTable(r *os.Root, name string) ([]byte, error) {
-	f, err := r.Open(name)
+// readUserTable reads the file name of the root, resolved inside it
+// (readFileInRoot), empty when it does not exist. Anything but a regular
+// file there is an error: the host never waits on a FIFO of the sandbox.
+func readUserTable(root *os.File, name string) ([]byte, error) {
+	b, err := readFileInRoot(int(root.Fd()), name, maxUserTable)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("image user: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxUserTable))
-	if err != nil {
-		return nil, fmt.Errorf("image user: reading /%s: %w", name, err)
+		return nil, fmt.Errorf("image user: reading the sandbox's /%s: %w", name, err)
 	}
 	return b, nil
 }

@@ -23,9 +23,20 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	newSandbox := os.IsNotExist(err)
 	h := probeHost()
 	r := m.Config.Resources
-	l := planLimits(h, r, s.opts.StateDir, imageMB(dir), newSandbox)
+	left := int64(-1)
+	if newSandbox {
+		left = diskLeft(s.opts.StateDir, s.opts.DiskBudgetMB)
+	}
+	l := planLimits(h, r, s.opts.StateDir, imageMB(dir), newSandbox, left)
 	if off := r.explicit() & l.unenforced(); off != 0 {
 		return nil, fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s", ErrLimitUnavailable, orList(off.names()), l.Why)
+	}
+	if newSandbox && r.DiskMB > 0 {
+		// Checked in New too: sandboxes made meanwhile may have taken
+		// the budget.
+		if err := checkDiskBudget(h, r, s.opts.StateDir, s.opts.DiskBudgetMB); err != nil {
+			return nil, err
+		}
 	}
 	if newSandbox {
 		sweepCgroups(h.cgroups, s.opts.StateDir)
@@ -59,7 +70,8 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 // dir would get if it started now.
 func plannedLimits(r Resources, dir string) limits {
 	_, err := os.Stat(filepath.Join(dir, metaFile))
-	return planLimits(probeHost(), r, filepath.Dir(filepath.Dir(dir)), imageMB(dir), os.IsNotExist(err))
+	stateDir := filepath.Dir(filepath.Dir(dir))
+	return planLimits(probeHost(), r, stateDir, imageMB(dir), os.IsNotExist(err), diskLeft(stateDir, 0))
 }
 
 // pendingDisk is the disk image of a starting sandbox being mounted in

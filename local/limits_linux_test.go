@@ -127,25 +127,32 @@ func TestPlanLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := planLimits(fakeHost(), Resources{}, dir, 0, true)
-	want := limits{CPU: 8, MemoryMB: 4 << 10, PIDs: DefaultPIDs, DiskMB: defaultDiskMB(free), Cgroup: 1}
+	l := planLimits(fakeHost(), Resources{}, dir, 0, true, -1)
+	want := limits{CPU: 7, MemoryMB: 4 << 10, PIDs: DefaultPIDs, DiskMB: defaultDiskMB(free), Cgroup: 1}
 	if l != want {
 		t.Errorf("defaults %+v, want %+v", l, want)
 	}
+	for cores, want := range map[int]float64{1: 1, 2: 1, 3: 2, 64: 63} {
+		h := fakeHost()
+		h.cores = cores
+		if l := planLimits(h, Resources{}, dir, 0, true, -1); l.CPU != want {
+			t.Errorf("default CPU on %d cores: %g, want %g", cores, l.CPU, want)
+		}
+	}
 	r := Resources{CPU: 0.5, MemoryMB: 512, PIDs: 10, DiskMB: 100}
-	if l := planLimits(fakeHost(), r, dir, 0, true); l != (limits{CPU: 0.5, MemoryMB: 512, PIDs: 10, DiskMB: 100, Cgroup: 1}) {
+	if l := planLimits(fakeHost(), r, dir, 0, true, -1); l != (limits{CPU: 0.5, MemoryMB: 512, PIDs: 10, DiskMB: 100, Cgroup: 1}) {
 		t.Errorf("explicit %+v", l)
 	}
 	// An existing sandbox keeps the size of its image, or has none.
-	if l := planLimits(fakeHost(), r, dir, 300, false); l.DiskMB != 300 {
+	if l := planLimits(fakeHost(), r, dir, 300, false, -1); l.DiskMB != 300 {
 		t.Errorf("existing image: %+v", l)
 	}
-	if l := planLimits(fakeHost(), r, dir, 0, false); l.DiskMB != 0 || !strings.Contains(l.note(), "no disk limit: the sandbox was created without a disk image") {
+	if l := planLimits(fakeHost(), r, dir, 0, false, -1); l.DiskMB != 0 || !strings.Contains(l.note(), "no disk limit: the sandbox was created without a disk image") {
 		t.Errorf("existing sandbox without image: %+v", l)
 	}
 
 	unprivileged := hostLimits{cores: 8, memoryMB: 16 << 10, cgroups: cgroupHost{why: "cgroups need root"}, disk: errors.New("disk limits need root")}
-	l = planLimits(unprivileged, Resources{}, dir, 0, true)
+	l = planLimits(unprivileged, Resources{}, dir, 0, true, -1)
 	if l.unenforced() != allLimits || l.note() != "no CPU, memory, process-count or disk limit: cgroups need root; disk limits need root" {
 		t.Errorf("unprivileged: %+v, note %q", l, l.note())
 	}

@@ -285,10 +285,12 @@ func placeMount(m *meta, mnt, path string) error {
 	defer unix.Close(fd)
 	owner := hostOwner(m)
 	err = inSandboxMountNS(m, func() error {
-		if err := makeMountPoint(path, owner); err != nil {
+		at, err := makeMountPoint(path, owner)
+		if err != nil {
 			return err
 		}
-		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		defer unix.Close(at)
+		if err := unix.MoveMount(fd, "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 			return fmt.Errorf("move the mount to %s: %w", path, err)
 		}
 		return nil
@@ -302,46 +304,55 @@ func placeMount(m *meta, mnt, path string) error {
 
 // makeMountPoint makes path (in the sandbox's view: the caller entered
 // its mount namespace) an empty folder, making missing parents owned by
-// owner; a non-empty folder, a file or a mount point there is refused.
-func makeMountPoint(path string, owner *mount.Owner) error {
-	cur := "/"
-	for _, seg := range strings.Split(strings.Trim(path, "/"), "/") {
-		cur = filepath.Join(cur, seg)
-		err := unix.Mkdir(cur, 0o755)
-		if err == nil {
-			if owner != nil {
-				_ = unix.Lchown(cur, owner.UID, owner.GID)
-			}
-			continue
-		}
-		if errors.Is(err, unix.EROFS) {
-			return fmt.Errorf("%w: make the mount point %s: %v; this part of the sandbox's root is read-only: mount under its home or /tmp (or give it an image, whose root is writable)", mount.ErrInvalid, cur, err)
-		}
-		if !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("make the mount point %s: %w", cur, err)
-		}
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("%w: %s exists in the sandbox and is not a folder", mount.ErrInvalid, path)
-	}
-	var parent unix.Stat_t
-	if err := unix.Lstat(filepath.Dir(path), &parent); err == nil && parent.Dev != st.Dev {
-		return fmt.Errorf("%w: something is mounted at %s already", mount.ErrInvalid, path)
-	}
-	f, err := os.Open(path)
+// owner, and returns an O_PATH descriptor of it; a non-empty folder, a
+// file or a mount point there is refused. The path resolves inside the
+// sandbox's root without magic links (mkdirAllInRoot): a link the
+// sandbox planted cannot lead the host's root anywhere else.
+func makeMountPoint(path string, owner *mount.Owner) (int, error) {
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return -1, err
 	}
+	defer unix.Close(root)
+	uid, gid := -1, -1
+	if owner != nil {
+		uid, gid = owner.UID, owner.GID
+	}
+	fd, _, err := mkdirAllInRoot(root, path, 0o755, uid, gid)
+	if errors.Is(err, unix.EROFS) {
+		return -1, fmt.Errorf("%w: make the mount point %s: %v; this part of the sandbox's root is read-only: mount under its home or /tmp (or give it an image, whose root is writable)", mount.ErrInvalid, path, err)
+	}
+	if errors.Is(err, unix.ENOTDIR) {
+		return -1, fmt.Errorf("%w: %s exists in the sandbox and is not a folder", mount.ErrInvalid, path)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("make the mount point %s: %w", path, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			unix.Close(fd)
+		}
+	}()
+	var st, parent unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return -1, err
+	}
+	if err := unix.Fstatat(fd, "..", &parent, unix.AT_SYMLINK_NOFOLLOW); err == nil && parent.Dev != st.Dev && path != "/" {
+		return -1, fmt.Errorf("%w: something is mounted at %s already", mount.ErrInvalid, path)
+	}
+	dir, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	f := os.NewFile(uintptr(dir), path)
 	names, _ := f.Readdirnames(1)
 	f.Close()
 	if len(names) > 0 {
-		return fmt.Errorf("%w: cannot mount at %s: the folder exists and is not empty, and mounting would hide its files; use another path or empty it first", mount.ErrInvalid, path)
+		return -1, fmt.Errorf("%w: cannot mount at %s: the folder exists and is not empty, and mounting would hide its files; use another path or empty it first", mount.ErrInvalid, path)
 	}
-	return nil
+	ok = true
+	return fd, nil
 }
 
 // inSandboxMountNS runs f on a throwaway thread that entered the mount
@@ -379,7 +390,33 @@ func inSandboxMountNS(m *meta, f func() error) error {
 func unmountRecord(ctx context.Context, dir string, m *meta, r *mountRecord) error {
 	if r.Tool != nil && m.alive() {
 		err := inSandboxMountNS(m, func() error {
-			if err := unix.Unmount(r.Path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			// The path resolves inside the sandbox's root, and only a FUSE
+			// mount there is detached: a link the sandbox put at the
+			// mount's place leads to none of the host's mounts.
+			fd, err := openInRoot(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY)
+			if err != nil {
+				return fmt.Errorf("unmount %s: the sandbox's root: %w", r.Path, err)
+			}
+			defer unix.Close(fd)
+			at, err := openInRoot(fd, r.Path, unix.O_PATH|unix.O_DIRECTORY)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				return nil // gone
+			}
+			if err != nil {
+				return fmt.Errorf("unmount %s: %w", r.Path, err)
+			}
+			defer unix.Close(at)
+			var st unix.Statfs_t
+			if unix.Fstatfs(at, &st) != nil || st.Type != fuseSuperMagic {
+				return nil // not mounted there (any more)
+			}
+			// The sandbox's /proc does not show this thread: the mount is
+			// named as the working directory (of this throwaway thread
+			// alone, CLONE_FS unshared).
+			if err := unix.Fchdir(at); err != nil {
+				return fmt.Errorf("unmount %s: %w", r.Path, err)
+			}
+			if err := unix.Unmount(".", unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("unmount %s: %w", r.Path, err)
 			}
 			return nil

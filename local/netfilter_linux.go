@@ -20,7 +20,9 @@ import (
 // agentbox<n>. Reading `nft list table inet agentbox-<n>`:
 //
 //	set blocked4, blocked6   ranges the sandbox never reaches (intervals):
-//	                         neverRanges, and privateRanges in the public mode
+//	                         neverRanges (cloud host addresses included), and
+//	                         in the public mode privateRanges and the host's
+//	                         own networks (netRecord.HostNets)
 //	set allow4, allow6       the NetworkAllowList (allowList mode)
 //	counter refused          packets refused
 //	chain refuse             count, then answer: TCP reset, or ICMP administratively prohibited
@@ -61,7 +63,8 @@ type netPolicy struct {
 	n        int // the link
 	mode     sandbox.NetworkMode
 	allow    []netip.Prefix
-	resolver netip.Addr // the DNS resolver the gateway forwards to (public mode); invalid: none
+	resolver netip.Addr     // the DNS resolver the gateway forwards to (public mode); invalid: none
+	hostNets []netip.Prefix // the networks the uplink sits on: refused in the public mode
 	v6       bool
 	ports    []sandbox.PublishedPort
 }
@@ -252,6 +255,9 @@ func (f *firewall) policy(p *netPolicy) error {
 	blocked := [][]addrRange{neverRanges}
 	if p.mode == sandbox.NetworkPublic {
 		blocked = append(blocked, privateRanges)
+	}
+	if p.mode == sandbox.NetworkPublic {
+		blocked = append(blocked, hostRanges(p.hostNets))
 	}
 	sets := map[string][]netip.Prefix{"blocked": blockedPrefixes(blocked...), "allow": p.allow}
 	if p.mode == sandbox.NetworkPublic && p.resolver.Is4() {

@@ -45,6 +45,24 @@ var neverRanges = concat(
 	ranges("multicast", "224.0.0.0/4", "ff00::/8"),
 	ranges("a reserved range", "240.0.0.0/4", "::ffff:0:0/96", "fec0::/10"),
 	[]addrRange{{sandboxRange4, "the sandboxes' own links"}, {sandboxRange6, "the sandboxes' own links"}},
+	cloudHostRanges,
+)
+
+// cloudHostRanges are the addresses where clouds serve a machine its
+// metadata, credentials or host agent outside the link-local range (most
+// serve them at 169.254.169.254, refused with link-local addresses): a
+// sandbox must never reach them, whatever its policy.
+var cloudHostRanges = concat(
+	// AWS: the instance metadata service (IMDS) over IPv6 (Nitro).
+	ranges("a cloud's metadata service (AWS IMDS over IPv6)", "fd00:ec2::254/128"),
+	// Google Cloud: the metadata server over IPv6
+	// (metadata.google.internal is 169.254.169.254 over IPv4).
+	ranges("a cloud's metadata service (Google Cloud over IPv6)", "fd20:ce::254/128"),
+	// Azure: the WireServer (VM agent, extensions' settings, the host's
+	// DNS and health probes), a public address.
+	ranges("a cloud's host agent (Azure WireServer)", "168.63.129.16/32"),
+	// Alibaba Cloud: the metadata service.
+	ranges("a cloud's metadata service (Alibaba Cloud)", "100.100.100.200/32"),
 )
 
 // privateRanges are refused in the default (public) mode, besides
@@ -54,6 +72,15 @@ var privateRanges = concat(
 	ranges("the shared (carrier-grade NAT) range", "100.64.0.0/10"),
 	ranges("a reserved range", "192.0.0.0/24", "198.18.0.0/15", "100::/64", "64:ff9b:1::/48"),
 )
+
+// hostRanges names the prefixes of the host's own networks (hostNets).
+func hostRanges(ps []netip.Prefix) []addrRange {
+	out := make([]addrRange, len(ps))
+	for i, p := range ps {
+		out[i] = addrRange{p, "the host's own networks"}
+	}
+	return out
+}
 
 func concat(lists ...[]addrRange) []addrRange {
 	var out []addrRange

@@ -222,6 +222,10 @@ type netRecord struct {
 	// Uplink names the network namespace (a file) where the link ends;
 	// empty for this host's. Only tests set it (netTestHooks).
 	Uplink string `json:"uplink,omitempty"`
+	// HostNets are the networks the uplink sits on (its addresses'
+	// prefixes and its on-link routes), read at each attach: refused in
+	// the public mode (uplink.hostNets).
+	HostNets []netip.Prefix `json:"hostNets,omitempty"`
 }
 
 // netTestHooks let tests give sandboxes an uplink namespace of their own

@@ -213,6 +213,11 @@ func (u *uplink) attach(sbx *os.File, m *meta) error {
 			rec.Resolver = r.String()
 		}
 	}
+	nets, err := u.hostNets()
+	if err != nil {
+		return err
+	}
+	rec.HostNets = nets
 	n, ifindex, err := u.addLink(sbx, rec.IPv6)
 	if err != nil {
 		return err
@@ -234,7 +239,7 @@ func (u *uplink) attach(sbx *os.File, m *meta) error {
 
 // policyOf returns the firewall policy of the sandbox m, which has a link.
 func policyOf(m *meta) *netPolicy {
-	p := &netPolicy{n: m.Network.Link, mode: networkMode(&m.Config), v6: m.Network.IPv6, ports: m.Ports}
+	p := &netPolicy{n: m.Network.Link, mode: networkMode(&m.Config), v6: m.Network.IPv6, ports: m.Ports, hostNets: m.Network.HostNets}
 	if m.Config.NetworkAllowList != "" {
 		p.allow, _ = parseAllowCIDRs(m.Config.NetworkAllowList) // validated before
 	}

@@ -73,6 +73,17 @@ type Options struct {
 	// /etc/group, are skipped. It only affects sandboxes created from now
 	// on: a sandbox keeps its range. Per handle.
 	HostIDBase int
+	// DiskBudgetMB is the most, in MiB, that the disk images of the state
+	// dir's sandboxes may add up to, each counted at its full size (as
+	// though every sandbox filled its disk): a create whose disk image
+	// would exceed it fails before anything is made, with an error
+	// matching [ErrDiskBudget]; a default DiskMB shrinks to fit what is
+	// left. Default (0): the space free on the state dir's file system
+	// plus what its disk images already take, less a reserve for the host
+	// of 5% of the file system (at least 1 GiB): sparse images can never
+	// together fill the host's disk. Per handle: it applies to the
+	// sandboxes created through this handle.
+	DiskBudgetMB int64
 
 	// Mount adjusts how the FUSE tools of mounts made through this handle
 	// run (Sandbox.Mount). Per handle.
@@ -336,6 +347,9 @@ func (o Options) normalize() (Options, error) {
 	}
 	if err := sandbox.ValidateEnv(o.Env); err != nil {
 		return o, err
+	}
+	if o.DiskBudgetMB < 0 {
+		return o, fmt.Errorf("%w: negative DiskBudgetMB %d; use 0 for the default", sandbox.ErrInvalidArgument, o.DiskBudgetMB)
 	}
 	if err := validHostIDBase(o.HostIDBase); err != nil {
 		return o, fmt.Errorf("%w: %v", sandbox.ErrInvalidArgument, err)

@@ -59,7 +59,7 @@ func plannedLimits(Resources, string) limits {
 func diskUsage(*meta) (size, used int64) { return 0, 0 }
 
 // checkResources accepts r: New fails here anyway (checkPlatform).
-func checkResources(Resources, string) error { return nil }
+func checkResources(Resources, string, int64) error { return nil }
 
 // waitDiskReleased does nothing: no disk image is mounted here.
 func waitDiskReleased(context.Context, string) error { return nil }

@@ -27,11 +27,13 @@ type Resources struct {
 	// (fractions allowed, at least 0.01): a CFS quota of CPU × 100 ms of
 	// CPU time every 100 ms, and a weight of CPU × 1024 shares (cgroup v1;
 	// the same proportion of cgroup v2's default weight of 100) against
-	// the other sandboxes. Default: every core of the host, which caps
-	// nothing; the sandboxes' cgroups all sit in one "agentbox" cgroup of
-	// the default weight, which under contention weighs as much as one busy
-	// process of the engine's own cgroup, so sandboxes together cannot
-	// starve the host. At most the host's core count.
+	// the other sandboxes. Default: the host's core count minus one, at
+	// least one (1 on a host of 1 or 2 cores, 7 on 8): a sandbox alone,
+	// busy on every thread, leaves a core to the host. The sandboxes'
+	// cgroups all sit in one "agentbox" cgroup of the default weight,
+	// which under contention weighs as much as one busy process of the
+	// engine's own cgroup, so sandboxes together cannot starve the host
+	// either. At most the host's core count.
 	CPU float64 `json:"cpu,omitempty"`
 	// MemoryMB is the memory of the sandbox's commands, in MiB: their
 	// anonymous memory, page cache (files written in /tmp and /dev/shm
@@ -91,6 +93,11 @@ const (
 // controller for it, no loop devices or ext4). It matches
 // [sandbox.ErrIsolationUnavailable] too.
 var ErrLimitUnavailable = fmt.Errorf("%w: resource limit unavailable", sandbox.ErrIsolationUnavailable)
+
+// ErrDiskBudget reports that a new sandbox's disk image does not fit what
+// is left of its state dir's disk budget ([Options.DiskBudgetMB]). It
+// matches [sandbox.ErrInvalidArgument] too.
+var ErrDiskBudget = fmt.Errorf("%w: disk budget exceeded", sandbox.ErrInvalidArgument)
 
 // normalize validates r without looking at the host (New checks the
 // host's bounds and means, checkResources).

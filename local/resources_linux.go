@@ -65,13 +65,93 @@ func freeDiskMB(stateDir string) (int64, error) {
 	}
 }
 
+// diskReserveMB is the least space the default disk budget leaves to
+// the host; it leaves 5% of the file system when that is more.
+const diskReserveMB = 1 << 10
+
+// diskBudget returns the disk budget of stateDir in MiB (budgetMB when
+// set, else the default of Options.DiskBudgetMB) and what its sandboxes'
+// disk images take of it (their full sizes).
+func diskBudget(stateDir string, budgetMB int64) (budget, committed int64, err error) {
+	imgs, _ := filepath.Glob(filepath.Join(stateDir, sandboxesDir, "*", diskImage))
+	var allocated int64
+	for _, img := range imgs {
+		var st unix.Stat_t
+		if unix.Lstat(img, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			committed += st.Size >> 20
+			allocated += st.Blocks * 512 >> 20
+		}
+	}
+	if budgetMB > 0 {
+		return budgetMB, committed, nil
+	}
+	var fs unix.Statfs_t
+	for p := stateDir; ; p = filepath.Dir(p) {
+		err = unix.Statfs(p, &fs)
+		if err == nil || p == "/" || !os.IsNotExist(err) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("disk budget: statfs %s: %w", stateDir, err)
+	}
+	free := int64(fs.Bfree) * fs.Bsize >> 20
+	reserve := max(diskReserveMB, int64(fs.Blocks)*fs.Bsize>>20/20)
+	return max(free+allocated-reserve, 0), committed, nil
+}
+
+// diskLeft returns what is left of the disk budget of stateDir (see
+// diskBudget), in MiB, or -1 when it cannot be known.
+func diskLeft(stateDir string, budgetMB int64) int64 {
+	budget, committed, err := diskBudget(stateDir, budgetMB)
+	if err != nil {
+		return -1
+	}
+	return max(budget-committed, 0)
+}
+
 // checkResources checks, before anything is created, that this host can
-// enforce what r asks for explicitly, within its bounds.
-func checkResources(r Resources, stateDir string) error {
+// enforce what r asks for explicitly, within its bounds, and that the
+// disk image of the new sandbox fits the state dir's disk budget
+// (budgetMB, Options.DiskBudgetMB).
+func checkResources(r Resources, stateDir string, budgetMB int64) error {
 	if r.explicit() == 0 {
+		return checkDiskBudget(hostLimits{disk: probeDisk()}, r, stateDir, budgetMB)
+	}
+	h := probeHost()
+	if err := checkDiskBudget(h, r, stateDir, budgetMB); err != nil {
+		return err
+	}
+	return checkResourcesOn(h, r, stateDir)
+}
+
+// checkDiskBudget checks that the disk image a new sandbox shaped by r
+// would get (DiskMB, or the default, which shrinks to fit) fits what is
+// left of the disk budget of stateDir.
+func checkDiskBudget(h hostLimits, r Resources, stateDir string, budgetMB int64) error {
+	if h.disk != nil {
+		return nil // no disk image: the explicit ask fails on its own
+	}
+	budget, committed, err := diskBudget(stateDir, budgetMB)
+	if err != nil {
+		return err
+	}
+	want := r.DiskMB
+	if want == 0 {
+		want = MinDiskMB // the smallest default
+	}
+	if committed+want <= budget {
 		return nil
 	}
-	return checkResourcesOn(probeHost(), r, stateDir)
+	what := fmt.Sprintf("a disk image of %d MiB (Resources.DiskMB)", want)
+	if r.DiskMB == 0 {
+		what = fmt.Sprintf("even the smallest default disk image (%d MiB)", want)
+	}
+	how := "Options.DiskBudgetMB"
+	if budgetMB == 0 {
+		how = fmt.Sprintf("the default: the space free on the state dir's file system plus what its images take, less a reserve of 5%% of it, at least %d MiB", diskReserveMB)
+	}
+	return fmt.Errorf("%w: %s does not fit: the state dir's sandboxes' disk images already take %d MiB (at their full sizes) of its disk budget of %d MiB (%s); remove sandboxes, ask for a smaller Resources.DiskMB, or raise Options.DiskBudgetMB", ErrDiskBudget, what, committed, budget, how)
 }
 
 // checkResourcesOn is checkResources on a host offering h.
@@ -115,7 +195,10 @@ func checkResourcesOn(h hostLimits, r Resources, stateDir string) error {
 // disk is the size of its image in MiB: that of the image it has, or, for
 // a new sandbox (newSandbox), 0 to plan one; a sandbox made without one
 // keeps its folders and has no disk limit.
-func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandbox bool) limits {
+//
+// left is what is left of the state dir's disk budget, in MiB (diskLeft;
+// negative: unknown): a default DiskMB shrinks to fit it.
+func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandbox bool, left int64) limits {
 	var l limits
 	var why []string
 	if h.cgroups.have != 0 {
@@ -124,7 +207,7 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 	if h.cgroups.have&limitCPU != 0 {
 		l.CPU = r.CPU
 		if l.CPU == 0 {
-			l.CPU = float64(h.cores)
+			l.CPU = defaultCPU(h.cores)
 		}
 	}
 	if h.cgroups.have&limitMemory != 0 {
@@ -158,10 +241,18 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 			break
 		}
 		l.DiskMB = defaultDiskMB(free)
+		for left >= 0 && l.DiskMB > left && l.DiskMB > MinDiskMB {
+			l.DiskMB /= 2
+		}
 	}
 	l.Why = strings.Join(why, "; ")
 	return l
 }
+
+// defaultCPU returns the default CPU on a host of cores cores: all but
+// one, at least one. A sandbox alone, busy on every thread, leaves a core
+// to the host (the engine, serve, sshd, the other sandboxes' inits).
+func defaultCPU(cores int) float64 { return float64(max(1, cores-1)) }
 
 // defaultDiskMB returns the default DiskMB on a file system with free MiB
 // free: a quarter of it, rounded down to a power of two (so that a few

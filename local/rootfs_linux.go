@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -44,6 +43,26 @@ type rootfs struct {
 
 // at returns the path of p (a path inside the sandbox) under newRoot.
 func (r *rootfs) at(p string) string { return filepath.Join(newRoot, p) }
+
+// mkdirIn makes the folder p (a path inside the sandbox) and its parents
+// in the new root, resolved inside it: a link of an image's root (or of
+// what a sandbox left in its writable root) leads nowhere outside, even
+// before pivot_root, while the host's folders are still in view. It
+// returns an O_PATH descriptor of the folder and whether it made it.
+func (r *rootfs) mkdirIn(p string) (int, bool, error) {
+	root, err := unix.Open(newRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, false, err
+	}
+	defer unix.Close(root)
+	return mkdirAllInRoot(root, p, 0o755, -1, -1)
+}
+
+// mountedAt returns the path of the folder fd, a mount point: what
+// mountinfo lists (remountReadOnly).
+func mountedAt(fd int) (string, error) {
+	return os.Readlink(fdPath(fd))
+}
 
 // makePrivate stops mount events propagating to and from the host.
 func (r *rootfs) makePrivate() error {
@@ -81,10 +100,12 @@ func (r *rootfs) mountRoot() error {
 			return err
 		}
 		// The image's /run is the sandbox's, fresh at each start.
-		if err := os.MkdirAll(r.at("run"), 0o755); err != nil {
+		run, _, err := r.mkdirIn("run")
+		if err != nil {
 			return err
 		}
-		return unix.Mount("agentbox-run", r.at("run"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m")
+		defer unix.Close(run)
+		return unix.Mount("agentbox-run", fdPath(run), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m")
 	}
 	return unix.Mount("agentbox-root", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m")
 }
@@ -169,20 +190,29 @@ func (r *rootfs) nameUser() error {
 
 // mountProc mounts a /proc of the sandbox's pid namespace.
 func (r *rootfs) mountProc() error {
-	if err := mkdirNew(r.at("proc"), 0o555); err != nil {
+	fd, _, err := r.mkdirIn("proc")
+	if err != nil {
 		return err
 	}
-	return unix.Mount("proc", r.at("proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	defer unix.Close(fd)
+	return unix.Mount("proc", fdPath(fd), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
 // makeDev makes a minimal /dev: a few host nodes bound in, symlinks, a
 // private devpts and /dev/shm.
 func (r *rootfs) makeDev() error {
-	dev := r.at("dev")
-	if err := mkdirNew(dev, 0o755); err != nil {
+	// Made inside the root (an image's /dev may be a link), then named by
+	// the path it resolved to, which holds no link.
+	fd, _, err := r.mkdirIn("dev")
+	if err != nil {
 		return err
 	}
-	if err := unix.Mount("agentbox-dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+	defer unix.Close(fd)
+	dev, err := mountedAt(fd)
+	if err != nil {
+		return err
+	}
+	if err := unix.Mount("agentbox-dev", fdPath(fd), "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return fmt.Errorf("mount tmpfs: %w", err)
 	}
 	for _, n := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
@@ -248,20 +278,24 @@ func (r *rootfs) bindState() error {
 // bindStateFolder mounts the source fd of b at its target and closes fd.
 func (r *rootfs) bindStateFolder(b bindSpec, fd int) error {
 	defer unix.Close(fd)
-	t := r.at(b.Target)
-	if err := os.MkdirAll(t, 0o755); err != nil {
+	at, _, err := r.mkdirIn(b.Target)
+	if err != nil {
 		return fmt.Errorf("create mount point %s: %w", b.Target, err)
 	}
-	var err error
+	defer unix.Close(at)
 	if b.FD >= 0 {
-		err = unix.MoveMount(fd, "", unix.AT_FDCWD, t, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		err = unix.MoveMount(fd, "", at, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 	} else {
-		err = unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), t, "", unix.MS_BIND, "")
+		err = unix.Mount(fdPath(fd), fdPath(at), "", unix.MS_BIND, "")
 	}
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", b.Target, err)
 	}
 	if b.ReadOnly {
+		t, err := mountedAt(at)
+		if err != nil {
+			return fmt.Errorf("bind %s: %w", b.Target, err)
+		}
 		r.readOnly = append(r.readOnly, t)
 	}
 	return nil
@@ -271,26 +305,34 @@ func (r *rootfs) bindStateFolder(b bindSpec, fd int) error {
 // /tmp) and /run, where the state folders do not provide them.
 func (r *rootfs) makeFolders() error {
 	for _, d := range []string{r.cfg.home(), r.cfg.WorkingDirectory} {
-		_, err := os.Lstat(r.at(d))
-		made := errors.Is(err, fs.ErrNotExist)
-		if err := os.MkdirAll(r.at(d), 0o755); err != nil {
+		fd, made, err := r.mkdirIn(d)
+		if err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 		// A working directory an image lacks is its user's, as Docker
 		// makes it.
 		if u := r.cfg.RunAs; made && u != nil && d == r.cfg.WorkingDirectory {
-			if err := os.Lchown(r.at(d), u.UID, u.GID); err != nil {
-				return fmt.Errorf("create %s: %w", d, err)
-			}
+			err = unix.Fchownat(fd, "", u.UID, u.GID, unix.AT_EMPTY_PATH)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	if err := os.MkdirAll(r.at("var"), 0o755); err != nil {
+	v, _, err := r.mkdirIn("var")
+	if err != nil {
 		return err
 	}
-	if err := os.Symlink("../tmp", r.at("var/tmp")); err != nil && !(r.image() && errors.Is(err, fs.ErrExist)) {
+	err = unix.Symlinkat("../tmp", v, "tmp")
+	unix.Close(v)
+	if err != nil && !(r.image() && errors.Is(err, fs.ErrExist)) {
 		return err
 	}
-	return os.MkdirAll(r.at("run"), 0o755)
+	run, _, err := r.mkdirIn("run")
+	if err == nil {
+		unix.Close(run)
+	}
+	return err
 }
 
 // mkdirNew makes the folder dir, or finds it made (in an image).
@@ -369,18 +411,43 @@ func (r *rootfs) imageResolvConf() error {
 		}
 		content = b
 	}
-	src := r.at("run/resolv.conf")
-	if err := os.WriteFile(src, content, 0o644); err != nil {
+	// Both files are reached inside the root (mkdirIn), the image's
+	// /etc/resolv.conf made a plain file of the root, never followed.
+	run, _, err := r.mkdirIn("run")
+	if err != nil {
 		return err
 	}
-	dst := r.at("etc/resolv.conf")
-	if fi, err := os.Lstat(dst); err != nil || !fi.Mode().IsRegular() {
-		_ = os.Remove(dst)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
+	defer unix.Close(run)
+	src, err := unix.Openat(run, "resolv.conf", unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write /run/resolv.conf: %w", err)
 	}
-	return bindFile(src, dst, 0o644)
+	f := os.NewFile(uintptr(src), "resolv.conf")
+	defer f.Close()
+	if _, err := f.Write(content); err != nil {
+		return fmt.Errorf("write /run/resolv.conf: %w", err)
+	}
+	etc, _, err := r.mkdirIn("etc")
+	if err != nil {
+		return err
+	}
+	defer unix.Close(etc)
+	var st unix.Stat_t
+	if err := unix.Fstatat(etc, "resolv.conf", &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		_ = unix.Unlinkat(etc, "resolv.conf", 0)
+	}
+	dst, err := unix.Openat(etc, "resolv.conf", unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create /etc/resolv.conf: %w", err)
+	}
+	defer unix.Close(dst)
+	if err := unix.Fstat(dst, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("the image's /etc/resolv.conf is not a regular file: make it one, or remove it")
+	}
+	if err := unix.Mount(fdPath(src), fdPath(dst), "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind /etc/resolv.conf: %w", err)
+	}
+	return nil
 }
 
 // remountReadOnly makes every mount at or under the read-only targets

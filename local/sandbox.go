@@ -76,7 +76,7 @@ func New(opts Options) (*Sandbox, error) {
 	// Limits asked for a new sandbox must be within this host's means; an
 	// existing sandbox's are its own (checkConfig).
 	if _, err := os.Stat(filepath.Join(sandboxDir(o.StateDir, o.ID), metaFile)); errors.Is(err, fs.ErrNotExist) {
-		if err := checkResources(o.Config.Resources, o.StateDir); err != nil {
+		if err := checkResources(o.Config.Resources, o.StateDir, o.DiskBudgetMB); err != nil {
 			return nil, err
 		}
 	}

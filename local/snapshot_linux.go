@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -174,18 +173,28 @@ func copyShifted(src, dst string, ids *idRange) error {
 	})
 }
 
-// copyFile copies the regular file src to the new file dst.
+// copyFile copies the regular file src to the new file dst, holes kept
+// (copyData): a sparse file of the sandbox costs the layer only what it
+// holds. src is opened without following a link or waiting on a FIFO,
+// and must still be a regular file.
 func copyFile(src, dst string) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("copy %s: not a regular file any more", src)
+	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if err := copyData(out, in, fi.Size()); err != nil {
 		out.Close()
 		return err
 	}

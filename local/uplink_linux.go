@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/lockfile"
@@ -420,4 +421,59 @@ func retryDump[T any](f func() (T, error)) (T, error) {
 			return v, err
 		}
 	}
+}
+
+// hostNets returns the networks the uplink sits on: the prefix of each
+// of its addresses and each route of scope link (directly reachable),
+// but those of loopback, of the sandboxes' links and link-local ones
+// (refused in any mode). A sandbox of the public mode reaches none of
+// them: a public /24 or an IPv6 /64 the host shares with other machines
+// is as much the host's network as a private one.
+func (u *uplink) hostNets() ([]netip.Prefix, error) {
+	links, err := retryDump(u.nl.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox network: list the host's links: %w", err)
+	}
+	skip := map[int]bool{}
+	for _, l := range links {
+		a := l.Attrs()
+		if strings.HasPrefix(a.Name, linkPrefix) || a.Flags&net.FlagLoopback != 0 {
+			skip[a.Index] = true
+		}
+	}
+	var out []netip.Prefix
+	keep := func(ipn *net.IPNet) {
+		if ipn == nil {
+			return
+		}
+		a, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			return
+		}
+		bits, _ := ipn.Mask.Size()
+		p, err := a.Unmap().Prefix(bits)
+		if err != nil || p.Bits() == 0 || neverReachable(p) != "" || slices.Contains(out, p) {
+			return
+		}
+		out = append(out, p)
+	}
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return u.nl.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, fmt.Errorf("sandbox network: list the host's addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if !skip[a.LinkIndex] {
+			keep(a.IPNet)
+		}
+	}
+	routes, err := retryDump(func() ([]netlink.Route, error) { return u.nl.RouteList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return nil, fmt.Errorf("sandbox network: list the host's routes: %w", err)
+	}
+	for _, r := range routes {
+		if r.Scope == netlink.SCOPE_LINK && r.Gw == nil && !skip[r.LinkIndex] {
+			keep(r.Dst)
+		}
+	}
+	return out, nil
 }
