@@ -168,7 +168,7 @@ func TestPlanLimits(t *testing.T) {
 }
 
 func TestDefaultDiskMB(t *testing.T) {
-	for free, want := range map[int64]int64{0: 64, 300: 64, 1000: 128, 20000: 4096, 1 << 20: 16384} {
+	for free, want := range map[int64]int64{0: 64, 300: 64, 1000: 128, 20000: 4096, 1 << 20: 4096} {
 		if got := defaultDiskMB(free); got != want {
 			t.Errorf("defaultDiskMB(%d) = %d, want %d", free, got, want)
 		}

@@ -59,8 +59,10 @@ type Resources struct {
 	// takes only the space its files use, and its size is fixed when the
 	// sandbox is created. Default: a quarter of the space free on the state
 	// dir's file system at creation (so that one sandbox cannot fill it),
-	// rounded down to a power of two, at most 16 GiB. At least 64 MiB, at
-	// most that free space.
+	// rounded down to a power of two, at most 4 GiB (Daytona's default is
+	// 3 GiB), halved while it does not fit what is left of the state dir's
+	// disk budget ([Options.DiskBudgetMB]), which counts every image at its
+	// full size. At least 64 MiB, at most that free space.
 	DiskMB int64 `json:"diskMB,omitempty"`
 	// PIDs is the number of processes and threads the sandbox's commands
 	// may have at once; a fork beyond it fails (EAGAIN). The init's own
@@ -79,8 +81,10 @@ const (
 	// MinCPU is the smallest CPU: the kernel's smallest quota, 1 ms per
 	// 100 ms period.
 	MinCPU = 0.01
-	// maxDefaultDiskMB caps the default DiskMB.
-	maxDefaultDiskMB = 16 << 10
+	// maxDefaultDiskMB caps the default DiskMB. The disk budget counts
+	// images at their full sizes, so the default decides how many default
+	// sandboxes a host holds: 4 GiB lets 50 of them share 200 GiB.
+	maxDefaultDiskMB = 4 << 10
 	// initMemoryMB and initPIDs are what the init may use besides the
 	// commands' MemoryMB and PIDs: the init waits for each running command
 	// on a thread of its own, so it gets PIDs more threads, and a few.
