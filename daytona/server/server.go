@@ -304,9 +304,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.knobs != nil {
-		var goOn bool
-		if w, goOn = s.applyKnobs(w, r); !goOn {
-			return
+		// Knobs act on authenticated requests only: a request without
+		// a valid key is neither delayed, nor counted, nor faulted, and
+		// cannot stop or delete anything.
+		if org, ok := s.requestOrg(r); ok {
+			var goOn bool
+			if w, goOn = s.applyKnobs(w, r, org); !goOn {
+				return
+			}
 		}
 	}
 	if isPreview {
