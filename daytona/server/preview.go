@@ -41,6 +41,20 @@ type signedPreview struct {
 	expires time.Time
 }
 
+// sweepSigned forgets the signed preview tokens that have expired, and
+// those of sandboxes that are gone, so that the table holds live ones
+// only (the reconciler calls it every tick).
+func (s *Server) sweepSigned() {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for token, sp := range s.signed {
+		if !now.Before(sp.expires) || s.byID[sp.id] == nil {
+			delete(s.signed, token)
+		}
+	}
+}
+
 // newToken returns a random token for preview URLs: lower-case letters and
 // digits, valid in a DNS label.
 func newToken() string {

@@ -872,3 +872,33 @@ func TestVolumes(t *testing.T) {
 		t.Fatalf("engine removed the volume %d times", n)
 	}
 }
+
+// Signed preview tokens are forgotten once they expire: the reconciler
+// sweeps the table, so tokens nobody uses again do not pile up.
+func TestSignedPreviewSwept(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h := newHarness(t, newFakeEngine(t), harnessOptions{now: clock.Now})
+	sb := h.create(map[string]any{"name": "web"})
+	h.waitState(sb.ID, stateStarted)
+	var short, long signedPortPreviewURL
+	h.call("GET", "/sandbox/web/ports/8080/signed-preview-url?expiresInSeconds=30", nil, &short)
+	h.call("GET", "/sandbox/web/ports/8080/signed-preview-url?expiresInSeconds=3600", nil, &long)
+	has := func(token string) bool {
+		h.s.mu.Lock()
+		defer h.s.mu.Unlock()
+		_, ok := h.s.signed[token]
+		return ok
+	}
+	if !has(short.Token) || !has(long.Token) {
+		t.Fatal("signed tokens not in the table")
+	}
+	clock.advance(31 * time.Second)
+	for deadline := time.Now().Add(10 * time.Second); has(short.Token); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an expired signed token is still in the table after 10 s of sweeps")
+		}
+	}
+	if !has(long.Token) {
+		t.Fatal("a live signed token was swept")
+	}
+}
