@@ -903,3 +903,32 @@ func TestSignedPreviewSwept(t *testing.T) {
 		t.Fatal("a live signed token was swept")
 	}
 }
+
+// A sandbox has at most maxSignedPerSandbox live signed preview URLs: the
+// next is 429 until one is expired; another sandbox is not affected.
+func TestSignedPreviewCap(t *testing.T) {
+	h := newHarness(t, newFakeEngine(t), harnessOptions{badRequests: true})
+	for _, name := range []string{"one", "two"} {
+		h.waitState(h.create(map[string]any{"name": name}).ID, stateStarted)
+	}
+	var first, sp signedPortPreviewURL
+	for i := range maxSignedPerSandbox {
+		if st := h.call("GET", "/sandbox/one/ports/8080/signed-preview-url?expiresInSeconds=3600", nil, &sp); st != http.StatusOK {
+			t.Fatalf("signed URL %d: %d", i+1, st)
+		}
+		if i == 0 {
+			first = sp
+		}
+	}
+	var e apiError
+	if st := h.call("GET", "/sandbox/one/ports/8080/signed-preview-url", nil, &e); st != http.StatusTooManyRequests || !strings.Contains(e.Message, "expire") {
+		t.Fatalf("signed URL past the cap: %d %+v, want 429", st, e)
+	}
+	if st := h.call("GET", "/sandbox/two/ports/8080/signed-preview-url", nil, &sp); st != http.StatusOK {
+		t.Fatalf("another sandbox's signed URL: %d", st)
+	}
+	h.call("POST", "/sandbox/one/ports/8080/signed-preview-url/"+first.Token+"/expire", nil, nil)
+	if st := h.call("GET", "/sandbox/one/ports/8080/signed-preview-url", nil, &sp); st != http.StatusOK {
+		t.Fatalf("a signed URL once one was expired: %d", st)
+	}
+}
