@@ -67,7 +67,8 @@ func (localEngine) UnpublishPort(ctx context.Context, stateDir, id string, hostP
 // over the local engine.
 func newServer(o cli.ServerOptions) (cli.Server, error) {
 	return server.New(server.Options{StateDir: o.StateDir, APIKeys: o.APIKeys, Logf: o.Logf, PoolSize: o.Pool,
-		PublishedImages: o.PublishedImages, AllowRegistries: o.AllowRegistries, BuildTimeout: o.BuildTimeout})
+		PublishedImages: o.PublishedImages, AllowRegistries: o.AllowRegistries, BuildTimeout: o.BuildTimeout,
+		MaxSandboxesPerOrg: o.MaxSandboxesPerOrg})
 }
 
 // serverKeys are the API keys of agentbox serve's records.

@@ -60,6 +60,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error, log func(stri
 		}
 		e = &httpError{Status: http.StatusInternalServerError, Message: "Internal server error"}
 	}
+	if e.Status == http.StatusUnauthorized {
+		stopReading(w)
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(e.Status)
 	_ = json.NewEncoder(w).Encode(errorBody{
@@ -69,6 +72,18 @@ func writeError(w http.ResponseWriter, r *http.Request, err error, log func(stri
 		Path:       r.URL.Path,
 		Timestamp:  time.Now().UTC().Format(timeLayout),
 	})
+}
+
+// stopReading makes the connection of w, whose request had no valid key,
+// read nothing more: its answer is written and the connection closed,
+// so that a client without a key cannot hold it open by trickling a
+// body that the HTTP server would otherwise wait for (it discards an
+// unread body before the next request, with no deadline of its own).
+func stopReading(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	// A writer that cannot (an HTTP/2 stream of a test) keeps its
+	// server's own limits.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // writeJSON answers with v as JSON and status 200.

@@ -53,6 +53,13 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Before a build the create may start; addRecord checks again.
+	s.mu.Lock()
+	err = s.checkSandboxQuota(rec.org)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	sp.volumes, err = s.resolveVolumes(rec.org, rec.volumes)
 	s.mu.Unlock()
@@ -78,6 +85,24 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// checkSandboxQuota returns a 403 error when organization org has as
+// many sandboxes as its quota allows. Called with s.mu held.
+func (s *Server) checkSandboxQuota(org string) error {
+	if s.maxSandboxes == 0 {
+		return nil
+	}
+	n := 0
+	for _, rec := range s.byID {
+		if rec.org == org {
+			n++
+		}
+	}
+	if n >= s.maxSandboxes {
+		return errorf(http.StatusForbidden, "Sandbox quota exceeded: organization %s has %d sandboxes, the most this server allows (agentbox serve --max-sandboxes-per-org, now %d): delete some first, or ask the operator to raise the quota", org, n, s.maxSandboxes)
+	}
+	return nil
+}
+
 // addRecord adds rec, a new sandbox, to the server and starts its
 // creation with start. It returns the answer to the create and the
 // record's write to wait for before answering.
@@ -86,6 +111,9 @@ func (s *Server) addRecord(rec *record, start func(context.Context) (sizes, erro
 	defer s.mu.Unlock()
 	if s.byName[nameKey(rec.org, rec.name)] != nil || s.byID[rec.name] != nil {
 		return sandboxDTO{}, nil, errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
+	}
+	if err := s.checkSandboxQuota(rec.org); err != nil {
+		return sandboxDTO{}, nil, err
 	}
 	for _, v := range rec.volumes {
 		if vr := s.volumes[v.VolumeID]; vr == nil || vr.deleting {

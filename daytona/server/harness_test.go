@@ -45,6 +45,8 @@ type harnessOptions struct {
 	published []string
 	// buildTimeout is the server's Options.BuildTimeout.
 	buildTimeout time.Duration
+	// maxSandboxes is the server's Options.MaxSandboxesPerOrg.
+	maxSandboxes int
 	// connectWithin, when set, is the server's deadline of an event
 	// stream's CONNECT.
 	connectWithin time.Duration
@@ -66,7 +68,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 			}
 		}
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout}, eng, 5*time.Millisecond, o.now)
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout, MaxSandboxesPerOrg: o.maxSandboxes}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,9 +245,18 @@ func (s *Server) daytonaToolbox(r *http.Request) bool {
 // applyKnobs runs the test knobs on r before it is handled: it counts it,
 // delays it, and injects the fault that matches it. It returns the
 // writer to handle r with, and false when the fault answered r already.
-func (s *Server) applyKnobs(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+//
+// They run after authentication: org is the organization of r's key. The
+// X-Agentbox-Test-* headers are the operator's: a request of another
+// organization (a tenant's key) carrying one is refused with 403, and a
+// sandbox named in r's path is looked up in org only.
+func (s *Server) applyKnobs(w http.ResponseWriter, r *http.Request, org string) (http.ResponseWriter, bool) {
 	k := s.knobs
-	id, route := s.requestRoute(r)
+	if k.Headers && org != s.org && hasTestHeader(r) {
+		writeError(w, r, errorf(http.StatusForbidden, "the test headers X-Agentbox-Test-* are for keys of the server's organization %s only, and this key is of organization %s: send the request without them", s.org, org), nil)
+		return w, false
+	}
+	id, route := s.requestRoute(r, org)
 	if k.CountRequests {
 		k.mu.Lock()
 		if k.counts[id] == nil {
@@ -369,10 +378,20 @@ func (s *Server) behindBack(ctx context.Context, id string, remove bool) error {
 	return nil
 }
 
-// requestRoute returns the id of the sandbox r names ("" for none) and
-// r's route: its method and path with that sandbox's id or name written
-// {id}.
-func (s *Server) requestRoute(r *http.Request) (string, string) {
+// hasTestHeader reports whether r carries one of the test knobs' headers.
+func hasTestHeader(r *http.Request) bool {
+	for _, h := range []string{HeaderTestLatency, HeaderTestFault, HeaderTestToolbox} {
+		if _, ok := r.Header[h]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// requestRoute returns the id of the sandbox of organization org that r
+// names ("" for none) and r's route: its method and path with that
+// sandbox's id or name written {id}.
+func (s *Server) requestRoute(r *http.Request, org string) (string, string) {
 	path := r.URL.Path
 	var key string
 	var at int // index of the key's segment
@@ -386,11 +405,12 @@ func (s *Server) requestRoute(r *http.Request) (string, string) {
 		return "", r.Method + " " + path
 	}
 	s.mu.Lock()
-	id := key
-	if s.byID[key] == nil {
-		// A name, of whichever organization: the counts are for tests.
+	id := key // no sandbox has that id: counted under it
+	if rec := s.byID[key]; rec != nil && rec.org != org {
+		id = "" // another organization's: not the caller's to fault
+	} else if rec == nil {
 		for _, rec := range s.byID {
-			if rec.name == key {
+			if rec.name == key && rec.org == org {
 				id = rec.id
 				break
 			}

@@ -233,3 +233,72 @@ func TestKnobsWebSocketDropAndDaytonaToolbox(t *testing.T) {
 		t.Fatalf("after the first message: %q, %v; want the connection dropped", msg, err)
 	}
 }
+
+// rawStatus sends method path (absolute, under h.url) with key ("": none)
+// and headers hdr, and returns the status.
+func (h *harness) rawStatus(key, method, path string, hdr map[string]string) int {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.url+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// Knobs act after authentication: a request without a valid key is not
+// faulted, delayed or counted and cannot delete a sandbox; a tenant's key
+// may not use the test headers (403); and the server's own faults resolve
+// the sandbox of a path in the caller's organization only.
+func TestKnobsAfterAuth(t *testing.T) {
+	dir := t.TempDir()
+	tenant := newOrgKey(t, dir, "b", "team-b")
+	h := newHarness(t, newFakeEngine(t), harnessOptions{stateDir: dir, badRequests: true, knobs: &Knobs{Headers: true, CountRequests: true}})
+	sb := startedSandbox(h, nil)
+	h.s.ResetRequestCounts()
+	for _, fault := range []string{"500", "delete", "reset"} {
+		if st := h.rawStatus("", "GET", "/api/sandbox/"+sb.ID, map[string]string{HeaderTestFault: fault}); st != http.StatusUnauthorized {
+			t.Fatalf("fault %s without a key: %d, want 401", fault, st)
+		}
+		if st := h.rawStatus("wrong-key", "GET", "/toolbox/"+sb.ID+"/version", map[string]string{HeaderTestFault: fault}); st != http.StatusUnauthorized {
+			t.Fatalf("fault %s with a wrong key on the toolbox: %d, want 401", fault, st)
+		}
+	}
+	if c := h.s.RequestCounts(sb.ID); c.Total() != 0 {
+		t.Fatalf("requests without a valid key counted: %v", c)
+	}
+	for _, hdr := range []map[string]string{{HeaderTestFault: "delete"}, {HeaderTestLatency: "1ms"}, {HeaderTestToolbox: "daytona"}} {
+		if st := h.rawStatus(tenant, "GET", "/api/sandbox/"+sb.ID, hdr); st != http.StatusForbidden {
+			t.Fatalf("a tenant's request with %v: %d, want 403", hdr, st)
+		}
+	}
+	if err := h.s.InjectFault(Fault{Kind: FaultDelete, Path: "/api/sandbox/"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{sb.ID, sb.Name} {
+		if st := h.rawStatus(tenant, "GET", "/api/sandbox/"+key, nil); st != http.StatusNotFound {
+			t.Fatalf("a tenant's GET of another organization's sandbox %s: %d, want 404", key, st)
+		}
+	}
+	h.s.mu.Lock()
+	alive := h.s.byID[sb.ID] != nil
+	h.s.mu.Unlock()
+	if !alive {
+		t.Fatal("the operator's sandbox was deleted by a knob on requests of another organization or without a key")
+	}
+	// The operator's own request is still faulted.
+	if st := h.rawStatus(testKey, "GET", "/api/sandbox/"+sb.ID, nil); st != http.StatusNotFound {
+		t.Fatalf("the operator's request with the delete fault: %d, want 404", st)
+	}
+}

@@ -262,6 +262,7 @@ func (s *Server) reconcileLoop() {
 		case <-s.timers.Done():
 			return
 		case <-t.C:
+			s.sweepSigned()
 			s.mu.Lock()
 			recs := make([]*record, 0, len(s.byID))
 			for _, rec := range s.byID {

@@ -189,7 +189,7 @@ func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 			}
 		})
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: dir}, eng, defaultReconcileInterval, time.Now)
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: dir, MaxSandboxesPerOrg: 10 * loadSandboxes}, eng, defaultReconcileInterval, time.Now)
 	if err != nil {
 		tb.Fatal(err)
 	}

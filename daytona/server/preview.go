@@ -34,11 +34,29 @@ const (
 // request does not say.
 const defaultSignedExpiry = 60 * time.Second
 
+// maxSignedPerSandbox is how many live signed preview URLs one sandbox
+// may have: each is kept in memory until it expires (at most a day).
+const maxSignedPerSandbox = 100
+
 // signedPreview is what a signed preview URL's token stands for.
 type signedPreview struct {
 	id      string
 	port    int
 	expires time.Time
+}
+
+// sweepSigned forgets the signed preview tokens that have expired, and
+// those of sandboxes that are gone, so that the table holds live ones
+// only (the reconciler calls it every tick).
+func (s *Server) sweepSigned() {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for token, sp := range s.signed {
+		if !now.Before(sp.expires) || s.byID[sp.id] == nil {
+			delete(s.signed, token)
+		}
+	}
 }
 
 // newToken returns a random token for preview URLs: lower-case letters and
@@ -122,6 +140,15 @@ func (s *Server) getSignedPreviewURL(w http.ResponseWriter, r *http.Request) err
 		expiry = time.Duration(n) * time.Second
 	}
 	return s.withSandbox(func(r *http.Request, rec *record) (any, error) {
+		now, live := s.now(), 0
+		for _, sp := range s.signed {
+			if sp.id == rec.id && now.Before(sp.expires) {
+				live++
+			}
+		}
+		if live >= maxSignedPerSandbox {
+			return nil, errorf(http.StatusTooManyRequests, "sandbox %s has %d live signed preview URLs, the most this server keeps: expire some (POST .../signed-preview-url/{token}/expire) or wait for them to expire", rec.id, live)
+		}
 		token := newToken()
 		s.signed[token] = signedPreview{id: rec.id, port: port, expires: s.now().Add(expiry)}
 		return signedPortPreviewURL{SandboxID: rec.id, Port: port, Token: token, URL: s.previewURL(r, port, token)}, nil

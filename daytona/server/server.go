@@ -81,7 +81,15 @@ type Options struct {
 	// MaxBuilds is how many builds run at once, of all organizations
 	// (each organization runs one at a time). Default: 4.
 	MaxBuilds int
+	// MaxSandboxesPerOrg is how many sandboxes (of any state) one
+	// organization may have; a create past it is 403. Default:
+	// DefaultMaxSandboxesPerOrg; negative: no limit.
+	MaxSandboxesPerOrg int
 }
+
+// DefaultMaxSandboxesPerOrg is an organization's quota of sandboxes when
+// Options.MaxSandboxesPerOrg is 0.
+const DefaultMaxSandboxesPerOrg = 64
 
 // DefaultBuildTimeout is how long a build may take when
 // Options.BuildTimeout is 0.
@@ -146,6 +154,8 @@ type Server struct {
 	// each build.
 	pol          imagePolicy
 	buildTimeout time.Duration
+	// maxSandboxes is an organization's quota of sandboxes (0: none).
+	maxSandboxes int
 	// cop is the cross-origin protection of state-changing requests.
 	cop *http.CrossOriginProtection
 
@@ -219,6 +229,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	}
 	s.pol = imagePolicy{published: slices.Clone(opts.PublishedImages), allowRegistries: slices.Clone(opts.AllowRegistries), logf: s.logf}
 	s.buildTimeout = cmp.Or(opts.BuildTimeout, DefaultBuildTimeout)
+	s.maxSandboxes = max(cmp.Or(opts.MaxSandboxesPerOrg, DefaultMaxSandboxesPerOrg), 0)
 	s.cop = http.NewCrossOriginProtection()
 	s.snapshots.maxBuilds = opts.MaxBuilds
 	kn, err := newKnobs(opts.Knobs)
@@ -304,9 +315,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.knobs != nil {
-		var goOn bool
-		if w, goOn = s.applyKnobs(w, r); !goOn {
-			return
+		// Knobs act on authenticated requests only: a request without
+		// a valid key is neither delayed, nor counted, nor faulted, and
+		// cannot stop or delete anything.
+		if org, ok := s.requestOrg(r); ok {
+			var goOn bool
+			if w, goOn = s.applyKnobs(w, r, org); !goOn {
+				return
+			}
 		}
 	}
 	if isPreview {

@@ -767,7 +767,8 @@ func TestPreview(t *testing.T) {
 		t.Fatalf("signed preview on another port: %d", st)
 	}
 	clock.advance(31 * time.Second)
-	if st, _ := fetch(signed.URL, "/s", nil); st != http.StatusUnauthorized {
+	// 401 until the reconciler sweeps the token, then 404 (unknown).
+	if st, _ := fetch(signed.URL, "/s", nil); st != http.StatusUnauthorized && st != http.StatusNotFound {
 		t.Fatalf("expired signed preview: %d", st)
 	}
 	h.call("GET", "/sandbox/web/ports/8080/signed-preview-url", nil, &signed)
@@ -870,5 +871,64 @@ func TestVolumes(t *testing.T) {
 	}
 	if n := eng.called("removeVolume " + vol.ID); n != 1 {
 		t.Fatalf("engine removed the volume %d times", n)
+	}
+}
+
+// Signed preview tokens are forgotten once they expire: the reconciler
+// sweeps the table, so tokens nobody uses again do not pile up.
+func TestSignedPreviewSwept(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	h := newHarness(t, newFakeEngine(t), harnessOptions{now: clock.Now})
+	sb := h.create(map[string]any{"name": "web"})
+	h.waitState(sb.ID, stateStarted)
+	var short, long signedPortPreviewURL
+	h.call("GET", "/sandbox/web/ports/8080/signed-preview-url?expiresInSeconds=30", nil, &short)
+	h.call("GET", "/sandbox/web/ports/8080/signed-preview-url?expiresInSeconds=3600", nil, &long)
+	has := func(token string) bool {
+		h.s.mu.Lock()
+		defer h.s.mu.Unlock()
+		_, ok := h.s.signed[token]
+		return ok
+	}
+	if !has(short.Token) || !has(long.Token) {
+		t.Fatal("signed tokens not in the table")
+	}
+	clock.advance(31 * time.Second)
+	for deadline := time.Now().Add(10 * time.Second); has(short.Token); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an expired signed token is still in the table after 10 s of sweeps")
+		}
+	}
+	if !has(long.Token) {
+		t.Fatal("a live signed token was swept")
+	}
+}
+
+// A sandbox has at most maxSignedPerSandbox live signed preview URLs: the
+// next is 429 until one is expired; another sandbox is not affected.
+func TestSignedPreviewCap(t *testing.T) {
+	h := newHarness(t, newFakeEngine(t), harnessOptions{badRequests: true})
+	for _, name := range []string{"one", "two"} {
+		h.waitState(h.create(map[string]any{"name": name}).ID, stateStarted)
+	}
+	var first, sp signedPortPreviewURL
+	for i := range maxSignedPerSandbox {
+		if st := h.call("GET", "/sandbox/one/ports/8080/signed-preview-url?expiresInSeconds=3600", nil, &sp); st != http.StatusOK {
+			t.Fatalf("signed URL %d: %d", i+1, st)
+		}
+		if i == 0 {
+			first = sp
+		}
+	}
+	var e apiError
+	if st := h.call("GET", "/sandbox/one/ports/8080/signed-preview-url", nil, &e); st != http.StatusTooManyRequests || !strings.Contains(e.Message, "expire") {
+		t.Fatalf("signed URL past the cap: %d %+v, want 429", st, e)
+	}
+	if st := h.call("GET", "/sandbox/two/ports/8080/signed-preview-url", nil, &sp); st != http.StatusOK {
+		t.Fatalf("another sandbox's signed URL: %d", st)
+	}
+	h.call("POST", "/sandbox/one/ports/8080/signed-preview-url/"+first.Token+"/expire", nil, nil)
+	if st := h.call("GET", "/sandbox/one/ports/8080/signed-preview-url", nil, &sp); st != http.StatusOK {
+		t.Fatalf("a signed URL once one was expired: %d", st)
 	}
 }

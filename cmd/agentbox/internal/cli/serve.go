@@ -36,6 +36,10 @@ type ServerOptions struct {
 	// BuildTimeout bounds each build (--build-timeout; 0: the server's
 	// default).
 	BuildTimeout time.Duration
+	// MaxSandboxesPerOrg is each organization's quota of sandboxes
+	// (--max-sandboxes-per-org; 0: the server's default, 64; negative:
+	// no limit).
+	MaxSandboxesPerOrg int
 }
 
 // Server is the server of `agentbox serve`: Daytona's control plane.
@@ -98,7 +102,9 @@ COPY --from name registry references (pulled anonymously, from public
 addresses only unless --allow-registry allows a registry) or the
 organization's snapshots; never a path of this host, and never the local
 store's own images unless published with --publish-image NAME. Builds run one
-per organization at a time, each for --build-timeout at most.
+per organization at a time, each for --build-timeout at most. Each
+organization may have --max-sandboxes-per-org sandboxes (default 64); a create
+past it is refused (403) until some are deleted.
 
 With --pool N (as root) serve keeps N sandbox inits started ahead of time,
 each in namespaces of its own with its network link made: a new sandbox
@@ -146,6 +152,7 @@ It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 	f.StringArrayVar(&opts.PublishedImages, "publish-image", nil, "let every organization use the local store's image `NAME` (repeatable)")
 	f.StringArrayVar(&opts.AllowRegistries, "allow-registry", nil, "let builds pull from the registry `HOST:PORT` although it is on a loopback or private address (repeatable)")
 	f.DurationVar(&opts.BuildTimeout, "build-timeout", 0, "end each build after `DURATION` (default 30m)")
+	f.IntVar(&opts.MaxSandboxesPerOrg, "max-sandboxes-per-org", 0, "let each organization have at most `N` sandboxes (default 64; -1: no limit)")
 	return c
 }
 
