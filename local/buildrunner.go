@@ -90,7 +90,10 @@ func (r buildRunner) Run(ctx context.Context, base *image.Image, step build.RunS
 		Stdout:  logs,
 		Stderr:  logs,
 		Timeout: -1, // a build step takes the time it takes
-
+		// The output goes to logs; the result keeps none of it worth
+		// the name, so that a step printing gigabytes costs the builder
+		// no memory.
+		MaxRetainedBytes: 4 << 10,
 	})
 	if err != nil {
 		return "", err

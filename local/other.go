@@ -4,6 +4,7 @@ package local
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"runtime"
 
@@ -128,3 +129,8 @@ func startSpare(context.Context, *Pool) (*spare, error) { return nil, checkPlatf
 
 func (*spare) alive() bool                           { return false }
 func (*spare) destroy(context.Context, string) error { return nil }
+
+// DialPort fails: local sandboxes need Linux.
+func DialPort(context.Context, string, string, int) (net.Conn, error) {
+	return nil, checkPlatform(runtime.GOOS)
+}

@@ -35,9 +35,9 @@ type engine interface {
 	// hasImage reports whether the engine has the image or snapshot ref
 	// (spec.image).
 	hasImage(ctx context.Context, ref string) (bool, error)
-	// forward returns an address of this host (host:port) that reaches
-	// TCP port of sandbox id, for as long as the sandbox exists.
-	forward(ctx context.Context, id string, port int) (string, error)
+	// dialPort connects to TCP port of the running sandbox id, publishing
+	// nothing on the host.
+	dialPort(ctx context.Context, id string, port int) (net.Conn, error)
 }
 
 // spec is what a sandbox is created with.

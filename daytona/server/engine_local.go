@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -121,12 +120,8 @@ func (e localEngine) setNetwork(ctx context.Context, id string, n network) error
 	})
 }
 
-func (e localEngine) forward(ctx context.Context, id string, port int) (string, error) {
-	pp, err := local.PublishPort(ctx, e.stateDir, id, 0, port)
-	if err != nil {
-		return "", err
-	}
-	return net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort)), nil
+func (e localEngine) dialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+	return local.DialPort(ctx, e.stateDir, id, port)
 }
 
 // removeVolume deletes the named volume and its files.

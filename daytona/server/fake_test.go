@@ -298,18 +298,20 @@ func (e *fakeEngine) networkOf(id string) network {
 	return b.network
 }
 
-func (e *fakeEngine) forward(_ context.Context, id string, port int) (string, error) {
+func (e *fakeEngine) dialPort(ctx context.Context, id string, port int) (net.Conn, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.calls["forward"]++
-	if _, err := e.box(id); err != nil {
-		return "", err
-	}
+	e.calls["dialPort"]++
+	_, err := e.box(id)
 	addr := e.ports[port]
-	if addr == "" {
-		return "", fmt.Errorf("fake sandbox %s: nothing on port %d", id, port)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return addr, nil
+	if addr == "" {
+		return nil, fmt.Errorf("fake sandbox %s: nothing on port %d", id, port)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // serveOn makes h what every sandbox serves on port.

@@ -73,6 +73,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	}
 	dto, write, err := s.addRecord(rec, start, s.toolboxProxyURL(r))
 	if err != nil {
+		if rec.build != nil {
+			rec.build.release() // its build never runs
+		}
 		return err
 	}
 	// Answered once recorded: a kill -9 then does not lose the sandbox.

@@ -50,6 +50,10 @@ type harnessOptions struct {
 	// connectWithin, when set, is the server's deadline of an event
 	// stream's CONNECT.
 	connectWithin time.Duration
+	// maxQueuedBuilds and maxImageBytes are the server's
+	// Options.MaxQueuedBuildsPerOrg and MaxImageBytesPerOrg.
+	maxQueuedBuilds int
+	maxImageBytes   int64
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -68,7 +72,8 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 			}
 		}
 	}
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout, MaxSandboxesPerOrg: o.maxSandboxes}, eng, 5*time.Millisecond, o.now)
+	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout, MaxSandboxesPerOrg: o.maxSandboxes,
+		MaxQueuedBuildsPerOrg: o.maxQueuedBuilds, MaxImageBytesPerOrg: o.maxImageBytes}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}

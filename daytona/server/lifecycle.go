@@ -80,11 +80,7 @@ func (s *Server) forget(rec *record) {
 		delete(s.byName, k)
 	}
 	s.unrecord(rec)
-	for k := range s.forwards {
-		if strings.HasPrefix(k, rec.id+":") {
-			delete(s.forwards, k)
-		}
-	}
+	s.previews.closeAll(rec.id)
 	for token, sp := range s.signed {
 		if sp.id == rec.id {
 			delete(s.signed, token)
@@ -202,6 +198,7 @@ func (s *Server) stopped(rec *record) {
 	rec.stoppedAt = s.now()
 	s.set(rec, stateStopped, stateStopped)
 	rec.touch(rec.stoppedAt)
+	s.previews.closeAll(rec.id)
 	if rec.autoDelete == 0 {
 		if err := s.beginDestroy(rec); err != nil {
 			s.logf("agentbox serve: deleting ephemeral sandbox %s: %v", rec.id, err)

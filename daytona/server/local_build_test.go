@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
@@ -114,4 +118,69 @@ func TestLocalResize(t *testing.T) {
 	}
 	h.call("DELETE", "/sandbox/resized", nil, nil)
 	h.waitState(sb.ID, "gone")
+}
+
+// A RUN step that prints hundreds of megabytes (RUN yes | head -c N)
+// keeps serve's memory bounded: the build log keeps its last MiB and
+// the step's result none of the output.
+func TestLocalBuildOutputBounded(t *testing.T) {
+	dir, _ := localStoreWith(t, "team/tools:1")
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{published: []string{"team/tools:1"}})
+	const printed = 300 << 20
+	base := heapInUse()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if n := heapInUse(); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	if code := h.call("POST", "/snapshots", map[string]any{"name": "loud", "buildInfo": map[string]any{
+		"dockerfileContent": fmt.Sprintf("FROM team/tools:1\nRUN yes | head -c %d\n", printed),
+	}}, nil); code != http.StatusOK {
+		t.Fatalf("create snapshot: %d", code)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	var snap snapshotDTO
+	for {
+		h.call("GET", "/snapshots/loud", nil, &snap)
+		if snap.State == snapshotActive || snap.State == snapshotBuildFailed || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	<-sampled
+	if snap.State != snapshotActive {
+		t.Fatalf("the loud build: %+v", snap)
+	}
+	if grew := int64(peak.Load()) - int64(base); grew > 96<<20 {
+		t.Errorf("serve's heap grew by %d MiB while a build printed %d MiB, want it bounded (< 96 MiB)", grew>>20, printed>>20)
+	}
+	logs := h.buildLogs("/snapshots/loud/build-logs", false)
+	if len(logs) > maxBuildLog+4096 || !strings.Contains(logs, "y\ny\n") {
+		t.Errorf("the build log: %d bytes, want at most its last MiB of the output", len(logs))
+	}
+	if code := h.call("DELETE", "/snapshots/loud", nil, nil); code != http.StatusOK {
+		t.Fatalf("delete snapshot: %d", code)
+	}
+}
+
+// heapInUse returns the bytes of the heap in use, after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }

@@ -134,6 +134,10 @@ func TestLocalEngine(t *testing.T) {
 			if string(body) != "previewed\n" {
 				t.Fatalf("preview served %q", body)
 			}
+			// Nothing was published on the host for it.
+			if info, err := local.Lookup(ctx, dir, sb.ID); err != nil || len(info.Network.Ports) != 0 {
+				t.Fatalf("host ports published by a preview: %+v %v, want none", info.Network.Ports, err)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

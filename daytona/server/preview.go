@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -193,12 +192,8 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, port int, 
 	if state != stateStarted {
 		return errorf(http.StatusConflict, "Sandbox %s is %s, not started: start it first", id, state)
 	}
-	addr, err := s.forward(r.Context(), id, port)
-	if err != nil {
-		return fmt.Errorf("reaching port %d of sandbox %s: %w", port, id, err)
-	}
 	out := r.Clone(r.Context())
-	out.URL.Scheme, out.URL.Host = "http", addr
+	out.URL.Scheme, out.URL.Host = "http", net.JoinHostPort(id, strconv.Itoa(port)) // newPreviewTransport dials it
 	out.RequestURI = ""
 	q := out.URL.Query()
 	if q.Has(previewTokenQuery) {
@@ -252,30 +247,11 @@ func hasPreviewToken(r *http.Request, token string) bool {
 	return token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
-// forward returns the address on this host that reaches port of sandbox
-// id, asking the engine the first time.
-func (s *Server) forward(ctx context.Context, id string, port int) (string, error) {
-	key := id + ":" + strconv.Itoa(port)
-	s.mu.Lock()
-	addr := s.forwards[key]
-	s.mu.Unlock()
-	if addr != "" {
-		return addr, nil
-	}
-	addr, err := s.eng.forward(ctx, id, port)
-	if err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	s.forwards[key] = addr
-	s.mu.Unlock()
-	return addr, nil
-}
-
 // newPreviewProxy returns the reverse proxy of preview requests, whose
-// URL is already set to the sandbox's port.
+// URL's host is already "{sandboxId}:{port}".
 func newPreviewProxy(s *Server) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
+		Transport: s.previewTransport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.Header.Del(previewTokenHeader)
 			pr.Out.Header.Del("Authorization")
@@ -284,7 +260,9 @@ func newPreviewProxy(s *Server) *httputil.ReverseProxy {
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, r, &httpError{Status: http.StatusBadGateway, Message: "nothing answered on the sandbox's port: its server must listen on 0.0.0.0", Err: err}, s.logf)
+			id, p, _ := net.SplitHostPort(r.URL.Host)
+			port, _ := strconv.Atoi(p)
+			writeError(w, r, previewDialError(id, port, err), s.logf)
 		},
 	}
 }

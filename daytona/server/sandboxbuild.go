@@ -24,6 +24,8 @@ type sandboxBuild struct {
 	ref       string // the image built
 	log       *buildLog
 	createdAt time.Time
+	// release ends the build's count against its organization's quota.
+	release func()
 }
 
 // dto returns the sandbox's buildInfo; nil when it has none.
@@ -110,7 +112,11 @@ func (s *Server) prepareBuild(ctx context.Context, rec *record, sp spec, bi *cre
 	if err := s.checkDockerfileRefs(rec.org, bi.DockerfileContent, views); err != nil {
 		return nil, err
 	}
-	b := &sandboxBuild{info: *bi, ref: sandboxBuildName(rec.org, bi.DockerfileContent), log: &buildLog{}, createdAt: s.now()}
+	release, err := s.reserveBuild(ctx, ie, rec.org)
+	if err != nil {
+		return nil, err
+	}
+	b := &sandboxBuild{info: *bi, ref: sandboxBuildName(rec.org, bi.DockerfileContent), log: &buildLog{}, createdAt: s.now(), release: release}
 	rec.build, rec.snapshot, sp.image = b, b.ref, b.ref
 	moveTo := func(state string) {
 		s.mu.Lock()
@@ -118,7 +124,9 @@ func (s *Server) prepareBuild(ctx context.Context, rec *record, sp spec, bi *cre
 		s.set(rec, state, "")
 	}
 	return func(ctx context.Context) (sizes, error) {
-		if err := s.buildFor(ctx, rec.org, ie, b, moveTo); err != nil {
+		err := s.buildFor(ctx, rec.org, ie, b, moveTo)
+		b.release()
+		if err != nil {
 			return sizes{}, &buildError{err}
 		}
 		moveTo(stateStarting)

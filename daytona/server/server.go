@@ -85,6 +85,16 @@ type Options struct {
 	// organization may have; a create past it is 403. Default:
 	// DefaultMaxSandboxesPerOrg; negative: no limit.
 	MaxSandboxesPerOrg int
+	// MaxQueuedBuildsPerOrg is how many builds (of snapshots, of
+	// sandboxes from buildInfo) one organization may have waiting or
+	// running at once; the next is 429. Default:
+	// DefaultMaxQueuedBuildsPerOrg; negative: no limit.
+	MaxQueuedBuildsPerOrg int
+	// MaxImageBytesPerOrg is how much of the image store one
+	// organization's images (snapshots, pulls, sandboxes' builds) may
+	// take before its next build is refused with 403. Default:
+	// DefaultMaxImageBytesPerOrg; negative: no limit.
+	MaxImageBytesPerOrg int64
 }
 
 // DefaultMaxSandboxesPerOrg is an organization's quota of sandboxes when
@@ -119,9 +129,12 @@ type Server struct {
 	mux     *http.ServeMux
 	proxy   *toolboxProxy
 	preview *httputil.ReverseProxy
-	events  hub
-	now     func() time.Time
-	tick    time.Duration
+	// previews are the preview connections previewTransport makes.
+	previews         previewConns
+	previewTransport *http.Transport
+	events           hub
+	now              func() time.Time
+	tick             time.Duration
 	// pingInterval is the event stream's heartbeat.
 	pingInterval time.Duration
 	// connectWithin is how long an event stream may go without a
@@ -140,11 +153,10 @@ type Server struct {
 	cancelTimers context.CancelFunc
 	wg           sync.WaitGroup // background work: operations and the reconciler
 
-	mu       sync.Mutex
-	byID     map[string]*record
-	byName   map[string]*record
-	signed   map[string]signedPreview // signed preview URLs' tokens
-	forwards map[string]string        // "id:port" → host address
+	mu     sync.Mutex
+	byID   map[string]*record
+	byName map[string]*record
+	signed map[string]signedPreview // signed preview URLs' tokens
 	// volumes by id and by name
 	volumes, volumesByName map[string]*volumeRecord
 	closing                bool // Close was called: no new operation starts
@@ -156,6 +168,10 @@ type Server struct {
 	buildTimeout time.Duration
 	// maxSandboxes is an organization's quota of sandboxes (0: none).
 	maxSandboxes int
+	// builds counts each organization's builds against its quota;
+	// maxImageBytes is its quota of image bytes (0: none).
+	builds        buildQuota
+	maxImageBytes int64
 	// cop is the cross-origin protection of state-changing requests.
 	cop *http.CrossOriginProtection
 
@@ -217,7 +233,6 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		byID:          map[string]*record{},
 		byName:        map[string]*record{},
 		signed:        map[string]signedPreview{},
-		forwards:      map[string]string{},
 		volumes:       map[string]*volumeRecord{},
 		volumesByName: map[string]*volumeRecord{},
 	}
@@ -230,6 +245,8 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	s.pol = imagePolicy{published: slices.Clone(opts.PublishedImages), allowRegistries: slices.Clone(opts.AllowRegistries), logf: s.logf}
 	s.buildTimeout = cmp.Or(opts.BuildTimeout, DefaultBuildTimeout)
 	s.maxSandboxes = max(cmp.Or(opts.MaxSandboxesPerOrg, DefaultMaxSandboxesPerOrg), 0)
+	s.builds.max = max(cmp.Or(opts.MaxQueuedBuildsPerOrg, DefaultMaxQueuedBuildsPerOrg), 0)
+	s.maxImageBytes = max(cmp.Or(opts.MaxImageBytesPerOrg, DefaultMaxImageBytesPerOrg), 0)
 	s.cop = http.NewCrossOriginProtection()
 	s.snapshots.maxBuilds = opts.MaxBuilds
 	kn, err := newKnobs(opts.Knobs)
@@ -255,6 +272,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
 	s.proxy = newToolboxProxy(s)
+	s.previewTransport = newPreviewTransport(&s.previews, s.eng)
 	s.preview = newPreviewProxy(s)
 	s.mux = s.routes()
 	err = moveStoredKeys(context.Background(), st, opts.StateDir)
@@ -286,6 +304,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.cancelTimers()
 	defer s.proxy.close()
 	defer s.store.close()
+	defer s.previewTransport.CloseIdleConnections()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()

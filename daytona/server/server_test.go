@@ -784,8 +784,74 @@ func TestPreview(t *testing.T) {
 	if st, body := fetch(nothing.URL, "/", http.Header{previewTokenHeader: {nothing.Token}}); st != http.StatusBadGateway && st != http.StatusInternalServerError {
 		t.Fatalf("a port nobody serves: %d %s", st, body)
 	}
-	if n := eng.called("forward"); n != 2 {
-		t.Fatalf("engine forward called %d times, want 2 (8080 once, then cached; 9999)", n)
+	// The connection to 8080 is kept for the next request, and closed
+	// with the sandbox.
+	if n := h.s.previews.count(sb.ID); n < 1 || n > maxIdlePreviewConns {
+		t.Fatalf("open preview connections after the requests: %d, want 1 to %d kept idle", n, maxIdlePreviewConns)
+	}
+	h.call("DELETE", "/sandbox/web", nil, nil)
+	h.waitState(sb.ID, "gone")
+	if n := h.s.previews.count(sb.ID); n != 0 {
+		t.Fatalf("open preview connections of a deleted sandbox: %d, want 0", n)
+	}
+}
+
+// TestPreviewConnCap: a sandbox has at most so many preview connections
+// open; past them a preview is 503, saying why, and once they close the
+// next one passes.
+func TestPreviewConnCap(t *testing.T) {
+	eng := newFakeEngine(t)
+	release := make(chan struct{})
+	eng.serveOn(8080, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	h := newHarness(t, eng, harnessOptions{})
+	h.s.previews.max = 2
+	sb := h.create(map[string]any{"name": "capped"})
+	h.waitState(sb.ID, stateStarted)
+	var link portPreviewURL
+	h.call("GET", "/sandbox/capped/ports/8080/preview-url", nil, &link)
+	u, err := url.Parse(link.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", h.url+path, nil)
+		req.Host = u.Host
+		req.Header.Set(previewTokenHeader, link.Token)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	held := make(chan int, 2)
+	for range 2 {
+		go func() { st, _ := get("/hold"); held <- st }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.s.previews.count(sb.ID) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the two held previews have %d connections", h.s.previews.count(sb.ID))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st, body := get("/third"); st != http.StatusServiceUnavailable || !strings.Contains(body, "open preview connections") {
+		t.Errorf("a preview past the cap: %d %s, want 503 saying why", st, body)
+	}
+	close(release)
+	for range 2 {
+		if st := <-held; st != http.StatusOK {
+			t.Errorf("a held preview: %d", st)
+		}
+	}
+	if st, body := get("/after"); st != http.StatusOK || body != "ok" {
+		t.Errorf("a preview once the held ones ended: %d %s", st, body)
 	}
 }
 

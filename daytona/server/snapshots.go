@@ -345,11 +345,16 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if slices.ContainsFunc(views, func(v snapshotView) bool { return v.name == req.Name && v.owner == org }) {
 		return errorf(http.StatusConflict, "Snapshot with name %s already exists", req.Name)
 	}
+	release, err := s.reserveBuild(r.Context(), ie, org)
+	if err != nil {
+		return err
+	}
 	s.snapshots.mu.Lock()
 	recs := s.snapshots.records()
 	key := snapKey(org, rec.name)
 	if recs[key] != nil {
 		s.snapshots.mu.Unlock()
+		release()
 		return errorf(http.StatusConflict, "Snapshot with name %s already exists", req.Name)
 	}
 	recs[key] = rec
@@ -359,7 +364,11 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) error {
 	// before the build's.
 	s.events.publish(&event{org: org, name: eventSnapshotCreated, data: dto})
 	s.snapshots.mu.Unlock()
-	if err := s.background(func(ctx context.Context) { s.buildSnapshot(ctx, ie, rec, dockerfile) }); err != nil {
+	if err := s.background(func(ctx context.Context) {
+		defer release()
+		s.buildSnapshot(ctx, ie, rec, dockerfile)
+	}); err != nil {
+		release()
 		s.snapshots.mu.Lock()
 		delete(recs, key)
 		s.unrecordSnapshot(org, rec.name)

@@ -32,7 +32,7 @@ func Make(t testing.TB) string {
 			}
 		}
 	}
-	for _, prog := range []string{"sh", "cat", "ls", "id", "mkdir", "rm", "touch", "stat", "chown", "grep", "env", "pwd", "sleep", "ln"} {
+	for _, prog := range []string{"sh", "cat", "ls", "id", "mkdir", "rm", "touch", "stat", "chown", "grep", "env", "pwd", "sleep", "ln", "yes", "head"} {
 		p, err := exec.LookPath(prog)
 		if err != nil {
 			if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {

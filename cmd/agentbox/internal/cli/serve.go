@@ -40,6 +40,14 @@ type ServerOptions struct {
 	// (--max-sandboxes-per-org; 0: the server's default, 64; negative:
 	// no limit).
 	MaxSandboxesPerOrg int
+	// MaxQueuedBuildsPerOrg is how many builds each organization may
+	// have waiting or running (--max-queued-builds-per-org; 0: the
+	// server's default, 8; negative: no limit).
+	MaxQueuedBuildsPerOrg int
+	// MaxImageGiBPerOrg is how many GiB of the image store each
+	// organization's images may take (--max-image-disk-per-org; 0: the
+	// server's default, 50; negative: no limit).
+	MaxImageGiBPerOrg int
 }
 
 // Server is the server of `agentbox serve`: Daytona's control plane.
@@ -104,7 +112,10 @@ organization's snapshots; never a path of this host, and never the local
 store's own images unless published with --publish-image NAME. Builds run one
 per organization at a time, each for --build-timeout at most. Each
 organization may have --max-sandboxes-per-org sandboxes (default 64); a create
-past it is refused (403) until some are deleted.
+past it is refused (403) until some are deleted. It may have
+--max-queued-builds-per-org builds waiting or running (default 8; the next is
+429), and its images may take --max-image-disk-per-org GiB of the store
+(default 50; the next build is 403).
 
 With --pool N (as root) serve keeps N sandbox inits started ahead of time,
 each in namespaces of its own with its network link made: a new sandbox
@@ -153,6 +164,8 @@ It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 	f.StringArrayVar(&opts.AllowRegistries, "allow-registry", nil, "let builds pull from the registry `HOST:PORT` although it is on a loopback or private address (repeatable)")
 	f.DurationVar(&opts.BuildTimeout, "build-timeout", 0, "end each build after `DURATION` (default 30m)")
 	f.IntVar(&opts.MaxSandboxesPerOrg, "max-sandboxes-per-org", 0, "let each organization have at most `N` sandboxes (default 64; -1: no limit)")
+	f.IntVar(&opts.MaxQueuedBuildsPerOrg, "max-queued-builds-per-org", 0, "let each organization have at most `N` builds waiting or running (default 8; -1: no limit)")
+	f.IntVar(&opts.MaxImageGiBPerOrg, "max-image-disk-per-org", 0, "let each organization's images take at most `GIB` of the image store (default 50; -1: no limit)")
 	return c
 }
 

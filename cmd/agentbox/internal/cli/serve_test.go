@@ -165,7 +165,7 @@ func TestServeWithoutKeySaysSo(t *testing.T) {
 // --generate-key makes a random key for the run, prints it once in the
 // line to export, and passes the server the tenants' options.
 func TestServeGenerateKey(t *testing.T) {
-	_, srv, stop := runServe(t, "--generate-key", "--publish-image", "team/tools:1", "--allow-registry", "127.0.0.1:5000", "--build-timeout", "5m", "--max-sandboxes-per-org", "7")
+	_, srv, stop := runServe(t, "--generate-key", "--publish-image", "team/tools:1", "--allow-registry", "127.0.0.1:5000", "--build-timeout", "5m", "--max-sandboxes-per-org", "7", "--max-queued-builds-per-org", "3", "--max-image-disk-per-org", "20")
 	r := stop()
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -176,7 +176,7 @@ func TestServeGenerateKey(t *testing.T) {
 	if !strings.Contains(r.stdout, "DAYTONA_API_KEY="+o.APIKeys[0]) || strings.Count(r.stdout+r.stderr, o.APIKeys[0]) != 1 || strings.Contains(r.stderr, "warning") {
 		t.Fatalf("serve --generate-key printed %v", r)
 	}
-	if !slices.Equal(o.PublishedImages, []string{"team/tools:1"}) || !slices.Equal(o.AllowRegistries, []string{"127.0.0.1:5000"}) || o.BuildTimeout != 5*time.Minute || o.MaxSandboxesPerOrg != 7 {
+	if !slices.Equal(o.PublishedImages, []string{"team/tools:1"}) || !slices.Equal(o.AllowRegistries, []string{"127.0.0.1:5000"}) || o.BuildTimeout != 5*time.Minute || o.MaxSandboxesPerOrg != 7 || o.MaxQueuedBuildsPerOrg != 3 || o.MaxImageGiBPerOrg != 20 {
 		t.Fatalf("options %+v", o)
 	}
 }
