@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +74,10 @@ func (e localEngine) build(ctx context.Context, job buildJob, logs io.Writer) (i
 	// The builder's own resolution (names, ids, the operator's
 	// credentials) is replaced by the organization's.
 	b.Store = tenantStore{Store: b.Store, st: st, org: job.org, pol: job.pol}
+	// Each organization has a step cache of its own: a step another
+	// organization ran is run again, so that nobody learns from a
+	// " ---> Using cache" what another built.
+	b.CacheDir = filepath.Join(st.Dir(), "build-cache", "orgs", orgDirName(job.org))
 	dockerfile, name := job.dockerfile, job.name
 	dir, err := os.MkdirTemp("", "agentbox-serve-build-")
 	if err != nil {
@@ -90,6 +96,13 @@ func (e localEngine) build(ctx context.Context, job buildJob, logs io.Writer) (i
 		return imageInfo{}, err
 	}
 	return infoOf(img), nil
+}
+
+// orgDirName is the folder name of organization org's files: a digest,
+// as organization names are the operator's to choose.
+func orgDirName(org string) string {
+	sum := sha256.Sum256([]byte(org))
+	return hex.EncodeToString(sum[:12])
 }
 
 func (e localEngine) images(ctx context.Context) ([]imageInfo, error) {

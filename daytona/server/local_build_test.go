@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -183,4 +184,56 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
+}
+
+// Organizations do not share the build step cache: a step one ran is run
+// again for another (its output in the other's log, no "Using cache"),
+// while the same organization's second build uses its cache.
+func TestLocalBuildCachePerOrg(t *testing.T) {
+	dir, _ := localStoreWith(t, "team/tools:1")
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{published: []string{"team/tools:1"}})
+	keyB := newOrgKey(t, h.stateDir, "b", "team-b")
+	dockerfile := "FROM team/tools:1\nRUN echo ran-the-step > /step\n"
+	build := func(key, name string) string {
+		t.Helper()
+		if code := h.callKey(key, "POST", "/snapshots", map[string]any{"name": name, "buildInfo": map[string]any{"dockerfileContent": dockerfile}}, nil); code != http.StatusOK {
+			t.Fatalf("create snapshot %s: %d", name, code)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			var snap snapshotDTO
+			h.callKey(key, "GET", "/snapshots/"+name, nil, &snap)
+			if snap.State == snapshotActive {
+				break
+			}
+			if snap.State == snapshotBuildFailed || time.Now().After(deadline) {
+				t.Fatalf("snapshot %s: %+v", name, snap)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		req, _ := http.NewRequest("GET", h.url+"/api/snapshots/"+name+"/build-logs", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return b.String()
+	}
+	if logs := build(testKey, "first"); !strings.Contains(logs, "ran-the-step") {
+		t.Fatalf("the first build's log: %q", logs)
+	}
+	if logs := build(testKey, "again"); !strings.Contains(logs, "Using cache") {
+		t.Errorf("the same organization's second build: %q, want the step from its cache", logs)
+	}
+	if logs := build(keyB, "theirs"); strings.Contains(logs, "Using cache") || !strings.Contains(logs, "ran-the-step") {
+		t.Errorf("another organization's build of the same step: %q, want it run again", logs)
+	}
+	for key, names := range map[string][]string{testKey: {"first", "again"}, keyB: {"theirs"}} {
+		for _, n := range names {
+			h.callKey(key, "DELETE", "/snapshots/"+n, nil, nil)
+		}
+	}
 }

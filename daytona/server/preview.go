@@ -15,7 +15,8 @@ import (
 )
 
 // Preview URLs, as Daytona's: http://{port}-{sandboxId}.{domain} reaches
-// port of a started sandbox (its server must listen on all addresses),
+// port of a started sandbox (its server must listen on all addresses;
+// connections in previewconn.go),
 // with the sandbox's preview token in X-Daytona-Preview-Token (or the
 // query parameter DAYTONA_SANDBOX_AUTH_KEY) unless the sandbox is public;
 // http://{port}-{token}.{domain}, a signed URL, needs no token until it

@@ -66,7 +66,8 @@ func (c cache) put(key string, e cacheEntry) error {
 
 // PruneCache removes the entries of the step cache in dir whose layer is
 // gone (a prune of the image store removed it), and returns how many it
-// removed. A missing dir has nothing to prune.
+// removed, and those of the caches in its subfolders (agentbox serve
+// keeps one per organization there). A missing dir has nothing to prune.
 func PruneCache(dir string) (int, error) {
 	es, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -77,8 +78,16 @@ func PruneCache(dir string) (int, error) {
 	}
 	c, n := cache{dir: dir}, 0
 	for _, e := range es {
+		if e.IsDir() {
+			m, err := PruneCache(filepath.Join(dir, e.Name()))
+			n += m
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
 		key, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || e.IsDir() {
+		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		if _, ok := c.get(key); ok {

@@ -39,3 +39,22 @@ func TestCacheEntriesAndPrune(t *testing.T) {
 		t.Errorf("PruneCache of a missing folder = %d, %v", n, err)
 	}
 }
+
+// PruneCache prunes the caches of subfolders too (serve's, one per
+// organization).
+func TestPruneCacheSubfolders(t *testing.T) {
+	dir := t.TempDir()
+	sub := cache{dir: filepath.Join(dir, "orgs", "x")}
+	if err := sub.put("sha256:dd", cacheEntry{Layer: filepath.Join(dir, "gone")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.put("sha256:ee", cacheEntry{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := PruneCache(dir); n != 1 || err != nil {
+		t.Fatalf("PruneCache = %d, %v; want 1 (dd, in a subfolder)", n, err)
+	}
+	if _, ok := sub.get("sha256:ee"); !ok {
+		t.Error("the live entry of the subfolder was pruned")
+	}
+}
