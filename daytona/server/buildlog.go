@@ -25,20 +25,27 @@ type buildLog struct {
 // maxBuildLog bounds the part of a build log the server keeps.
 const maxBuildLog = 1 << 20
 
-// Write appends p to the log, dropping its start past maxBuildLog.
+// Write appends p to the log, dropping its start past maxBuildLog. The
+// log's memory stays within about 2×maxBuildLog however large p is: a
+// write larger than the bound keeps its end only, and the start is
+// dropped in place (readers get copies), in steps of a quarter, so that
+// a log written byte by byte is not moved at every write.
 func (l *buildLog) Write(p []byte) (int, error) {
+	n := len(p)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.data = append(l.data, p...)
-	if over := len(l.data) - maxBuildLog; over > 0 {
-		// Dropped in steps of a quarter, so that a log written byte by
-		// byte is not copied at every write.
-		over = max(over, maxBuildLog/4)
-		l.data = append(l.data[:0:0], l.data[over:]...)
+	if drop := len(p) - maxBuildLog; drop > 0 {
+		l.base += len(l.data) + drop
+		l.data, p = l.data[:0], p[drop:]
+	}
+	if over := len(l.data) + len(p) - maxBuildLog; over > 0 {
+		over = min(max(over, maxBuildLog/4), len(l.data))
+		l.data = l.data[:copy(l.data, l.data[over:])]
 		l.base += over
 	}
+	l.data = append(l.data, p...)
 	l.notify()
-	return len(p), nil
+	return n, nil
 }
 
 // close marks the log complete: followers get its end.

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -202,6 +204,37 @@ func TestBuildLogBounded(t *testing.T) {
 	l.Write([]byte("more\n"))
 	if rest, _, _, _ := l.read(next); string(rest) != "more\n" {
 		t.Fatalf("the log after the offset: %q", rest)
+	}
+}
+
+// Writes larger than the log's bound (a RUN step's output arrives in
+// chunks of megabytes) keep the log's memory within twice its bound, and
+// its last bytes readable.
+func TestBuildLogLargeWrites(t *testing.T) {
+	var l buildLog
+	total := 0
+	chunks := make([][]byte, 5)
+	for i := range chunks {
+		chunks[i] = bytes.Repeat([]byte{byte('a' + i)}, 3*maxBuildLog+i)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for _, chunk := range chunks {
+		l.Write(chunk)
+		total += len(chunk)
+		if c := cap(l.data); c > 2*maxBuildLog {
+			t.Fatalf("after a write of %d bytes the log holds a buffer of %d bytes, want at most %d", len(chunk), c, 2*maxBuildLog)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4*maxBuildLog {
+		t.Errorf("five writes of 3 MiB allocated %d bytes, want the log's one buffer (at most %d)", n, 4*maxBuildLog)
+	}
+	l.Write([]byte("tail\n"))
+	total += 5
+	all, next, _, _ := l.read(0)
+	if next != total || !strings.HasSuffix(string(all), "eeee"+"tail\n") || len(all) > maxBuildLog+200 {
+		t.Fatalf("the log: %d bytes, next %d (want %d), ending %q", len(all), next, total, all[len(all)-10:])
 	}
 }
 
