@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"strings"
@@ -229,16 +228,7 @@ func TestLocalBuildCachePerOrg(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		req, _ := http.NewRequest("GET", h.url+"/api/snapshots/"+name+"/build-logs", nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b strings.Builder
-		_, _ = io.Copy(&b, resp.Body)
-		return b.String()
+		return h.buildLogsKey(key, "/snapshots/"+name+"/build-logs", false)
 	}
 	if logs := build(testKey, "first"); !strings.Contains(logs, "ran-the-step") {
 		t.Fatalf("the first build's log: %q", logs)

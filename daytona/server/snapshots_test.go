@@ -128,6 +128,12 @@ func (h *harness) waitSnapshot(ref, want string) snapshotDTO {
 // when follow is set.
 func (h *harness) buildLogs(path string, follow bool) string {
 	h.t.Helper()
+	return h.buildLogsKey(testKey, path, follow)
+}
+
+// buildLogsKey is buildLogs with the API key key.
+func (h *harness) buildLogsKey(key, path string, follow bool) string {
+	h.t.Helper()
 	if follow {
 		path += "?follow=true"
 	}
@@ -135,7 +141,7 @@ func (h *harness) buildLogs(path string, follow bool) string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+testKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
