@@ -445,7 +445,7 @@ func TestLimitsInfo(t *testing.T) {
 	if !strings.Contains(l.Note, "cgroup v") || !strings.Contains(l.Note, "ext4 image") || strings.Contains(l.Note, "no ") {
 		t.Errorf("note %q", l.Note)
 	}
-	if r := info.Resources; r == nil || r.MemoryMB != l.MemoryMB || r.DiskMB == 0 || r.DiskMB > l.DiskMB {
+	if r := info.Usage; r == nil || r.MemoryMB != l.MemoryMB || r.DiskMB == 0 || r.DiskMB > l.DiskMB {
 		t.Errorf("resources %+v, limits %+v", r, l)
 	}
 	want := "Limits: " + strconv.Itoa(cores) + " CPU cores, " + strconv.FormatInt(l.MemoryMB, 10) + " MiB of memory"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // An engine runs the sandboxes the server records: the local engine in
@@ -27,7 +29,7 @@ type engine interface {
 	status(ctx context.Context, id string) (engineStatus, error)
 	// setNetwork changes the network policy of sandbox id, live when it
 	// runs.
-	setNetwork(ctx context.Context, id string, n network) error
+	setNetwork(ctx context.Context, id string, n sandbox.NetworkPolicy) error
 	// dial connects to the toolbox API of the running sandbox id.
 	dial(ctx context.Context, id string) (net.Conn, error)
 	// removeVolume deletes the named volume's files.
@@ -45,7 +47,7 @@ type spec struct {
 	name    string
 	user    string
 	env     map[string]string
-	network network
+	network sandbox.NetworkPolicy
 	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default.
 	cpu, memoryGiB, diskGiB int
 	// volumes name the engine's volumes in VolumeID.
@@ -57,13 +59,6 @@ type spec struct {
 	// daytonaToolbox runs the sandbox's toolbox in its Daytona-behaviour
 	// mode (a test knob).
 	daytonaToolbox bool
-}
-
-// network is a sandbox's network policy, in Daytona's terms.
-type network struct {
-	blockAll        bool
-	allowList       string // CIDRs, comma-separated
-	domainAllowList string // names, comma-separated
 }
 
 // sizes are the resources a created sandbox has, in Daytona's units
