@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,9 +73,10 @@ type idRange struct {
 // before Config: that format kept the name and labels at the top level
 // ("name", "labels"), where they are read from when "options" lacks them,
 // and the per-handle command timeout in "options" ("timeout"), which is
-// ignored now. The network policy of the format before
-// sandbox.NetworkPolicy is read too (legacyNetwork). The next write
-// stores the current format.
+// ignored now. The network policy and the resources of the format
+// before sandbox.NetworkPolicy and sandbox.Resources are read too
+// (legacyNetwork, legacyResources). The next write stores the current
+// format.
 func (m *meta) UnmarshalJSON(b []byte) error {
 	type current meta // without this method
 	var v struct {
@@ -84,6 +86,8 @@ func (m *meta) UnmarshalJSON(b []byte) error {
 		Options struct {
 			Config
 			legacyNetwork
+			// Resources shadows Config.Resources.
+			Resources legacyResources `json:"resources"`
 		} `json:"options"`
 		LegacyName   string            `json:"name"`
 		LegacyLabels map[string]string `json:"labels"`
@@ -93,6 +97,7 @@ func (m *meta) UnmarshalJSON(b []byte) error {
 	}
 	*m = meta(v.current)
 	m.Config = v.Options.Config
+	m.Config.Resources = v.Options.Resources.resources()
 	if m.Config.Network.IsZero() {
 		var err error
 		if m.Config.Network, err = v.Options.legacyNetwork.policy(); err != nil {
@@ -127,6 +132,25 @@ func (l legacyNetwork) policy() (sandbox.NetworkPolicy, error) {
 		return p, fmt.Errorf("the network policy of the metadata: %w", err)
 	}
 	return p, nil
+}
+
+// legacyResources reads a Config's resources in the current form and in
+// the one before sandbox.Resources (cpu, memoryMB, diskMB: the same
+// units).
+type legacyResources struct {
+	sandbox.Resources
+	CPU      float64 `json:"cpu"`
+	MemoryMB int64   `json:"memoryMB"`
+	DiskMB   int64   `json:"diskMB"`
+}
+
+// resources returns the resources r records.
+func (r legacyResources) resources() sandbox.Resources {
+	out := r.Resources
+	out.CPUCores = cmp.Or(out.CPUCores, r.CPU)
+	out.MemoryMiB = cmp.Or(out.MemoryMiB, r.MemoryMB)
+	out.DiskMiB = cmp.Or(out.DiskMiB, r.DiskMB)
+	return out
 }
 
 // initRecord identifies a running init process.

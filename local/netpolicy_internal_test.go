@@ -54,3 +54,24 @@ func TestMetaLegacyNetwork(t *testing.T) {
 		t.Error("the zero policy is not zero")
 	}
 }
+
+// TestMetaLegacyResources: resources written before sandbox.Resources
+// (cpu, memoryMB, diskMB) load in the current fields, and the current
+// form reads back the same.
+func TestMetaLegacyResources(t *testing.T) {
+	want := Resources{CPUCores: 1.5, MemoryMiB: 512, DiskMiB: 1024, PIDs: 99}
+	for _, in := range []string{
+		`{"cpu":1.5,"memoryMB":512,"diskMB":1024,"pids":99}`,
+		`{"cpuCores":1.5,"memoryMiB":512,"diskMiB":1024,"pids":99}`,
+	} {
+		var m meta
+		if err := json.Unmarshal([]byte(`{"id":"x","options":{"user":"agent","resources":`+in+`}}`), &m); err != nil || m.Config.Resources != want || m.Config.User != "agent" {
+			t.Errorf("%s: %+v, %v", in, m.Config, err)
+		}
+		b, _ := json.Marshal(&m)
+		var again meta
+		if err := json.Unmarshal(b, &again); err != nil || again.Config.Resources != want {
+			t.Errorf("%s: written as %s, read back %+v, %v", in, b, again.Config.Resources, err)
+		}
+	}
+}

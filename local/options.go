@@ -407,7 +407,7 @@ func (c Config) normalize() (Config, error) {
 	if err := normalizeNetwork(&c); err != nil {
 		return c, err
 	}
-	if c.Resources, err = c.Resources.normalize(); err != nil {
+	if c.Resources, err = normalizeResources(c.Resources); err != nil {
 		return c, err
 	}
 	if c.ReadOnlyRoot && (c.Image != "" || c.Snapshot != "") {

@@ -220,20 +220,30 @@ func parsePrefix(e string) (netip.Prefix, error) {
 // canonicalPrefixes checks each prefix of ps and returns them without
 // duplicates (nil when none), MaxAllowListEntries at most.
 func canonicalPrefixes(ps []netip.Prefix) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	seen := map[netip.Prefix]bool{}
-	for _, p := range ps {
-		if err := checkPrefix(p); err != nil {
-			return nil, fmt.Errorf("%w: entry %q: %v", ErrInvalidArgument, p, err)
+	return uniqueEntries(ps, func(p netip.Prefix) (netip.Prefix, error) { return p, checkPrefix(p) },
+		MaxAllowListEntries, "(Daytona's cap, kept so that a list works on every engine); cover neighbouring ranges with one shorter prefix")
+}
+
+// uniqueEntries returns the canonical forms (canon) of entries, without
+// duplicates, in the order given (nil when none), most of them at most: past it,
+// the error says tooMany. An error names the entry it is about and
+// matches ErrInvalidArgument.
+func uniqueEntries[T any, K comparable](entries []T, canon func(T) (K, error), most int, tooMany string) ([]K, error) {
+	var out []K
+	seen := map[K]bool{}
+	for _, e := range entries {
+		k, err := canon(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: entry %.255q: %v", ErrInvalidArgument, fmt.Sprint(e), err)
 		}
-		if seen[p] {
+		if seen[k] {
 			continue
 		}
-		seen[p] = true
-		if len(out) == MaxAllowListEntries {
-			return nil, fmt.Errorf("%w: more than %d entries (Daytona's cap, kept so that a list works on every engine); cover neighbouring ranges with one shorter prefix", ErrInvalidArgument, MaxAllowListEntries)
+		seen[k] = true
+		if len(out) == most {
+			return nil, fmt.Errorf("%w: more than %d entries %s", ErrInvalidArgument, most, tooMany)
 		}
-		out = append(out, p)
+		out = append(out, k)
 	}
 	return out, nil
 }
@@ -270,28 +280,18 @@ func ParseDomainAllowList(s string) ([]string, error) {
 }
 
 // canonicalDomains returns the canonical form of the patterns ds (nil
-// when none).
+// when none), blank ones left out.
 func canonicalDomains(ds []string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
+	var nonBlank []string
 	for _, e := range ds {
-		if e = strings.TrimSpace(e); e == "" {
-			continue
+		if e = strings.TrimSpace(e); e != "" {
+			nonBlank = append(nonBlank, e)
 		}
-		canon, _, err := hostname.ParsePattern(e)
-		if err != nil {
-			return nil, fmt.Errorf("%w: entry %.255q: %v", ErrInvalidArgument, e, err)
-		}
-		if seen[canon] {
-			continue
-		}
-		seen[canon] = true
-		if len(out) == MaxDomainAllowListEntries {
-			return nil, fmt.Errorf("%w: more than %d entries; allow a parent domain with a wildcard (*.example.com) instead of many of its names", ErrInvalidArgument, MaxDomainAllowListEntries)
-		}
-		out = append(out, canon)
 	}
-	return out, nil
+	return uniqueEntries(nonBlank, func(e string) (string, error) {
+		canon, _, err := hostname.ParsePattern(e)
+		return canon, err
+	}, MaxDomainAllowListEntries, "; allow a parent domain with a wildcard (*.example.com) instead of many of its names")
 }
 
 // Info returns the NetworkInfo that tells p: its InfoMode and lists.

@@ -27,7 +27,7 @@ func (localEngine) CheckStateDir(stateDir string) error { return local.CheckStat
 func (localEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
 	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{
 		Network: o.Network, Image: o.Image, Snapshot: o.Snapshot, ReadOnlyRoot: o.ReadOnlyRoot,
-		Resources:   local.Resources{CPU: o.Resources.CPUCores, MemoryMB: o.Resources.MemoryMiB, DiskMB: o.Resources.DiskMiB, PIDs: o.Resources.PIDs},
+		Resources:   o.Resources,
 		Confinement: local.Confinement{AllowFUSE: o.AllowFUSE},
 	}})
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"net"
 	"time"
 
@@ -48,7 +49,9 @@ type spec struct {
 	user    string
 	env     map[string]string
 	network sandbox.NetworkPolicy
-	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default.
+	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default:
+	// Daytona's units, as the API takes them (limits gives them as
+	// sandbox.Resources).
 	cpu, memoryGiB, diskGiB int
 	// volumes name the engine's volumes in VolumeID.
 	volumes  []volume
@@ -72,3 +75,12 @@ type engineStatus struct {
 	running  bool
 	lastUsed time.Time // zero when never used
 }
+
+// limits returns the resources sp asks for, from Daytona's units
+// (cores, GiB) to sandbox's (cores, MiB).
+func (sp *spec) limits() sandbox.Resources {
+	return sandbox.Resources{CPUCores: float64(sp.cpu), MemoryMiB: int64(sp.memoryGiB) << 10, DiskMiB: int64(sp.diskGiB) << 10}
+}
+
+// memoryMiB returns z's memory in MiB.
+func (z sizes) memoryMiB() int64 { return int64(math.Round(z.memoryGiB * 1024)) }

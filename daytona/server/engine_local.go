@@ -42,11 +42,7 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			Network:          sp.network,
 			// FUSE mounts (s3fs, gcsfuse) work as in Daytona's sandboxes.
 			Confinement: local.Confinement{AllowFUSE: local.FUSEAvailable()},
-			Resources: local.Resources{
-				CPU:      float64(sp.cpu),
-				MemoryMB: int64(sp.memoryGiB) * 1024,
-				DiskMB:   int64(sp.diskGiB) * 1024,
-			},
+			Resources:   sp.limits(),
 		},
 	})
 	if err != nil {
