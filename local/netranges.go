@@ -55,7 +55,7 @@ func engineNeverRanges() []addrRange {
 
 // privateRanges are refused in the default (public) mode, besides
 // neverRanges: private and shared ranges, where the host's networks are.
-var privateRanges = concat(
+var privateRanges = slices.Concat(
 	ranges("a private range", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"),
 	ranges("the shared (carrier-grade NAT) range", "100.64.0.0/10"),
 	ranges("a reserved range", "192.0.0.0/24", "198.18.0.0/15", "100::/64", "64:ff9b:1::/48"),
@@ -66,14 +66,6 @@ func hostRanges(ps []netip.Prefix) []addrRange {
 	out := make([]addrRange, len(ps))
 	for i, p := range ps {
 		out[i] = addrRange{p, "the host's own networks"}
-	}
-	return out
-}
-
-func concat(lists ...[]addrRange) []addrRange {
-	var out []addrRange
-	for _, l := range lists {
-		out = append(out, l...)
 	}
 	return out
 }

@@ -1,6 +1,9 @@
 package sandbox
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // AddressRange is a named address range.
 type AddressRange struct {
@@ -15,7 +18,7 @@ type AddressRange struct {
 // machine its metadata, credentials or host agent outside the
 // link-local range (most serve them at 169.254.169.254, refused with
 // link-local addresses).
-var neverRanges = concatRanges(
+var neverRanges = slices.Concat(
 	namedRanges("loopback", "127.0.0.0/8", "::1/128"),
 	namedRanges("link-local addresses (cloud metadata lives there)", "169.254.0.0/16", "fe80::/10"),
 	namedRanges("the unspecified range", "0.0.0.0/8", "::/128"),
@@ -55,14 +58,6 @@ func namedRanges(what string, prefixes ...string) []AddressRange {
 	out := make([]AddressRange, len(prefixes))
 	for i, p := range prefixes {
 		out[i] = AddressRange{netip.MustParsePrefix(p), what}
-	}
-	return out
-}
-
-func concatRanges(lists ...[]AddressRange) []AddressRange {
-	var out []AddressRange
-	for _, l := range lists {
-		out = append(out, l...)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -165,12 +166,7 @@ func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error
 	if rec.network, err = sandbox.ParseNetworkPolicy(req.NetworkBlockAll, req.NetworkAllowList, req.DomainAllowList); err != nil {
 		return nil, spec{}, engineError(err)
 	}
-	if rec.user == "" {
-		rec.user = DefaultUser
-	}
-	if rec.target == "" {
-		rec.target = DefaultTarget
-	}
+	rec.user, rec.target = cmp.Or(rec.user, DefaultUser), cmp.Or(rec.target, DefaultTarget)
 	for _, iv := range []struct {
 		name  string
 		v     *int

@@ -67,21 +67,8 @@ func (f *commandFlags) options() (*sandbox.ExecOptions, error) {
 	return &sandbox.ExecOptions{Timeout: f.timeout.execTimeout(), Cwd: f.cwd, Env: env}, nil
 }
 
-func (a *app) execCommand() *cobra.Command {
-	var (
-		f            commandFlags
-		res          resourceFlags
-		blockNet     bool
-		readOnlyRoot bool
-		allowFUSE    bool
-		img          string
-		snap         string
-		stdin        bool
-	)
-	c := &cobra.Command{
-		Use:   "exec [flags] [--] COMMAND [ARG...]",
-		Short: "Run a command in a sandbox and wait for it",
-		Long: `Run a command in a sandbox, streaming its output, and exit with its exit code.
+// execLong is the help of exec.
+const execLong = `Run a command in a sandbox, streaming its output, and exit with its exit code.
 
 The sandbox is created (or restarted) if needed and keeps running afterwards.
 COMMAND is a shell line, not quoted, so it may hold pipes and redirections;
@@ -98,13 +85,33 @@ With --json, exec prints a stream of JSON lines: "start", then "stdout" and
 "stderr" chunks (exact bytes, as UTF-8 text or base64), then "exit" or
 "error"; errors have a stable "code". See 'agentbox help json'.
 
+A new sandbox gets the limits --cpu, --memory, --disk and --pids give
+(memory and disk: a number of MiB, or 512MiB, 2GiB); an existing one keeps
+its own (the local engine refuses values other than its own).
+
 Exit codes: the command's own; 124 when --timeout ended it; 2 for a bad
 command line, or an option the sandbox cannot honour (--block-network on
 a sandbox whose network cannot change: one made with the host's network);
 125 when agentbox could not run it (the
 message says why); 137 when the sandbox was stopped or removed while the
 command ran; 141 when agentbox's output was closed; 130 after SIGINT and
-143 after SIGTERM (the command is killed in every case).`,
+143 after SIGTERM (the command is killed in every case).`
+
+func (a *app) execCommand() *cobra.Command {
+	var (
+		f            commandFlags
+		res          resourceFlags
+		blockNet     bool
+		readOnlyRoot bool
+		allowFUSE    bool
+		img          string
+		snap         string
+		stdin        bool
+	)
+	c := &cobra.Command{
+		Use:   "exec [flags] [--] COMMAND [ARG...]",
+		Short: "Run a command in a sandbox and wait for it",
+		Long:  execLong,
 		Example: `  agentbox exec -- echo hello
   agentbox exec --id build --env GOFLAGS=-mod=mod --cwd /tmp -- go version
   agentbox exec -- 'ls -l | wc -l'
