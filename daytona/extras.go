@@ -40,32 +40,32 @@ func (s *Sandbox) Clone(o CloneOptions) (*Sandbox, error) {
 	return New(opts)
 }
 
-// UpdateNetworkSettings changes the running sandbox's network policy,
-// live; nil fields keep their values. Later clones and Instructions
-// follow it.
-func (s *Sandbox) UpdateNetworkSettings(ctx context.Context, ns NetworkSettings) error {
+// UpdateNetworkSettings changes the running sandbox's network policy to
+// p as a whole (its zero value is the default), live, after validating
+// it as New does. Later clones and Instructions follow it.
+func (s *Sandbox) UpdateNetworkSettings(ctx context.Context, p sandbox.NetworkPolicy) error {
 	s.mu.Lock()
 	check := s.opts
 	s.mu.Unlock()
-	if ns.NetworkAllowList != nil {
-		check.NetworkAllowList = *ns.NetworkAllowList
-	}
-	if ns.DomainAllowList != nil {
-		check.DomainAllowList = *ns.DomainAllowList
-	}
-	if _, err := check.normalize(); err != nil {
+	check.Network = p
+	checked, err := check.normalize()
+	if err != nil {
 		return err
 	}
 	id := s.RemoteID()
 	if id == "" {
 		return fmt.Errorf("daytona: UpdateNetworkSettings: %w", &sandbox.NotReadyError{ID: s.opts.ID})
 	}
-	sb, err := s.api.UpdateNetworkSettings(ctx, id, ns)
+	sb, err := s.api.UpdateNetworkSettings(ctx, id, NetworkSettingsOf(checked.Network))
 	if err != nil {
 		return err
 	}
+	got, err := sandbox.ParseNetworkPolicy(sb.NetworkBlockAll, sb.NetworkAllowList, sb.DomainAllowList)
+	if err != nil {
+		got = checked.Network // the server's answer is the policy sent, in its own words
+	}
 	s.mu.Lock()
-	s.opts.NetworkBlockAll, s.opts.NetworkAllowList, s.opts.DomainAllowList = sb.NetworkBlockAll, sb.NetworkAllowList, sb.DomainAllowList
+	s.opts.Network = got
 	s.mu.Unlock()
 	return nil
 }

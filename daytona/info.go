@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 
@@ -40,7 +41,7 @@ func (s *SandboxDTO) Info() *sandbox.Info {
 	info := &sandbox.Info{
 		ID: id, Name: "DaytonaSandbox", Provider: "daytona", Status: s.State.Status(),
 		CreatedAt: s.Created(), LastUsedAt: s.LastActivity(),
-		Resources: &sandbox.Resources{
+		Usage: &sandbox.Usage{
 			CPUCores: s.CPU,
 			MemoryMB: int64(math.Round(s.Memory * 1024)),
 			DiskMB:   int64(math.Round(s.Disk * 1024)),
@@ -61,14 +62,28 @@ func (s *SandboxDTO) Info() *sandbox.Info {
 	return info
 }
 
-// network describes the sandbox's network policy.
-func (s *SandboxDTO) network() *sandbox.NetworkInfo {
-	n := &sandbox.NetworkInfo{Mode: sandbox.NetworkPublic}
-	switch {
-	case s.NetworkBlockAll:
-		n.Mode = sandbox.NetworkBlocked
-	case s.NetworkAllowList != "" || s.DomainAllowList != "":
+// networkInfo describes the policy p of a Daytona sandbox: an allow list
+// of names alone is the allowList mode (how Daytona enforces names is its
+// own).
+func networkInfo(p sandbox.NetworkPolicy) *sandbox.NetworkInfo {
+	n := p.Info()
+	if n.Mode == sandbox.NetworkDomainAllowList {
 		n.Mode = sandbox.NetworkAllowList
+	}
+	return n
+}
+
+// network describes the sandbox's network policy, as the server states
+// it (the wire form, read by the one parser; a policy the parser refuses
+// is shown as the server wrote it, with a note).
+func (s *SandboxDTO) network() *sandbox.NetworkInfo {
+	p, err := sandbox.ParseNetworkPolicy(s.NetworkBlockAll, s.NetworkAllowList, s.DomainAllowList)
+	if err == nil {
+		return networkInfo(p)
+	}
+	n := &sandbox.NetworkInfo{Mode: sandbox.NetworkAllowList, Note: fmt.Sprintf("the server's policy is not one agentbox accepts: %v", err)}
+	if s.NetworkBlockAll {
+		n.Mode = sandbox.NetworkBlocked
 	}
 	n.AllowList = splitList(s.NetworkAllowList)
 	n.DomainAllowList = splitList(s.DomainAllowList)

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/big"
-	"net/netip"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -70,8 +69,10 @@ type Options struct {
 	// Image is an image to build the sandbox from when Snapshot is empty.
 	Image string
 	// Resources size a sandbox built from Image; without Image they are
-	// ignored, with a warning (Logf), as Daytona refuses them.
-	Resources Resources
+	// ignored, with a warning (Logf), as Daytona refuses them. Daytona
+	// takes whole cores and whole GiB (multiples of 1024 MiB), and no
+	// process limit (PIDs).
+	Resources sandbox.Resources
 	// BuildLogs receives the build logs of a sandbox built from Image.
 	BuildLogs io.Writer
 
@@ -98,14 +99,11 @@ type Options struct {
 	AutoDeleteInterval time.Duration
 	// Volumes are mounted at creation.
 	Volumes []SandboxVolume
-	// NetworkBlockAll blocks all network access.
-	NetworkBlockAll bool
-	// NetworkAllowList is the CIDRs the sandbox may reach,
-	// comma-separated.
-	NetworkAllowList string
-	// DomainAllowList is the domains the sandbox may reach,
-	// comma-separated; "*.example.com" allowed.
-	DomainAllowList string
+	// Network is the sandbox's network policy, validated as every
+	// engine validates it (sandbox.NetworkPolicy.Canonical) and sent as
+	// Daytona's networkBlockAll, networkAllowList and domainAllowList.
+	// Daytona has no host mode (sandbox.NetworkHost).
+	Network sandbox.NetworkPolicy
 	// WorkingDirectory is the default working directory of commands.
 	// Default: the sandbox's own (the user's home), found at start.
 	WorkingDirectory string
@@ -121,21 +119,28 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// Resources size a sandbox built from an image, in Daytona's units: CPU
-// cores and GiB. Zero fields are Daytona's defaults.
-type Resources struct {
-	CPU, Memory, Disk int
+// wireResources returns r in Daytona's units: whole cores and GiB. The
+// error names the field and matches sandbox.ErrInvalidArgument.
+func wireResources(r sandbox.Resources) (cpu, memoryGiB, diskGiB int, err error) {
+	if err := r.Validate(); err != nil {
+		return 0, 0, 0, err
+	}
+	mem, memWhole := sandbox.GiB(r.MemoryMiB)
+	disk, diskWhole := sandbox.GiB(r.DiskMiB)
+	switch {
+	case r.CPUCores != math.Trunc(r.CPUCores) || r.CPUCores > math.MaxInt32:
+		return 0, 0, 0, fmt.Errorf("%w: Resources.CPUCores %g: Daytona takes a whole number of cores", sandbox.ErrInvalidArgument, r.CPUCores)
+	case !memWhole || mem > math.MaxInt32:
+		return 0, 0, 0, fmt.Errorf("%w: Resources.MemoryMiB %d: Daytona takes whole GiB: use a multiple of 1024 MiB", sandbox.ErrInvalidArgument, r.MemoryMiB)
+	case !diskWhole || disk > math.MaxInt32:
+		return 0, 0, 0, fmt.Errorf("%w: Resources.DiskMiB %d: Daytona takes whole GiB: use a multiple of 1024 MiB", sandbox.ErrInvalidArgument, r.DiskMiB)
+	case r.PIDs != 0:
+		return 0, 0, 0, fmt.Errorf("%w: Resources.PIDs %d: Daytona sets no process limit: leave PIDs 0", sandbox.ErrInvalidArgument, r.PIDs)
+	}
+	return int(r.CPUCores), int(mem), int(disk), nil
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// domainName matches an entry of a domain allow list. Compiled at first
-// use: its bounded repetitions make a large program, which every process
-// that links this package (a sandbox's init too) would otherwise compile
-// at start.
-var domainName = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(\*\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
-})
 
 // normalize checks o and fills in its defaults. Errors match
 // sandbox.ErrInvalidArgument (sandbox.ErrInvalidEnv for an env name).
@@ -178,18 +183,15 @@ func (o Options) normalize() (Options, error) {
 			return invalid("volume %q at %q: a volume needs an id or name and an absolute mount path other than /", v.VolumeID, v.MountPath)
 		}
 	}
-	for _, c := range splitList(o.NetworkAllowList) {
-		if _, err := netip.ParsePrefix(c); err != nil {
-			return invalid("NetworkAllowList entry %q is not a CIDR such as 10.0.0.0/8", c)
-		}
+	var err error
+	if o.Network, err = o.Network.Canonical(); err != nil {
+		return Options{}, fmt.Errorf("daytona: Options.Network: %w", err)
 	}
-	for _, d := range splitList(o.DomainAllowList) {
-		if !domainName().MatchString(d) {
-			return invalid("DomainAllowList entry %q is not a domain such as example.com or *.example.com", d)
-		}
+	if o.Network.Mode == sandbox.NetworkHost {
+		return invalid("Options.Network: Daytona has no host network mode (HostNetwork): use the default, blocked or allowList mode")
 	}
-	if o.Resources.CPU < 0 || o.Resources.Memory < 0 || o.Resources.Disk < 0 {
-		return invalid("Resources must not be negative")
+	if _, _, _, err := wireResources(o.Resources); err != nil {
+		return Options{}, fmt.Errorf("daytona: Options.%w", err)
 	}
 	if o.WorkingDirectory != "" && !path.IsAbs(o.WorkingDirectory) {
 		return invalid("WorkingDirectory %q is not absolute", o.WorkingDirectory)
@@ -226,9 +228,9 @@ func (o *Options) createRequest(target string) (CreateSandbox, bool) {
 	labels[LabelSandboxID] = o.ID
 	req := CreateSandbox{
 		Name: o.Name, User: o.User, Labels: labels, Public: o.Public, Target: target,
-		NetworkBlockAll: o.NetworkBlockAll, NetworkAllowList: o.NetworkAllowList, DomainAllowList: o.DomainAllowList,
 		Volumes: o.Volumes,
 	}
+	req.NetworkBlockAll, req.NetworkAllowList, req.DomainAllowList = o.Network.Wire()
 	stop := 0 // never
 	if o.AutoStopInterval > 0 {
 		stop = minutesOf(o.AutoStopInterval)
@@ -246,10 +248,10 @@ func (o *Options) createRequest(target string) (CreateSandbox, bool) {
 		n := minutesOf(o.AutoDeleteInterval)
 		req.AutoDeleteInterval = &n
 	}
-	dropped := o.Resources != (Resources{})
+	dropped := o.Resources != (sandbox.Resources{})
 	if o.Image != "" && o.Snapshot == "" {
 		req.BuildInfo = &CreateBuildInfo{DockerfileContent: "FROM " + o.Image + "\n"}
-		req.CPU, req.Memory, req.Disk = o.Resources.CPU, o.Resources.Memory, o.Resources.Disk
+		req.CPU, req.Memory, req.Disk, _ = wireResources(o.Resources) // checked by normalize
 		dropped = false
 	} else {
 		req.Snapshot = o.Snapshot

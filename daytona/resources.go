@@ -106,17 +106,18 @@ func (c *Client) WaitForSnapshot(ctx context.Context, idOrName string) (*Snapsho
 // (buildInfo). A build that fails returns the snapshot with a
 // *SnapshotFailedError carrying Daytona's reason; an invalid image or
 // name fails before any request, matching sandbox.ErrInvalidArgument.
-func (c *Client) BuildSnapshot(ctx context.Context, name string, image Image, res Resources, logs io.Writer) (*Snapshot, error) {
+func (c *Client) BuildSnapshot(ctx context.Context, name string, image Image, res sandbox.Resources, logs io.Writer) (*Snapshot, error) {
 	if err := image.Err(); err != nil {
 		return nil, err
 	}
 	if name == "" || strings.ContainsFunc(name, isSpaceOrControl) {
 		return nil, fmt.Errorf("daytona: snapshot name %q: a snapshot needs a name without spaces: %w", name, sandbox.ErrInvalidArgument)
 	}
-	if res.CPU < 0 || res.Memory < 0 || res.Disk < 0 {
-		return nil, fmt.Errorf("daytona: snapshot %s: resources must not be negative: %w", name, sandbox.ErrInvalidArgument)
+	req := CreateSnapshot{Name: name}
+	var err error
+	if req.CPU, req.Memory, req.Disk, err = wireResources(res); err != nil {
+		return nil, fmt.Errorf("daytona: snapshot %s: %w", name, err)
 	}
-	req := CreateSnapshot{Name: name, CPU: res.CPU, Memory: res.Memory, Disk: res.Disk}
 	if ref := image.imageName(); ref != "" {
 		req.ImageName = ref
 	} else {

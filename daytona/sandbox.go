@@ -262,10 +262,11 @@ func (s *Sandbox) detach() {
 }
 
 // Info describes the sandbox, as Mastra's getInfo does: resources only
-// while attached (memory and disk in MB: Daytona's GiB × 1024).
+// while attached (memory and disk in MB: Daytona's GiB × 1024). Network
+// is the policy of its Options (or the last UpdateNetworkSettings).
 func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 	s.mu.Lock()
-	remote, created := s.remote, s.created
+	remote, created, network := s.remote, s.created, s.opts.Network
 	s.mu.Unlock()
 	if created.IsZero() {
 		created = time.Now()
@@ -281,7 +282,7 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 		info.Metadata["image"] = s.opts.Image
 	}
 	if remote != nil {
-		info.Resources = &sandbox.Resources{
+		info.Usage = &sandbox.Usage{
 			CPUCores: remote.CPU,
 			MemoryMB: int64(math.Round(remote.Memory * 1024)),
 			DiskMB:   int64(math.Round(remote.Disk * 1024)),
@@ -290,6 +291,7 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 		info.LastUsedAt = remote.LastActivity()
 	}
 	info.Mounts = s.mounts.list()
+	info.Network = networkInfo(network)
 	return info, nil
 }
 
@@ -316,7 +318,7 @@ func (s *Sandbox) Instructions() string {
 	if n := len(o.Volumes); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d volume(s) attached.", n))
 	}
-	if o.NetworkBlockAll {
+	if o.Network.Mode == sandbox.NetworkBlocked {
 		parts = append(parts, "Network access is blocked.")
 	}
 	return strings.Join(parts, " ")

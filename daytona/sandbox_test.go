@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,11 +48,11 @@ func TestEngineOptions(t *testing.T) {
 		t.Errorf("toolbox call before start: %v, want ErrNotReady", err)
 	}
 	info, err := sb.Info(context.Background())
-	if err != nil || info.Resources != nil || info.Metadata["language"] != "typescript" || info.Metadata["ephemeral"] != "false" || info.Metadata["target"] != "" {
+	if err != nil || info.Usage != nil || info.Metadata["language"] != "typescript" || info.Metadata["ephemeral"] != "false" || info.Metadata["target"] != "" {
 		t.Errorf("info before start: %+v, %v", info, err)
 	}
 	sb, err = New(Options{Client: c, Language: "python", WorkingDirectory: "/home/daytona", Timeout: 60 * time.Second, User: "ubuntu",
-		Volumes: []SandboxVolume{{VolumeID: "v", MountPath: "/data"}}, NetworkBlockAll: true})
+		Volumes: []SandboxVolume{{VolumeID: "v", MountPath: "/data"}}, Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,12 +70,13 @@ func TestEngineOptions(t *testing.T) {
 	}{
 		{Options{Env: map[string]string{"1BAD": "x"}}, `"1BAD"`},
 		{Options{Language: "cobol"}, "cobol"},
-		{Options{NetworkAllowList: "10.0.0.0/8,not-a-cidr"}, `"not-a-cidr" is not a CIDR`},
-		{Options{DomainAllowList: "example.com,bad domain"}, `"bad domain" is not a domain`},
+		{Options{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), {}}}}, `"invalid Prefix": not a CIDR`},
+		{Options{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Domains: []string{"example.com", "bad domain"}}}, `"bad domain": character ' ' is not allowed in a name`},
+		{Options{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}}, "no host network mode"},
 		{Options{Volumes: []SandboxVolume{{VolumeID: "v", MountPath: "relative"}}}, "absolute mount path"},
 		{Options{Volumes: []SandboxVolume{{MountPath: "/data"}}}, "needs an id or name"},
 		{Options{WorkingDirectory: "relative"}, "not absolute"},
-		{Options{Resources: Resources{CPU: -1}}, "negative"},
+		{Options{Resources: sandbox.Resources{CPUCores: -1}}, "negative"},
 	} {
 		bad.o.Client = c
 		_, err := New(bad.o)
@@ -85,7 +87,7 @@ func TestEngineOptions(t *testing.T) {
 }
 
 func TestCreateRequest(t *testing.T) {
-	res := Resources{CPU: 2, Memory: 4, Disk: 8}
+	res := sandbox.Resources{CPUCores: 2, MemoryMiB: 4 << 10, DiskMiB: 8 << 10}
 	for _, tc := range []struct {
 		name         string
 		o            Options
@@ -184,9 +186,9 @@ func testEngine(t *testing.T, daytonaMode bool) {
 		t.Errorf("instructions without the probed working directory: %s", sb.Instructions())
 	}
 	info, err := sb.Info(ctx)
-	if err != nil || info.Resources == nil || info.Metadata["target"] != remote.Target || info.CreatedAt.IsZero() ||
-		info.Resources.MemoryMB != int64(remote.Memory*1024) || info.Resources.CPUCores != remote.CPU {
-		t.Fatalf("info: %+v (resources %+v), %v", info, info.Resources, err)
+	if err != nil || info.Usage == nil || info.Metadata["target"] != remote.Target || info.CreatedAt.IsZero() ||
+		info.Usage.MemoryMB != int64(remote.Memory*1024) || info.Usage.CPUCores != remote.CPU {
+		t.Fatalf("info: %+v (resources %+v), %v", info, info.Usage, err)
 	}
 
 	// Round trips on a started sandbox: a command that streams nothing
@@ -290,8 +292,7 @@ func testEngine(t *testing.T, daytonaMode bool) {
 	}
 
 	// Network settings change live; previews.
-	block := true
-	if err := sb.UpdateNetworkSettings(ctx, NetworkSettings{NetworkBlockAll: &block}); err != nil {
+	if err := sb.UpdateNetworkSettings(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(sb.Instructions(), "Network access is blocked.") {
@@ -300,8 +301,8 @@ func testEngine(t *testing.T, daytonaMode bool) {
 	if got, err := sb.API().GetSandbox(ctx, sb.RemoteID()); err != nil || !got.NetworkBlockAll {
 		t.Errorf("the server's sandbox after blocking: %+v, %v", got, err)
 	}
-	bad := "not a cidr"
-	if err := sb.UpdateNetworkSettings(ctx, NetworkSettings{NetworkAllowList: &bad}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+	bad := sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []netip.Prefix{netip.MustParsePrefix("203.0.113.1/24")}}
+	if err := sb.UpdateNetworkSettings(ctx, bad); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Errorf("a malformed allow list: %v", err)
 	}
 	if u, token, err := sb.PortURL(ctx, 3000); err != nil || u == "" || token == "" {
@@ -368,7 +369,7 @@ func TestEngineBadInput(t *testing.T) {
 	// Resources without an image: Mastra's warning, and the default
 	// snapshot without them.
 	var warnings []string
-	sb = newEngine(t, s, Config{}, Options{Resources: Resources{CPU: 2}, Logf: func(f string, a ...any) {
+	sb = newEngine(t, s, Config{}, Options{Resources: sandbox.Resources{CPUCores: 2}, Logf: func(f string, a ...any) {
 		warnings = append(warnings, fmt.Sprintf(f, a...))
 	}})
 	if _, err := sb.Start(ctx); err != nil {

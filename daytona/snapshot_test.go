@@ -34,7 +34,7 @@ func TestDaytonaSnapshot(t *testing.T) {
 		RunCommands("echo built-by-run > /built", "echo from-the-run-step").
 		Env(map[string]string{"GREETING": "hello snapshot"})
 	var logs strings.Builder
-	snap, err := c.BuildSnapshot(ctx, "tools:1", img, Resources{CPU: 1, Memory: 1}, &logs)
+	snap, err := c.BuildSnapshot(ctx, "tools:1", img, sandbox.Resources{CPUCores: 1, MemoryMiB: 1 << 10}, &logs)
 	if err != nil {
 		t.Fatalf("build: %v (logs %q)", err, logs.String())
 	}
@@ -58,14 +58,14 @@ func TestDaytonaSnapshot(t *testing.T) {
 	}
 
 	// A base image alone is pulled (imageName), logs optional.
-	pulled, err := c.BuildSnapshot(ctx, "base-copy", BaseImage("team/base:1"), Resources{}, nil)
+	pulled, err := c.BuildSnapshot(ctx, "base-copy", BaseImage("team/base:1"), sandbox.Resources{}, nil)
 	if err != nil || pulled.State != SnapshotActive || pulled.ImageName != "team/base:1" {
 		t.Errorf("pull: %+v, %v", pulled, err)
 	}
 
 	// A failing step: the typed error with the builder's reason.
 	logs.Reset()
-	_, err = c.BuildSnapshot(ctx, "broken", ImageFromDockerfile("FROM team/base:1\nRUN echo about-to-fail && exit 3\n"), Resources{}, &logs)
+	_, err = c.BuildSnapshot(ctx, "broken", ImageFromDockerfile("FROM team/base:1\nRUN echo about-to-fail && exit 3\n"), sandbox.Resources{}, &logs)
 	var fe *SnapshotFailedError
 	if !errors.As(err, &fe) || fe.Name != "broken" || fe.State != SnapshotBuildFailed || fe.Reason == "" {
 		t.Fatalf("a failing build: %v, want a *SnapshotFailedError with a reason", err)
@@ -103,12 +103,12 @@ func TestDaytonaSnapshot(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		img  Image
-		res  Resources
+		res  sandbox.Resources
 	}{
-		{"", BaseImage("team/base:1"), Resources{}},
-		{"has space", BaseImage("team/base:1"), Resources{}},
-		{"ok", BaseImage("team/base:1").Workdir("rel"), Resources{}},
-		{"ok", BaseImage("team/base:1"), Resources{CPU: -1}},
+		{"", BaseImage("team/base:1"), sandbox.Resources{}},
+		{"has space", BaseImage("team/base:1"), sandbox.Resources{}},
+		{"ok", BaseImage("team/base:1").Workdir("rel"), sandbox.Resources{}},
+		{"ok", BaseImage("team/base:1"), sandbox.Resources{CPUCores: -1}},
 	} {
 		if _, err := c.BuildSnapshot(ctx, tc.name, tc.img, tc.res, nil); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("BuildSnapshot(%q, %q, %+v): %v, want ErrInvalidArgument", tc.name, tc.img.Dockerfile(), tc.res, err)

@@ -1,6 +1,10 @@
 package daytona
 
-import "time"
+import (
+	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
+)
 
 // The shapes of api.json this package uses. Every enumeration is an open
 // string type: a value the service adds later decodes as it is. Unknown
@@ -156,6 +160,13 @@ type NetworkSettings struct {
 	NetworkBlockAll  *bool   `json:"networkBlockAll,omitempty"`
 	NetworkAllowList *string `json:"networkAllowList,omitempty"`
 	DomainAllowList  *string `json:"domainAllowList,omitempty"`
+}
+
+// NetworkSettingsOf returns the settings that set the policy p as a
+// whole: Daytona's wire form of it, every field present.
+func NetworkSettingsOf(p sandbox.NetworkPolicy) NetworkSettings {
+	blockAll, allowList, domainAllowList := p.Wire()
+	return NetworkSettings{NetworkBlockAll: &blockAll, NetworkAllowList: &allowList, DomainAllowList: &domainAllowList}
 }
 
 // PreviewURL is the URL of a sandbox's port; send Token as

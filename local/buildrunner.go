@@ -70,8 +70,8 @@ func (r buildRunner) Run(ctx context.Context, base *image.Image, step build.RunS
 		ID:       "build-" + randomSuffix(),
 		StateDir: r.stateDir,
 		Config: Config{
-			Image:           ref,
-			NetworkBlockAll: step.BlockNetwork,
+			Image:   ref,
+			Network: sandbox.BlockedIf(step.BlockNetwork),
 			// A build step is never idle while it runs; the sandbox
 			// goes with the step.
 			AutoStopInterval: -1,

@@ -367,7 +367,7 @@ func readPids(dir string) []int {
 }
 
 // resources reads the limits and usage of the set.
-func (s *cgroupSet) resources() *sandbox.Resources {
+func (s *cgroupSet) resources() *sandbox.Usage {
 	if s.Version == 1 {
 		return resourcesV1(s.Paths)
 	}
@@ -375,8 +375,8 @@ func (s *cgroupSet) resources() *sandbox.Resources {
 }
 
 // newResources returns the resources of a sandbox without limits.
-func newResources() *sandbox.Resources {
-	return &sandbox.Resources{CPUCores: float64(runtime.NumCPU())}
+func newResources() *sandbox.Usage {
+	return &sandbox.Usage{CPUCores: float64(runtime.NumCPU())}
 }
 
 // cpuShares returns the v1 CPU shares of cpu cores: 1024 per core, as

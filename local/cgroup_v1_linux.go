@@ -87,7 +87,7 @@ func limitWritesV1(l *limits, memsw bool) []cgroupWrite {
 
 // resourcesV1 reads the limits and usage of the v1 cgroups paths
 // (controller → folder).
-func resourcesV1(paths map[string]string) *sandbox.Resources {
+func resourcesV1(paths map[string]string) *sandbox.Usage {
 	r := newResources()
 	if d, ok := paths["memory"]; ok {
 		if n, ok := readInt(filepath.Join(d, "memory.usage_in_bytes")); ok {

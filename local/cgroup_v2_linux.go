@@ -131,7 +131,7 @@ func killCgroupV2(d string) {
 }
 
 // resourcesV2 reads the limits and usage of the v2 cgroup folder d.
-func resourcesV2(d string) *sandbox.Resources {
+func resourcesV2(d string) *sandbox.Usage {
 	r := newResources()
 	if n, ok := readInt(filepath.Join(d, "memory.current")); ok {
 		r.MemoryUsedMB = bytesToMB(n, true)

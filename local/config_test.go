@@ -42,7 +42,7 @@ func TestConfigMismatch(t *testing.T) {
 	}
 
 	sb, err := local.New(local.Options{ID: "shape", StateDir: stateDir, Config: local.Config{
-		User: "bob", Labels: map[string]string{"a": "2"}, NetworkBlockAll: true, AutoStopInterval: time.Minute,
+		User: "bob", Labels: map[string]string{"a": "2"}, Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}, AutoStopInterval: time.Minute,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -57,12 +57,12 @@ func TestConfigMismatch(t *testing.T) {
 		{Field: "Labels", Sandbox: map[string]string{"a": "1"}, Requested: map[string]string{"a": "2"}},
 		{Field: "User", Sandbox: "alice", Requested: "bob"},
 		{Field: "AutoStopInterval", Sandbox: local.DefaultAutoStopInterval, Requested: time.Minute},
-		{Field: "NetworkBlockAll", Sandbox: false, Requested: true},
+		{Field: "Network", Sandbox: sandbox.NetworkPolicy{Mode: sandbox.NetworkPublic}, Requested: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}},
 	}
 	if me.ID != "shape" || me.StateDir != stateDir || !reflect.DeepEqual(me.Fields, want) {
 		t.Errorf("mismatch %+v, want fields %+v", me, want)
 	}
-	for _, w := range []string{`sandbox "shape"`, `User is "alice", not "bob"`, "NetworkBlockAll is false, not true",
+	for _, w := range []string{`sandbox "shape"`, `User is "alice", not "bob"`, "Network is public, not blocked",
 		"AutoStopInterval is 15m0s, not 1m0s", "remove the sandbox", "another ID"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error lacks %q: %v", w, err)
@@ -79,12 +79,12 @@ func TestConfigMismatch(t *testing.T) {
 	if err := first.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sb2, err := local.New(local.Options{ID: "shape", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
+	sb2, err := local.New(local.Options{ID: "shape", StateDir: stateDir, Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb2.Close(ctx)
-	if _, err := sb2.Start(ctx); !errors.As(err, &me) || len(me.Fields) != 1 || me.Fields[0].Field != "NetworkBlockAll" {
+	if _, err := sb2.Start(ctx); !errors.As(err, &me) || len(me.Fields) != 1 || me.Fields[0].Field != "Network" {
 		t.Errorf("start of a stopped sandbox with another network: %v", err)
 	}
 }
@@ -302,7 +302,7 @@ func checkIdentity(t *testing.T, info *sandbox.Info, user string) {
 func TestInfoIdentityTrue(t *testing.T) {
 	ctx := context.Background()
 	stateDir := newStateDir(t)
-	sb := newSandbox(t, local.Options{ID: "who", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
+	sb := newSandbox(t, local.Options{ID: "who", StateDir: stateDir, Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
 	got := mustRun(t, sb, "id -u; id -g; echo $(id -un) $HOME; grep ^CapEff: /proc/self/status; cat /proc/self/uid_map")
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	info, err := sb.Info(ctx)

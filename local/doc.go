@@ -2,7 +2,7 @@
 // namespaces: the embedded default engine of agentbox.
 //
 // A sandbox is a set of namespaces (user, mount, pid, ipc, uts, cgroup and
-// net, unless [Config.HostNetwork] shares the host's) whose PID 1 is this very
+// net, unless [Config.Network] in the host mode shares the host's) whose PID 1 is this very
 // program, re-executed: call [Init] first thing in main (and in TestMain),
 // so that the re-executed copy becomes the sandbox's init instead of
 // running your program again. The package's own init function calls Init
@@ -93,12 +93,13 @@
 // administratively-prohibited error) and are counted (Info:
 // Network.RefusedPackets). What this changes on the host, and when it is
 // undone, is in uplink_linux.go. Without root the default network is not
-// available (Start says so): use NetworkBlockAll or DomainAllowList, which
-// need no root.
+// available (Start says so): use the blocked mode or an allow list of
+// names alone, which need no root.
 //
-// [Config.NetworkBlockAll] leaves loopback only; [Config.NetworkAllowList]
-// (CIDRs) allows the listed ranges only, and no DNS query leaves;
-// [Config.DomainAllowList] gives loopback only and the listed names
+// [Config.Network] is a [sandbox.NetworkPolicy], the type and validator
+// every engine shares: its blocked mode leaves loopback only; its
+// allowList mode with Allow (CIDRs) allows the listed ranges only, and no
+// DNS query leaves; with Domains alone it gives loopback only and the listed names
 // through an egress proxy on the host (http://127.0.0.1:3128 and
 // socks5h://127.0.0.1:3128 inside, named by HTTP_PROXY, HTTPS_PROXY and
 // ALL_PROXY): one process per state dir, "agentbox-netproxy", this program
@@ -190,8 +191,8 @@ package local
 //	rootfs_linux.go     the init's root file system steps (tmpfs root, binds, /proc, /dev, pivot_root)
 //	inroot_linux.go     opening and making a sandbox's paths inside its root (openat2
 //	                    RESOLVE_IN_ROOT, mkdirat), never through what it planted
-//	network.go          the network options (modes, NetworkAllowList, NetworkSettings), their
-//	                    validation, Instructions; netranges.go: the address ranges of the policy
+//	network.go          the network modes of Config.Network, local's checks of them,
+//	                    Instructions; netranges.go: the address ranges of the policy
 //	netapi.go           UpdateNetworkSettings, PublishPort, UnpublishPort (recorded in meta.json)
 //	network_linux.go    the network at a start (host side: namespace, link, firewall; init side:
 //	                    loopback, resolv.conf), live changes, teardown, Info's network state

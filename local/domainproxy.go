@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -58,25 +57,6 @@ const (
 	egressLogKeep = 32
 )
 
-// normalizeDomainAllowList returns the canonical form of c's
-// DomainAllowList ("" when unset), or why it is invalid.
-func normalizeDomainAllowList(c *Config) (string, error) {
-	if strings.TrimSpace(c.DomainAllowList) == "" {
-		return "", nil
-	}
-	if c.NetworkBlockAll {
-		return "", fmt.Errorf("%w: DomainAllowList and NetworkBlockAll are two network modes, and a sandbox has one: NetworkBlockAll allows nothing, DomainAllowList only the names it lists; set one of them", sandbox.ErrInvalidArgument)
-	}
-	l, err := egress.ParseAllowList(c.DomainAllowList)
-	if err != nil {
-		return "", fmt.Errorf("%w: DomainAllowList: %v", sandbox.ErrInvalidArgument, err)
-	}
-	if l.Len() == 0 {
-		return "", fmt.Errorf("%w: DomainAllowList %q names no domain; to block all traffic set NetworkBlockAll instead", sandbox.ErrInvalidArgument, c.DomainAllowList)
-	}
-	return l.String(), nil
-}
-
 // commandHost is the Host of a sandbox's process manager: its Lifecycle,
 // whose environment overlay it completes with the egress proxy's
 // variables when the sandbox's domain allow list was changed while it
@@ -88,7 +68,7 @@ func (h commandHost) EnsureRunning(ctx context.Context) error {
 	if err := h.s.Lifecycle.EnsureRunning(ctx); err != nil {
 		return err
 	}
-	if h.s.config().DomainAllowList != "" {
+	if c := h.s.config(); c.hasDomains() {
 		h.s.healEgress(ctx)
 	}
 	return nil
@@ -98,11 +78,11 @@ func (h commandHost) MergeEnv(perCall map[string]string) (map[string]string, err
 	h.s.mu.Lock()
 	c, booted := h.s.opts.Config, h.s.proxyEnv
 	h.s.mu.Unlock()
-	if (c.DomainAllowList != "") == booted {
+	if c.hasDomains() == booted {
 		return h.s.Lifecycle.MergeEnv(perCall)
 	}
 	proxy := map[string]string{}
-	for _, kv := range egressEnv(&Config{DomainAllowList: "-"}) {
+	for _, kv := range egressEnv(&Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Domains: []string{"-"}}}) {
 		k, v, _ := strings.Cut(kv, "=")
 		if booted {
 			v = "" // no proxy any more: an empty variable means none
@@ -120,7 +100,7 @@ func (h commandHost) MergeEnv(perCall map[string]string) (map[string]string, err
 // proxy, SOCKS clients with names resolved by it (socks5h), and loopback
 // stays direct.
 func egressEnv(c *Config) []string {
-	if c.DomainAllowList == "" {
+	if !c.hasDomains() {
 		return nil
 	}
 	const httpProxy, socksProxy, direct = "http://" + egressProxyAddr, "socks5h://" + egressProxyAddr, "localhost,127.0.0.1,::1"
@@ -176,7 +156,7 @@ func readPolicyLog(dir string) (policyLog, error) {
 // (metadata m), its egress proxy's refusals, and a note when the proxy
 // should serve it but does not.
 func addPolicyLog(dir string, m *meta, n *sandbox.NetworkInfo) {
-	if m.Config.DomainAllowList == "" {
+	if !m.Config.hasDomains() {
 		return
 	}
 	if m.alive() && !egressServes(context.Background(), filepath.Dir(filepath.Dir(dir)), m.ID) {

@@ -32,7 +32,7 @@ func BenchmarkDomainProxyDownload(b *testing.B) {
 	srv := httptest.NewServer(payloadHandler())
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	sb := openSandbox(b, local.Options{Config: local.Config{DomainAllowList: "allowed.test"}})
+	sb := openSandbox(b, local.Options{Config: local.Config{Network: netPolicy(b, false, "", "allowed.test")}})
 	local.SetEgressTestHooks(sb, testHosts, true)
 	ctx := context.Background()
 	measure := func(out string) time.Duration { return curlTime(b, out) }
@@ -102,7 +102,7 @@ func curlTime(b *testing.B, out string) time.Duration {
 // reported whole (MB-PSS/proxy, MB-RSS/proxy). It runs once whatever b.N.
 func BenchmarkIdleMemoryDomainAllowList(b *testing.B) {
 	const n = 100
-	boxes := idleSandboxes(b, newStateDir(b), n, local.Config{DomainAllowList: "example.com,*.example.org"})
+	boxes := idleSandboxes(b, newStateDir(b), n, local.Config{Network: netPolicy(b, false, "", "example.com,*.example.org")})
 	var pss int64
 	proxy := local.EgressProxyPID(boxes[0])
 	for _, sb := range boxes {

@@ -132,7 +132,7 @@ func (r *policyRecorder) close() {
 // host (cfg.egressFDs): the sockets outlive a proxy that dies, and the
 // host takes them again from the init (pidfd_getfd) for the next one.
 func listenForEgress(cfg *initConfig) error {
-	if cfg.DomainAllowList == "" {
+	if !cfg.hasDomains() {
 		return nil
 	}
 	files, err := egressListeners()

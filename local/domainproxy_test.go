@@ -43,7 +43,7 @@ var testHosts = map[string]string{
 func domainSandbox(t *testing.T, allow string, allowNonPublic bool) *local.Sandbox {
 	t.Helper()
 	skipUnless(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
-	sb := openSandbox(t, local.Options{Config: local.Config{DomainAllowList: allow}})
+	sb := openSandbox(t, local.Options{Config: local.Config{Network: netPolicy(t, false, "", allow)}})
 	local.SetEgressTestHooks(sb, testHosts, allowNonPublic)
 	if _, err := sb.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
@@ -338,7 +338,7 @@ func TestEgressProxyLifetime(t *testing.T) {
 // start the proxy before the sandbox idles.)
 func TestEgressProxyEndsWithIdleInit(t *testing.T) {
 	skipUnless(t, haveCurl(), "curl is not installed")
-	sb := openSandbox(t, local.Options{Config: local.Config{DomainAllowList: "allowed.test", AutoStopInterval: 1500 * time.Millisecond}})
+	sb := openSandbox(t, local.Options{Config: local.Config{Network: netPolicy(t, false, "", "allowed.test"), AutoStopInterval: 1500 * time.Millisecond}})
 	if _, err := sb.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestEgressProxyShared(t *testing.T) {
 	port := originServer(t)
 	one := domainSandbox(t, "allowed.test", true)
 	skipUnless(t, haveCurl(), "curl is not installed")
-	two := openSandbox(t, local.Options{StateDir: one.StateDir(), Config: local.Config{DomainAllowList: "other.test"}})
+	two := openSandbox(t, local.Options{StateDir: one.StateDir(), Config: local.Config{Network: netPolicy(t, false, "", "other.test")}})
 	local.SetEgressTestHooks(two, testHosts, true)
 	if _, err := two.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -438,44 +438,55 @@ func processGone(pid int) bool {
 }
 
 // TestDomainAllowListBadInput: malformed lists and mode conflicts are
-// refused by New, before anything is created.
+// refused (by sandbox.ParseNetworkPolicy, the one parser, or by New),
+// before anything is created.
 func TestDomainAllowListBadInput(t *testing.T) {
 	var many []string
 	for i := 0; i <= 100; i++ {
 		many = append(many, fmt.Sprintf("h%d.example", i))
 	}
 	for _, c := range []struct {
-		cfg  local.Config
-		says string
+		domains  string
+		blockAll bool
+		says     string
 	}{
-		{local.Config{DomainAllowList: "example.com,bad domain.com"}, "not allowed in a name"},
-		{local.Config{DomainAllowList: "10.0.0.0/8"}, "CIDR"},
-		{local.Config{DomainAllowList: "192.168.1.1"}, "IP address"},
-		{local.Config{DomainAllowList: "https://example.com"}, "not a URL"},
-		{local.Config{DomainAllowList: "*"}, "bare *"},
-		{local.Config{DomainAllowList: "a.*.example.com"}, "whole first label"},
-		{local.Config{DomainAllowList: "bücher.de"}, "punycode"},
-		{local.Config{DomainAllowList: strings.Repeat("a", 64) + ".com"}, "63"},
-		{local.Config{DomainAllowList: strings.Join(many, ",")}, "more than 100 entries"},
-		{local.Config{DomainAllowList: " , "}, "names no domain"},
-		{local.Config{DomainAllowList: "example.com", NetworkBlockAll: true}, "two network modes"},
+		{"example.com,bad domain.com", false, "not allowed in a name"},
+		{"10.0.0.0/8", false, "CIDR"},
+		{"192.168.1.1", false, "IP address"},
+		{"https://example.com", false, "not a URL"},
+		{"*", false, "bare *"},
+		{"a.*.example.com", false, "whole first label"},
+		{"bücher.de", false, "punycode"},
+		{strings.Repeat("a", 64) + ".com", false, "63"},
+		{strings.Join(many, ","), false, "more than 100 entries"},
+		{" , ", false, "names no domain"},
+		{"example.com", true, "two network modes"},
 	} {
 		stateDir := t.TempDir()
-		_, err := local.New(local.Options{StateDir: stateDir, Config: c.cfg})
+		p, err := sandbox.ParseNetworkPolicy(c.blockAll, "", c.domains)
+		if err == nil {
+			_, err = local.New(local.Options{StateDir: stateDir, Config: local.Config{Network: p}})
+		}
 		if !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("%.60q: %v, want ErrInvalidArgument saying %q", c.cfg.DomainAllowList, err, c.says)
+			t.Errorf("%.60q: %v, want ErrInvalidArgument saying %q", c.domains, err, c.says)
 		}
 		if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {
-			t.Errorf("%.60q: New left %v", c.cfg.DomainAllowList, ents)
+			t.Errorf("%.60q: New left %v", c.domains, ents)
 		}
 	}
-	// A good list is stored in canonical form.
-	sb, err := local.New(local.Options{StateDir: t.TempDir(), Config: local.Config{DomainAllowList: " Example.COM. ,*.Example.org,example.com"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, _ := sb.Info(context.Background())
-	if got := strings.Join(info.Network.DomainAllowList, ","); got != "example.com,*.example.org" {
-		t.Errorf("stored list %q", got)
+	// A good list is stored in canonical form, also when the policy is
+	// built by hand.
+	for _, p := range []sandbox.NetworkPolicy{
+		netPolicy(t, false, "", " Example.COM. ,*.Example.org,example.com"),
+		{Mode: sandbox.NetworkAllowList, Domains: []string{" Example.COM. ", "*.Example.org", "example.com"}},
+	} {
+		sb, err := local.New(local.Options{StateDir: t.TempDir(), Config: local.Config{Network: p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := sb.Info(context.Background())
+		if got := strings.Join(info.Network.DomainAllowList, ","); got != "example.com,*.example.org" {
+			t.Errorf("stored list %q", got)
+		}
 	}
 }

@@ -171,7 +171,7 @@ func (c *egressClient) serve(m *meta, lns []*os.File, hooks egressTestHooks) err
 	}
 	defer logf.Close()
 	_, err = c.call(egressRequest{
-		Op: "serve", ID: m.ID, Allow: m.Config.DomainAllowList,
+		Op: "serve", ID: m.ID, Allow: m.Config.Network.DomainAllowListString(),
 		InitPID: m.Init.PID, InitStart: m.Init.StartTime, egressTestHooks: hooks,
 	}, append([]*os.File{logf}, lns...))
 	return err
@@ -194,7 +194,7 @@ func (c *egressClient) serveRunning(skip string) {
 			continue
 		}
 		m, err := readMeta(sandboxDir(c.stateDir, id))
-		if err != nil || !m.alive() || m.Config.DomainAllowList == "" {
+		if err != nil || !m.alive() || !m.Config.hasDomains() {
 			continue
 		}
 		if lns, err := takeEgressListeners(&m); err == nil {
@@ -268,7 +268,7 @@ func listenInSandbox(m *meta) ([]*os.File, error) {
 // serves (with no socket yet), so that it stays; wait returns the
 // outcome. serveEgress then hands it the sandbox's sockets.
 func (s *Sandbox) prepareEgress(ctx context.Context, m *meta) (wait func() error) {
-	if m.Config.DomainAllowList == "" {
+	if !m.Config.hasDomains() {
 		return func() error { return nil }
 	}
 	r := *m
@@ -290,7 +290,7 @@ func (s *Sandbox) prepareEgress(ctx context.Context, m *meta) (wait func() error
 // booted (after prepareEgress), on lns, the listening sockets its init
 // handed over. It does nothing when m has no domain allow list.
 func (s *Sandbox) serveEgress(ctx context.Context, m *meta, lns []*os.File) error {
-	if m.Config.DomainAllowList == "" {
+	if !m.Config.hasDomains() {
 		return nil
 	}
 	if len(lns) == 0 {
@@ -320,7 +320,7 @@ func (s *Sandbox) healEgress(ctx context.Context) {
 	}
 	defer c.close()
 	c.serveRunning(s.opts.ID)
-	if m, err := readMeta(s.dir); err == nil && m.alive() && m.Config.DomainAllowList != "" {
+	if m, err := readMeta(s.dir); err == nil && m.alive() && m.Config.hasDomains() {
 		if lns, err := takeEgressListeners(&m); err == nil {
 			_ = c.serve(&m, lns, s.egressTest)
 			closeFiles(lns)
@@ -338,7 +338,7 @@ func (s *Sandbox) applyEgressProxy(ctx context.Context, dir string, m *meta) err
 	if err := writeMeta(dir, m); err != nil {
 		return stateDirError(s.opts.StateDir, err)
 	}
-	if m.Config.DomainAllowList == "" {
+	if !m.Config.hasDomains() {
 		dropEgress(ctx, s.opts.StateDir, m.ID)
 		return nil
 	}
@@ -348,7 +348,7 @@ func (s *Sandbox) applyEgressProxy(ctx context.Context, dir string, m *meta) err
 	}
 	defer c.close()
 	c.serveRunning(m.ID)
-	if _, err := c.call(egressRequest{Op: "allow", ID: m.ID, Allow: m.Config.DomainAllowList}, nil); err == nil {
+	if _, err := c.call(egressRequest{Op: "allow", ID: m.ID, Allow: m.Config.Network.DomainAllowListString()}, nil); err == nil {
 		return nil
 	}
 	lns, err := takeEgressListeners(m)
@@ -363,7 +363,7 @@ func (s *Sandbox) applyEgressProxy(ctx context.Context, dir string, m *meta) err
 // sandbox m, whose init has ended, when it has a domain allow list (the
 // proxy also notices the end of the init by itself).
 func stopEgressProxy(ctx context.Context, stateDir string, m *meta) {
-	if m.Config.DomainAllowList != "" {
+	if m.Config.hasDomains() {
 		dropEgress(ctx, stateDir, m.ID)
 	}
 }

@@ -100,7 +100,7 @@ func checkUsable(t *testing.T, sb *local.Sandbox, initPID int) {
 }
 
 func TestLimitMemoryForeground(t *testing.T) {
-	sb := limitedSandbox(t, local.Resources{MemoryMB: 96}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{MemoryMiB: 96}, local.Config{})
 	init := local.InitPID(sb)
 	before := oomKills(t, sb)
 	r := run(t, sb, memoryHog)
@@ -115,7 +115,7 @@ func TestLimitMemoryForeground(t *testing.T) {
 
 func TestLimitMemoryBackground(t *testing.T) {
 	ctx := context.Background()
-	sb := limitedSandbox(t, local.Resources{MemoryMB: 96}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{MemoryMiB: 96}, local.Config{})
 	init := local.InitPID(sb)
 	before := oomKills(t, sb)
 	p, err := sb.Processes().Spawn(ctx, memoryHog, nil)
@@ -201,7 +201,7 @@ func TestLimitProcessCount(t *testing.T) {
 
 func TestLimitCPUQuota(t *testing.T) {
 	const cpu = 0.2
-	sb := limitedSandbox(t, local.Resources{CPU: cpu}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{CPUCores: cpu}, local.Config{})
 	if got := strings.TrimSpace(cgroupFile(t, sb, "cpu", false, "cpu.shares")); cgroupV1(sb) && got != "204" {
 		t.Errorf("cpu.shares %s, want 204 (1024 per core)", got)
 	}
@@ -234,7 +234,7 @@ func TestLimitCPUQuota(t *testing.T) {
 // they cannot leave.
 func TestLimitsHoldEveryProcess(t *testing.T) {
 	ctx := context.Background()
-	sb := limitedSandbox(t, local.Resources{PIDs: 100, MemoryMB: 128}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{PIDs: 100, MemoryMiB: 128}, local.Config{})
 	ns := pidNS(local.InitPID(sb))
 	p, err := sb.Processes().Spawn(ctx, "exec sleep 4051", nil)
 	if err != nil {
@@ -280,7 +280,7 @@ func TestLimitsHoldEveryProcess(t *testing.T) {
 // TestLimitsCannotBeRaised: commands see no cgroup file system, cannot
 // mount one, and their limits stay as they were.
 func TestLimitsCannotBeRaised(t *testing.T) {
-	sb := limitedSandbox(t, local.Resources{PIDs: 50, MemoryMB: 100}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{PIDs: 50, MemoryMiB: 100}, local.Config{})
 	before := cgroupFile(t, sb, "pids", true, "pids.max")
 	out := mustRun(t, sb, `ls /sys/fs/cgroup 2>&1; echo max > /sys/fs/cgroup/pids/pids.max 2>&1; mkdir -p /tmp/cg && mount -t cgroup2 none /tmp/cg 2>&1; mount -t cgroup -o pids none /tmp/cg 2>&1; grep -v ':/$' /proc/self/cgroup; echo end`)
 	if !strings.HasPrefix(out, "ls: cannot access '/sys/fs/cgroup': No such file or directory") || strings.Count(out, "permission denied") != 2 || !strings.HasSuffix(out, "end\n") {
@@ -324,7 +324,7 @@ func TestLimitDiskFill(t *testing.T) {
 	const diskMB = 64
 	stateDir := newStateDir(t)
 	skipUnless(t, os.Geteuid() == 0, "disk limits need root")
-	c := local.Config{WorkingDirectory: "/workspace", Resources: local.Resources{DiskMB: diskMB}}
+	c := local.Config{WorkingDirectory: "/workspace", Resources: local.Resources{DiskMiB: diskMB}}
 	sb := newSandbox(t, local.Options{StateDir: stateDir, Config: c})
 	other := newSandbox(t, local.Options{StateDir: stateDir, Config: c})
 	var before unix.Statfs_t
@@ -361,7 +361,7 @@ func TestLimitDiskFill(t *testing.T) {
 
 func TestLimitDiskInodes(t *testing.T) {
 	const diskMB = 64 // 4096 inodes
-	sb := limitedSandbox(t, local.Resources{DiskMB: diskMB}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{DiskMiB: diskMB}, local.Config{})
 	// The shell reports the failed creation on its stderr.
 	r := run(t, sb, "mkdir /tmp/i && cd /tmp/i && n=0; while : > f$n; do n=$((n+1)); done; echo $n; df -i . | tail -1; df -k . | tail -1")
 	lines := strings.Split(r.Stdout, "\n")
@@ -389,7 +389,7 @@ func TestLimitDiskInodes(t *testing.T) {
 // device with no host process's help; Destroy leaves no loop device.
 func TestLimitDiskLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	sb := limitedSandbox(t, local.Resources{DiskMB: 64}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{DiskMiB: 64}, local.Config{})
 	img := local.DiskImage(sb)
 	if local.LoopOf(img) == "" {
 		t.Fatal("no loop device holds the running sandbox's image")
@@ -445,7 +445,7 @@ func TestLimitsInfo(t *testing.T) {
 	if !strings.Contains(l.Note, "cgroup v") || !strings.Contains(l.Note, "ext4 image") || strings.Contains(l.Note, "no ") {
 		t.Errorf("note %q", l.Note)
 	}
-	if r := info.Resources; r == nil || r.MemoryMB != l.MemoryMB || r.DiskMB == 0 || r.DiskMB > l.DiskMB {
+	if r := info.Usage; r == nil || r.MemoryMB != l.MemoryMB || r.DiskMB == 0 || r.DiskMB > l.DiskMB {
 		t.Errorf("resources %+v, limits %+v", r, l)
 	}
 	want := "Limits: " + strconv.Itoa(cores) + " CPU cores, " + strconv.FormatInt(l.MemoryMB, 10) + " MiB of memory"
@@ -475,10 +475,10 @@ func TestResourcesBadInput(t *testing.T) {
 		want string
 	}{
 		{local.Resources{PIDs: -1}, "negative"},
-		{local.Resources{MemoryMB: 32}, "below 64 MiB"},
-		{local.Resources{DiskMB: 1}, "below 64 MiB"},
-		{local.Resources{CPU: float64(runtime.NumCPU() + 1)}, "cores"},
-		{local.Resources{MemoryMB: 1 << 40}, "MiB"},
+		{local.Resources{MemoryMiB: 32}, "below 64 MiB"},
+		{local.Resources{DiskMiB: 1}, "below 64 MiB"},
+		{local.Resources{CPUCores: float64(runtime.NumCPU() + 1)}, "cores"},
+		{local.Resources{MemoryMiB: 1 << 40}, "MiB"},
 	} {
 		_, err := local.New(local.Options{StateDir: stateDir, Config: local.Config{Resources: tt.r}})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -273,7 +273,7 @@ func TestNetworkPublic(t *testing.T) {
 
 func TestNetworkBlockAllLab(t *testing.T) {
 	lab := newNetLab(t)
-	sb := lab.sandbox(t, local.Config{NetworkBlockAll: true})
+	sb := lab.sandbox(t, local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}})
 	if got := strings.TrimSpace(mustRun(t, sb, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")); got != "lo" {
 		t.Errorf("interfaces: %q, want lo only", got)
 	}
@@ -298,7 +298,7 @@ func TestNetworkBlockAllLab(t *testing.T) {
 
 func TestNetworkAllowList(t *testing.T) {
 	lab := newNetLab(t)
-	sb := lab.sandbox(t, local.Config{NetworkAllowList: "203.0.113.10, 10.1.2.0/24"})
+	sb := lab.sandbox(t, local.Config{Network: netPolicy(t, false, "203.0.113.10, 10.1.2.0/24", "")})
 	port := lab.Port
 	for _, c := range []struct {
 		what string
@@ -366,7 +366,7 @@ func TestNetworkLiveSwitch(t *testing.T) {
 	}
 
 	// default → allow-cidr: the IPv6 connection is cut, the IPv4 one lives.
-	must(t, sb.UpdateNetworkSettings(ctx, local.NetworkSettings{AllowList: "203.0.113.0/24"}))
+	must(t, sb.UpdateNetworkSettings(ctx, netPolicy(t, false, "203.0.113.0/24", "")))
 	mode(sandbox.NetworkAllowList)
 	if got := ended(hold6); got != "ECONNRESET" {
 		t.Errorf("the existing IPv6 connection after allow-cidr: %q, want ECONNRESET", got)
@@ -381,7 +381,7 @@ func TestNetworkLiveSwitch(t *testing.T) {
 		t.Errorf("the existing IPv4 connection ended: %q", hold4.Stdout())
 	}
 	// → block-all: no interface; the IPv4 connection stops too.
-	must(t, sb.UpdateNetworkSettings(ctx, local.NetworkSettings{BlockAll: true}))
+	must(t, sb.UpdateNetworkSettings(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}))
 	mode(sandbox.NetworkBlocked)
 	if got := ended(hold4); got == "" {
 		t.Errorf("the existing IPv4 connection still runs after block-all")
@@ -390,7 +390,7 @@ func TestNetworkLiveSwitch(t *testing.T) {
 		t.Errorf("a new connection after block-all: %s", got)
 	}
 	// → default: back to the public internet, DNS included.
-	must(t, sb.UpdateNetworkSettings(ctx, local.NetworkSettings{}))
+	must(t, sb.UpdateNetworkSettings(ctx, sandbox.NetworkPolicy{}))
 	mode(sandbox.NetworkPublic)
 	for _, a := range []string{v4, v6} {
 		if got := runProbe(t, sb, "tcp", a); got != "ok" {
@@ -401,7 +401,7 @@ func TestNetworkLiveSwitch(t *testing.T) {
 		t.Errorf("DNS after default: %s", got)
 	}
 	// The policy is the sandbox's: recorded, and kept by a restart.
-	must(t, local.UpdateNetworkSettings(ctx, sb.StateDir(), sb.ID(), local.NetworkSettings{AllowList: "203.0.113.0/24"}))
+	must(t, local.UpdateNetworkSettings(ctx, sb.StateDir(), sb.ID(), netPolicy(t, false, "203.0.113.0/24", "")))
 	must(t, sb.Stop(ctx))
 	if got := runProbe(t, sb, "tcp", v6); got != refusedTCP {
 		t.Errorf("IPv6 after a restart with allow-cidr: %s", got)
@@ -417,7 +417,7 @@ func TestNetworkHostNetwork(t *testing.T) {
 	addr := ln.Addr().String()
 	stateDir := newStateDir(t)
 	installProbes(t, stateDir)
-	host := newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{HostNetwork: true, Volumes: probeConfig(local.Confinement{}).Volumes}})
+	host := newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}, Volumes: probeConfig(local.Confinement{}).Volumes}})
 	own := newSandbox(t, local.Options{StateDir: stateDir, Config: probeConfig(local.Confinement{})})
 	if got := runProbe(t, own, "tcp", addr); got != refusedTCP {
 		t.Errorf("the host's loopback service %s from a default sandbox: %s, want %s", addr, got, refusedTCP)
@@ -430,7 +430,7 @@ func TestNetworkHostNetwork(t *testing.T) {
 	if info.Network.Mode != sandbox.NetworkHost || !strings.Contains(host.Instructions(), "shared with the host") {
 		t.Errorf("Info %+v, Instructions %s", info.Network, host.Instructions())
 	}
-	if err := host.UpdateNetworkSettings(context.Background(), local.NetworkSettings{BlockAll: true}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+	if err := host.UpdateNetworkSettings(context.Background(), sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Errorf("changing a HostNetwork sandbox's policy: %v", err)
 	}
 }
@@ -530,58 +530,79 @@ func TestNetworkHostUplink(t *testing.T) {
 }
 
 // TestNetworkBadInput: malformed settings are refused before anything is
-// created, by New and by UpdateNetworkSettings.
+// created, by sandbox.ParseNetworkPolicy (the one parser), New and
+// UpdateNetworkSettings.
 func TestNetworkBadInput(t *testing.T) {
 	var many []string
 	for i := range 11 {
 		many = append(many, fmt.Sprintf("203.0.113.%d", i))
 	}
+	host := func(allow, domains string) sandbox.NetworkPolicy {
+		p, _ := sandbox.ParseNetworkPolicy(false, allow, domains)
+		p.Mode = sandbox.NetworkHost
+		return p
+	}
 	for _, c := range []struct {
-		cfg  local.Config
-		says string
+		allow    string
+		blockAll bool
+		host     *sandbox.NetworkPolicy // set: the policy, not the wire form
+		says     string
 	}{
-		{local.Config{NetworkAllowList: "203.0.113.0/33"}, "not a CIDR"},
-		{local.Config{NetworkAllowList: "example.com"}, "DomainAllowList"},
-		{local.Config{NetworkAllowList: "203.0.113.1/24"}, "did you mean 203.0.113.0/24"},
-		{local.Config{NetworkAllowList: strings.Join(many, ",")}, "more than 10 entries"},
-		{local.Config{NetworkAllowList: " , "}, "lists no CIDR"},
-		{local.Config{NetworkAllowList: "169.254.169.254"}, "link-local"},
-		{local.Config{NetworkAllowList: "127.0.0.0/8"}, "loopback"},
-		{local.Config{NetworkAllowList: "10.231.0.0/24"}, "sandboxes' own links"},
-		{local.Config{NetworkAllowList: "::ffff:203.0.113.0/120"}, "IPv4-mapped"},
-		{local.Config{NetworkAllowList: "fe80::1%eth0"}, "zone"},
-		{local.Config{NetworkAllowList: "203.0.113.0/24", NetworkBlockAll: true}, "two network modes"},
-		{local.Config{HostNetwork: true, NetworkBlockAll: true}, "HostNetwork"},
-		{local.Config{HostNetwork: true, NetworkAllowList: "203.0.113.0/24"}, "HostNetwork"},
-		{local.Config{HostNetwork: true, DomainAllowList: "example.com"}, "HostNetwork"},
+		{allow: "203.0.113.0/33", says: "not a CIDR"},
+		{allow: "example.com", says: "DomainAllowList"},
+		{allow: "203.0.113.1/24", says: "did you mean 203.0.113.0/24"},
+		{allow: strings.Join(many, ","), says: "more than 10 entries"},
+		{allow: " , ", says: "lists no CIDR"},
+		{allow: "169.254.169.254", says: "link-local"},
+		{allow: "127.0.0.0/8", says: "loopback"},
+		{allow: "10.231.0.0/24", says: "sandboxes' own links"},
+		{allow: "::ffff:203.0.113.0/120", says: "IPv4-mapped"},
+		{allow: "fe80::1%eth0", says: "zone"},
+		{allow: "203.0.113.0/24", blockAll: true, says: "two network modes"},
+		{host: new(host("203.0.113.0/24", "")), says: "HostNetwork"},
+		{host: new(host("", "example.com")), says: "HostNetwork"},
 	} {
 		stateDir := t.TempDir()
-		_, err := local.New(local.Options{StateDir: stateDir, Config: c.cfg})
+		var err error
+		p := sandbox.NetworkPolicy{}
+		if c.host != nil {
+			p = *c.host
+		} else {
+			p, err = sandbox.ParseNetworkPolicy(c.blockAll, c.allow, "")
+		}
+		if err == nil {
+			_, err = local.New(local.Options{StateDir: stateDir, Config: local.Config{Network: p}})
+		}
 		if !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("%+v: %v, want ErrInvalidArgument saying %q", c.cfg, err, c.says)
+			t.Errorf("%+v: %v, want ErrInvalidArgument saying %q", c, err, c.says)
 		}
 		if ents, _ := os.ReadDir(stateDir); len(ents) != 0 {
-			t.Errorf("%+v: New left %v", c.cfg, ents)
+			t.Errorf("%+v: New left %v", c, ents)
 		}
 	}
 	// Canonical form.
-	sb, err := local.New(local.Options{StateDir: t.TempDir(), Config: local.Config{NetworkAllowList: " 203.0.113.0/24,2001:DB8::/32, 203.0.113.0/24,198.51.100.7"}})
+	sb, err := local.New(local.Options{StateDir: t.TempDir(), Config: local.Config{Network: netPolicy(t, false, " 203.0.113.0/24,2001:DB8::/32, 203.0.113.0/24,198.51.100.7", "")}})
 	must(t, err)
 	info, _ := sb.Info(context.Background())
 	if got := strings.Join(info.Network.AllowList, ","); got != "203.0.113.0/24,2001:db8::/32,198.51.100.7/32" {
 		t.Errorf("stored list %q", got)
 	}
 	// UpdateNetworkSettings refuses bad settings and keeps the old ones.
-	sb = newSandbox(t, local.Options{Config: local.Config{NetworkBlockAll: true}})
-	for _, ns := range []local.NetworkSettings{{AllowList: "nonsense"}, {BlockAll: true, AllowList: "203.0.113.0/24"}, {DomainAllowList: "a b"}} {
-		if err := sb.UpdateNetworkSettings(context.Background(), ns); !errors.Is(err, sandbox.ErrInvalidArgument) {
-			t.Errorf("%+v: %v, want ErrInvalidArgument", ns, err)
+	sb = newSandbox(t, local.Options{Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
+	for _, p := range []sandbox.NetworkPolicy{
+		{Mode: sandbox.NetworkAllowList, Allow: []netip.Prefix{{}}},
+		{Mode: sandbox.NetworkBlocked, Allow: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
+		{Mode: sandbox.NetworkAllowList, Domains: []string{"a b"}},
+		{Mode: sandbox.NetworkHost},
+	} {
+		if err := sb.UpdateNetworkSettings(context.Background(), p); !errors.Is(err, sandbox.ErrInvalidArgument) {
+			t.Errorf("%+v: %v, want ErrInvalidArgument", p, err)
 		}
 	}
 	if info, _ := local.Lookup(context.Background(), sb.StateDir(), sb.ID()); info.Network.Mode != sandbox.NetworkBlocked {
 		t.Errorf("after refused updates: mode %s", info.Network.Mode)
 	}
-	if err := local.UpdateNetworkSettings(context.Background(), t.TempDir(), "nope", local.NetworkSettings{}); !errors.Is(err, sandbox.ErrNotFound) {
+	if err := local.UpdateNetworkSettings(context.Background(), t.TempDir(), "nope", sandbox.NetworkPolicy{}); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("updating a sandbox that does not exist: %v", err)
 	}
 }
@@ -622,7 +643,7 @@ func TestPublishPort(t *testing.T) {
 	if g, err := lab.dial(hostAddr); err != nil || g != "hello from "+own.String() {
 		t.Errorf("after a restart, %s: %q %v", hostAddr, g, err)
 	}
-	blocked := lab.sandbox(t, local.Config{NetworkBlockAll: true})
+	blocked := lab.sandbox(t, local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}})
 	if _, err := blocked.PublishPort(ctx, 0, 80); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "loopback only") {
 		t.Errorf("publishing a port of a blocked sandbox: %v", err)
 	}
@@ -645,7 +666,7 @@ func TestNetworkLiveDomainSwitch(t *testing.T) {
 	if got := runProbe(t, sb, "tcp", addrPort(labPublic4, lab.Port)); got != "ok" {
 		t.Fatalf("default network: %s", got)
 	}
-	must(t, sb.UpdateNetworkSettings(ctx, local.NetworkSettings{DomainAllowList: "allowed.test"}))
+	must(t, sb.UpdateNetworkSettings(ctx, netPolicy(t, false, "", "allowed.test")))
 	if code, out := curl(t, sb, "http://allowed.test:"+port+"/a"); code != 0 || out != "origin /a host=allowed.test:"+port {
 		t.Errorf("through the proxy started live: exit %d %q", code, out)
 	}
@@ -653,7 +674,7 @@ func TestNetworkLiveDomainSwitch(t *testing.T) {
 		t.Errorf("a direct connection with the domain list: %s, want ENETUNREACH", got)
 	}
 	pid := local.EgressProxyPID(sb)
-	must(t, local.UpdateNetworkSettings(ctx, sb.StateDir(), sb.ID(), local.NetworkSettings{DomainAllowList: "other.test"}))
+	must(t, local.UpdateNetworkSettings(ctx, sb.StateDir(), sb.ID(), netPolicy(t, false, "", "other.test")))
 	if local.EgressProxyPID(sb) != pid {
 		t.Errorf("a new list started a new proxy instead of telling the running one")
 	}
@@ -667,7 +688,7 @@ func TestNetworkLiveDomainSwitch(t *testing.T) {
 	if code, out := curl(t, sb, "http://other.test:"+port+"/b"); code != 0 || out != "origin /b host=other.test:"+port {
 		t.Errorf("other.test after the change: exit %d %q", code, out)
 	}
-	must(t, sb.UpdateNetworkSettings(ctx, local.NetworkSettings{}))
+	must(t, sb.UpdateNetworkSettings(ctx, sandbox.NetworkPolicy{}))
 	if !processGone(pid) {
 		t.Errorf("the proxy %d outlived the switch back", pid)
 	}

@@ -332,7 +332,9 @@ func probeHostMain() (int, bool) {
 	ctx := context.Background()
 	cfg := probeConfig(local.Confinement{})
 	// Without root the default network is not available.
-	cfg.NetworkBlockAll = os.Geteuid() != 0
+	if os.Geteuid() != 0 {
+		cfg.Network = sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}
+	}
 	sb, err := local.New(local.Options{StateDir: stateDir, Config: cfg})
 	if err != nil {
 		fmt.Println("error:", err)
@@ -426,7 +428,7 @@ func TestEscapeAbstractSocket(t *testing.T) {
 	if got := runProbe(t, sb, "abstract_own"); got != "ok" {
 		t.Errorf("connect to an abstract socket of the sandbox: %q, want ok", got)
 	}
-	free := start(local.Config{HostNetwork: true, Confinement: local.Confinement{Unconfined: true}})
+	free := start(local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}, Confinement: local.Confinement{Unconfined: true}})
 	if got := runProbe(t, free, "abstract_connect", name); got != "ok" {
 		t.Errorf("control: an unconfined HostNetwork sandbox connecting to @%s: %q, want ok", name, got)
 	}
@@ -438,7 +440,7 @@ func TestEscapeAbstractSocket(t *testing.T) {
 		t.Errorf("the host socket accepted no connection from the unconfined sandbox")
 	}
 	if kernelLandlockABI() >= 6 {
-		host := start(local.Config{HostNetwork: true})
+		host := start(local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}})
 		if got := runProbe(t, host, "abstract_connect", name); got != "EPERM" {
 			t.Errorf("connect to the host's abstract socket @%s with HostNetwork: %q, want EPERM (Landlock)", name, got)
 		}

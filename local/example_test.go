@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 func Example() {
@@ -16,7 +17,7 @@ func Example() {
 	stateDir, _ := os.MkdirTemp("", "agentbox-example-")
 	defer os.RemoveAll(stateDir)
 
-	sb, err := local.New(local.Options{ID: "example", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
+	sb, err := local.New(local.Options{ID: "example", StateDir: stateDir, Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -30,16 +30,17 @@ func helperMain() (int, bool) {
 	}
 	ctx := context.Background()
 	var cfg local.Config
-	if os.Getenv("HELPER_BLOCK_NETWORK") != "" {
-		cfg.NetworkBlockAll = true
+	var err error
+	if cfg.Network, err = sandbox.ParseNetworkPolicy(os.Getenv("HELPER_BLOCK_NETWORK") != "", "", os.Getenv("HELPER_DOMAINS")); err != nil {
+		fmt.Println("error:", err)
+		return 1, true
 	}
-	cfg.DomainAllowList = os.Getenv("HELPER_DOMAINS")
 	sb, err := local.New(local.Options{ID: os.Getenv("HELPER_ID"), StateDir: os.Getenv("HELPER_STATE_DIR"), Config: cfg})
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1, true
 	}
-	if cfg.DomainAllowList != "" {
+	if len(cfg.Network.Domains) > 0 {
 		local.SetEgressTestHooks(sb, testHosts, true)
 	}
 	// Wait for the go signal on stdin so that concurrent helpers start

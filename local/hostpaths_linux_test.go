@@ -200,12 +200,12 @@ func TestDiskBudget(t *testing.T) {
 	ctx := context.Background()
 	state := newStateDir(t)
 	opts := func(id string, diskMB int64) local.Options {
-		return local.Options{ID: id, StateDir: state, DiskBudgetMB: 200, Config: local.Config{Resources: local.Resources{DiskMB: diskMB}}}
+		return local.Options{ID: id, StateDir: state, DiskBudgetMB: 200, Config: local.Config{Resources: local.Resources{DiskMiB: diskMB}}}
 	}
 	newSandbox(t, opts("a", 128))
 	_, err := local.New(opts("b", 128))
 	if !errors.Is(err, local.ErrDiskBudget) || !errors.Is(err, sandbox.ErrInvalidArgument) ||
-		!strings.Contains(err.Error(), "128 MiB (Resources.DiskMB)") || !strings.Contains(err.Error(), "already take 128 MiB") || !strings.Contains(err.Error(), "budget of 200 MiB") {
+		!strings.Contains(err.Error(), "128 MiB (Resources.DiskMiB)") || !strings.Contains(err.Error(), "already take 128 MiB") || !strings.Contains(err.Error(), "budget of 200 MiB") {
 		t.Fatalf("a create beyond the budget: %v, want ErrDiskBudget naming the sizes", err)
 	}
 	if _, err := os.Stat(filepath.Join(state, "sandboxes", "b")); !errors.Is(err, fs.ErrNotExist) {

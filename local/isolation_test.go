@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 func TestIsolation(t *testing.T) {
@@ -211,7 +212,7 @@ func TestNetworkBlockAll(t *testing.T) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	probe := "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + port + " && head -1 <&3'"
 
-	blocked := newSandbox(t, local.Options{Config: local.Config{NetworkBlockAll: true}})
+	blocked := newSandbox(t, local.Options{Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
 	r := run(t, blocked, probe)
 	if r.ExitCode == 0 || strings.Contains(r.Stdout, "hello") {
 		t.Errorf("blocked sandbox reached the host's loopback server: %q", r.Stdout)
@@ -225,7 +226,7 @@ func TestNetworkBlockAll(t *testing.T) {
 		t.Errorf("loopback inside a blocked sandbox: %q, want connection refused", r.Stdout)
 	}
 	// Only a HostNetwork sandbox shares the host's network namespace.
-	shared := newSandbox(t, local.Options{Config: local.Config{HostNetwork: true}})
+	shared := newSandbox(t, local.Options{Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}}})
 	def := newSandbox(t, local.Options{})
 	for _, c := range []struct {
 		sb   *local.Sandbox

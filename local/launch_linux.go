@@ -75,7 +75,7 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 		return err
 	}
 	m.Network = s.newNetRecord(&m.Config)
-	m.ProxyEnv = m.Config.DomainAllowList != ""
+	m.ProxyEnv = m.Config.hasDomains()
 	s.mu.Lock()
 	s.proxyEnv = m.ProxyEnv
 	s.mu.Unlock()

@@ -28,10 +28,10 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 		left = diskLeft(s.opts.StateDir, s.opts.DiskBudgetMB)
 	}
 	l := planLimits(h, r, s.opts.StateDir, imageMB(dir), newSandbox, left)
-	if off := r.explicit() & l.unenforced(); off != 0 {
+	if off := explicitLimits(r) & l.unenforced(); off != 0 {
 		return nil, fmt.Errorf("%w: Resources asks for a %s limit, which this host cannot enforce: %s", ErrLimitUnavailable, orList(off.names()), l.Why)
 	}
-	if newSandbox && r.DiskMB > 0 {
+	if newSandbox && r.DiskMiB > 0 {
 		// Checked in New too: sandboxes made meanwhile may have taken
 		// the budget.
 		if err := checkDiskBudget(h, r, s.opts.StateDir, s.opts.DiskBudgetMB); err != nil {
@@ -43,7 +43,7 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	}
 	cg, err := newCgroupSet(h.cgroups, cgroupKey(s.opts.StateDir, m.ID), &l)
 	if err != nil {
-		if r.explicit()&(limitCPU|limitMemory|limitPIDs) != 0 {
+		if explicitLimits(r)&(limitCPU|limitMemory|limitPIDs) != 0 {
 			return nil, err
 		}
 		// Defaults are best effort: say why they are off.
@@ -52,7 +52,7 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	}
 	if newSandbox && l.DiskMB > 0 {
 		if err := createImage(dir, s.opts.StateDir, l.DiskMB); err != nil {
-			if r.explicit()&limitDisk != 0 {
+			if explicitLimits(r)&limitDisk != 0 {
 				_ = cg.destroy(context.Background())
 				return nil, err
 			}

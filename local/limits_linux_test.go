@@ -139,7 +139,7 @@ func TestPlanLimits(t *testing.T) {
 			t.Errorf("default CPU on %d cores: %g, want %g", cores, l.CPU, want)
 		}
 	}
-	r := Resources{CPU: 0.5, MemoryMB: 512, PIDs: 10, DiskMB: 100}
+	r := Resources{CPUCores: 0.5, MemoryMiB: 512, PIDs: 10, DiskMiB: 100}
 	if l := planLimits(fakeHost(), r, dir, 0, true, -1); l != (limits{CPU: 0.5, MemoryMB: 512, PIDs: 10, DiskMB: 100, Cgroup: 1}) {
 		t.Errorf("explicit %+v", l)
 	}
@@ -159,7 +159,7 @@ func TestPlanLimits(t *testing.T) {
 	if got := l.instructions(); got != "No CPU, memory, process-count or disk limit is enforced." {
 		t.Errorf("unprivileged instructions %q", got)
 	}
-	for _, r := range []Resources{{CPU: 1}, {MemoryMB: 100}, {PIDs: 10}, {DiskMB: 100}} {
+	for _, r := range []Resources{{CPUCores: 1}, {MemoryMiB: 100}, {PIDs: 10}, {DiskMiB: 100}} {
 		err := checkResourcesOn(unprivileged, r, dir)
 		if !errors.Is(err, ErrLimitUnavailable) || !errors.Is(err, sandbox.ErrIsolationUnavailable) || !strings.Contains(err.Error(), "need root") {
 			t.Errorf("%+v unprivileged: %v", r, err)
@@ -183,15 +183,15 @@ func TestResourcesBounds(t *testing.T) {
 		r    Resources
 		want string
 	}{
-		{Resources{CPU: -1}, "negative"},
+		{Resources{CPUCores: -1}, "negative"},
 		{Resources{PIDs: -1}, "negative"},
-		{Resources{MemoryMB: -5}, "negative"},
-		{Resources{DiskMB: -5}, "negative"},
-		{Resources{CPU: 0.001}, "below 0.01 cores"},
-		{Resources{MemoryMB: 63}, "below 64 MiB"},
-		{Resources{DiskMB: 10}, "below 64 MiB"},
+		{Resources{MemoryMiB: -5}, "negative"},
+		{Resources{DiskMiB: -5}, "negative"},
+		{Resources{CPUCores: 0.001}, "below 0.01 cores"},
+		{Resources{MemoryMiB: 63}, "below 64 MiB"},
+		{Resources{DiskMiB: 10}, "below 64 MiB"},
 	} {
-		if _, err := tt.r.normalize(); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := normalizeResources(tt.r); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v; want %q", tt.r, err, tt.want)
 		}
 	}
@@ -201,15 +201,15 @@ func TestResourcesBounds(t *testing.T) {
 		r    Resources
 		want string
 	}{
-		{Resources{CPU: 9}, "more than the host's 8 cores"},
-		{Resources{MemoryMB: 17 << 10}, "more than the 16384 MiB"},
-		{Resources{DiskMB: 1 << 40}, "free in the state dir's file system"},
+		{Resources{CPUCores: 9}, "more than the host's 8 cores"},
+		{Resources{MemoryMiB: 17 << 10}, "more than the 16384 MiB"},
+		{Resources{DiskMiB: 1 << 40}, "free in the state dir's file system"},
 	} {
 		if err := checkResourcesOn(h, tt.r, dir); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v; want %q", tt.r, err, tt.want)
 		}
 	}
-	if err := checkResourcesOn(h, Resources{CPU: 8, MemoryMB: 16 << 10, PIDs: 1, DiskMB: 64}, dir); err != nil {
+	if err := checkResourcesOn(h, Resources{CPUCores: 8, MemoryMiB: 16 << 10, PIDs: 1, DiskMiB: 64}, dir); err != nil {
 		t.Errorf("values at the bounds: %v", err)
 	}
 }

@@ -1,7 +1,9 @@
 package local
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -71,11 +73,22 @@ type idRange struct {
 // before Config: that format kept the name and labels at the top level
 // ("name", "labels"), where they are read from when "options" lacks them,
 // and the per-handle command timeout in "options" ("timeout"), which is
-// ignored now. The next write stores the current format.
+// ignored now. The network policy and the resources of the format
+// before sandbox.NetworkPolicy and sandbox.Resources are read too
+// (legacyNetwork, legacyResources). The next write stores the current
+// format.
 func (m *meta) UnmarshalJSON(b []byte) error {
 	type current meta // without this method
 	var v struct {
 		current
+		// Options shadows current.Config (at a shallower depth), so that
+		// one pass reads the Config and the legacy network fields.
+		Options struct {
+			Config
+			legacyNetwork
+			// Resources shadows Config.Resources.
+			Resources legacyResources `json:"resources"`
+		} `json:"options"`
 		LegacyName   string            `json:"name"`
 		LegacyLabels map[string]string `json:"labels"`
 	}
@@ -83,6 +96,14 @@ func (m *meta) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*m = meta(v.current)
+	m.Config = v.Options.Config
+	m.Config.Resources = v.Options.Resources.resources()
+	if m.Config.Network.IsZero() {
+		var err error
+		if m.Config.Network, err = v.Options.legacyNetwork.policy(); err != nil {
+			return err
+		}
+	}
 	if m.Config.Name == "" {
 		m.Config.Name = v.LegacyName
 	}
@@ -90,6 +111,46 @@ func (m *meta) UnmarshalJSON(b []byte) error {
 		m.Config.Labels = v.LegacyLabels
 	}
 	return nil
+}
+
+// legacyNetwork is the network policy of a Config written before
+// sandbox.NetworkPolicy: Daytona's wire form, and HostNetwork.
+type legacyNetwork struct {
+	HostNetwork      bool   `json:"hostNetwork"`
+	NetworkBlockAll  bool   `json:"networkBlockAll"`
+	NetworkAllowList string `json:"networkAllowList"`
+	DomainAllowList  string `json:"domainAllowList"`
+}
+
+// policy returns the policy l records, in canonical form.
+func (l legacyNetwork) policy() (sandbox.NetworkPolicy, error) {
+	if l.HostNetwork {
+		return sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}, nil
+	}
+	p, err := sandbox.ParseNetworkPolicy(l.NetworkBlockAll, l.NetworkAllowList, l.DomainAllowList)
+	if err != nil {
+		return p, fmt.Errorf("the network policy of the metadata: %w", err)
+	}
+	return p, nil
+}
+
+// legacyResources reads a Config's resources in the current form and in
+// the one before sandbox.Resources (cpu, memoryMB, diskMB: the same
+// units).
+type legacyResources struct {
+	sandbox.Resources
+	CPU      float64 `json:"cpu"`
+	MemoryMB int64   `json:"memoryMB"`
+	DiskMB   int64   `json:"diskMB"`
+}
+
+// resources returns the resources r records.
+func (r legacyResources) resources() sandbox.Resources {
+	out := r.Resources
+	out.CPUCores = cmp.Or(out.CPUCores, r.CPU)
+	out.MemoryMiB = cmp.Or(out.MemoryMiB, r.MemoryMB)
+	out.DiskMiB = cmp.Or(out.DiskMiB, r.DiskMB)
+	return out
 }
 
 // initRecord identifies a running init process.
@@ -217,8 +278,8 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 		info.Mounts = append(info.Mounts, m.Mounts[i].info(info.Status == sandbox.StatusRunning))
 	}
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
-		info.Resources = m.Cgroups.resources()
-		info.Resources.DiskMB, info.Resources.DiskUsedMB = diskUsage(m)
+		info.Usage = m.Cgroups.resources()
+		info.Usage.DiskMB, info.Usage.DiskUsedMB = diskUsage(m)
 	}
 	addNetworkState(dir, m, info.Network)
 	return info
@@ -294,6 +355,6 @@ func describe(c *Config, u *runAs, ids *idRange) (*sandbox.Identity, *sandbox.Ne
 	if ids != nil {
 		id.HostUID, id.HostUIDCount = ids.First, ids.Count
 	}
-	net := &sandbox.NetworkInfo{Mode: networkMode(c), AllowList: splitList(c.NetworkAllowList), DomainAllowList: splitList(c.DomainAllowList)}
+	net := c.Network.Info()
 	return id, net
 }

@@ -12,7 +12,7 @@ import (
 // TestMetricsSeeSandboxLimits: GET /system/metrics inside a sandbox reports
 // the sandbox's memory limit and the CPU it may use, not the host's.
 func TestMetricsSeeSandboxLimits(t *testing.T) {
-	sb := limitedSandbox(t, local.Resources{CPU: 1, MemoryMB: 256}, local.Config{})
+	sb := limitedSandbox(t, local.Resources{CPUCores: 1, MemoryMiB: 256}, local.Config{})
 	m, err := sb.Client().SystemMetrics(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ type ConfigMismatchError struct {
 
 // FieldMismatch is one differing field of a [ConfigMismatchError].
 type FieldMismatch struct {
-	// Field is the name of the Config field, e.g. "NetworkBlockAll".
+	// Field is the name of the Config field, e.g. "Network".
 	Field string
 	// Sandbox is the sandbox's value, Requested the handle's (with the
 	// defaults of a new sandbox filled in).

@@ -21,30 +21,28 @@ import (
 // Config. On a running sandbox it takes effect at once, for new
 // connections and existing ones: a connection the new policy refuses is
 // cut (its next packet is answered with a TCP reset), and switching to
-// NetworkBlockAll removes the sandbox's interface. A sandbox that does
-// not exist yet gets the settings when it is created. ns replaces the
-// three settings as a whole: its zero value is the default (the public
-// internet only). A sandbox created with HostNetwork cannot change.
+// NetworkBlocked removes the sandbox's interface. A sandbox that does
+// not exist yet gets the policy when it is created. p replaces the
+// policy as a whole: its zero value is the default (the public internet
+// only). A sandbox created with Network.Mode NetworkHost cannot change.
 //
 // Commands started through this handle (or a handle made later) get the
-// proxy variables of a DomainAllowList that the change adds; a command
+// proxy variables of the Domains that the change adds; a command
 // already running keeps its environment.
-func (s *Sandbox) UpdateNetworkSettings(ctx context.Context, ns NetworkSettings) error {
-	err := updateNetworkSettings(ctx, s, ns)
+func (s *Sandbox) UpdateNetworkSettings(ctx context.Context, p sandbox.NetworkPolicy) error {
+	err := updateNetworkSettings(ctx, s, p)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		// Not created yet: the settings shape its creation.
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		next, err := s.opts.Config.withNetworkSettings(ns)
+		next, err := s.opts.Config.withNetworkSettings(p)
 		if err != nil {
 			return err
 		}
 		s.opts.Config = next
-		for _, name := range []string{"NetworkBlockAll", "NetworkAllowList", "DomainAllowList"} {
-			f, _ := reflect.TypeFor[Config]().FieldByName(name)
-			if i := f.Index[0]; !slices.Contains(s.set, i) {
-				s.set = append(s.set, i)
-			}
+		f, _ := reflect.TypeFor[Config]().FieldByName("Network")
+		if i := f.Index[0]; !slices.Contains(s.set, i) {
+			s.set = append(s.set, i)
 		}
 		return nil
 	}
@@ -54,15 +52,15 @@ func (s *Sandbox) UpdateNetworkSettings(ctx context.Context, ns NetworkSettings)
 // UpdateNetworkSettings changes the network policy of the sandbox id in
 // stateDir, as [Sandbox.UpdateNetworkSettings] does. It fails with an
 // error matching sandbox.ErrNotFound when there is no such sandbox.
-func UpdateNetworkSettings(ctx context.Context, stateDir, id string, ns NetworkSettings) error {
-	return updateNetworkSettings(ctx, &Sandbox{opts: Options{StateDir: stateDir, ID: id}}, ns)
+func UpdateNetworkSettings(ctx context.Context, stateDir, id string, p sandbox.NetworkPolicy) error {
+	return updateNetworkSettings(ctx, &Sandbox{opts: Options{StateDir: stateDir, ID: id}}, p)
 }
 
-// updateNetworkSettings applies ns to the sandbox s names, through s (its
+// updateNetworkSettings applies p to the sandbox s names, through s (its
 // state dir and test hooks), and adopts the result into s.
-func updateNetworkSettings(ctx context.Context, s *Sandbox, ns NetworkSettings) error {
+func updateNetworkSettings(ctx context.Context, s *Sandbox, p sandbox.NetworkPolicy) error {
 	return withLockedMeta(ctx, s.opts.StateDir, s.opts.ID, func(dir string, m *meta) error {
-		next, err := m.Config.withNetworkSettings(ns)
+		next, err := m.Config.withNetworkSettings(p)
 		if err != nil {
 			return err
 		}
@@ -122,7 +120,7 @@ func PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort
 	}
 	err := withLockedMeta(ctx, stateDir, id, func(dir string, m *meta) error {
 		if !m.Config.needsInterface() {
-			return fmt.Errorf("%w: sandbox %q is in the %s network mode, with loopback only: nothing can reach it from outside; publish ports of a sandbox in the default or NetworkAllowList mode", sandbox.ErrInvalidArgument, id, networkMode(&m.Config))
+			return fmt.Errorf("%w: sandbox %q is in the %s network mode, with loopback only: nothing can reach it from outside; publish ports of a sandbox in the default or allowList mode", sandbox.ErrInvalidArgument, id, networkMode(&m.Config))
 		}
 		if i := slices.IndexFunc(m.Ports, func(q sandbox.PublishedPort) bool { return q.HostPort == hostPort && hostPort != 0 }); i >= 0 {
 			return fmt.Errorf("%w: host port %d is published already, to sandbox port %d; unpublish it first", sandbox.ErrInvalidArgument, hostPort, m.Ports[i].SandboxPort)

@@ -3,6 +3,8 @@ package local
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Address ranges of the network policy (the firewall, netfilter_linux.go,
@@ -35,39 +37,25 @@ func ranges(what string, prefixes ...string) []addrRange {
 }
 
 // neverRanges are never reachable from a sandbox, whatever its policy:
-// loopback, link-local (cloud metadata), unspecified, multicast and
-// reserved ranges, and the sandboxes' own links. (The host's own
+// those of every engine (sandbox.NeverReachableRanges: loopback,
+// link-local, unspecified, multicast and reserved ranges, clouds'
+// metadata services) and the sandboxes' own links. (The host's own
 // addresses are refused by the firewall's input chain, not by range.)
-var neverRanges = concat(
-	ranges("loopback", "127.0.0.0/8", "::1/128"),
-	ranges("link-local addresses (cloud metadata lives there)", "169.254.0.0/16", "fe80::/10"),
-	ranges("the unspecified range", "0.0.0.0/8", "::/128"),
-	ranges("multicast", "224.0.0.0/4", "ff00::/8"),
-	ranges("a reserved range", "240.0.0.0/4", "::ffff:0:0/96", "fec0::/10"),
-	[]addrRange{{sandboxRange4, "the sandboxes' own links"}, {sandboxRange6, "the sandboxes' own links"}},
-	cloudHostRanges,
-)
+var neverRanges = append(engineNeverRanges(),
+	addrRange{sandboxRange4, "the sandboxes' own links"}, addrRange{sandboxRange6, "the sandboxes' own links"})
 
-// cloudHostRanges are the addresses where clouds serve a machine its
-// metadata, credentials or host agent outside the link-local range (most
-// serve them at 169.254.169.254, refused with link-local addresses): a
-// sandbox must never reach them, whatever its policy.
-var cloudHostRanges = concat(
-	// AWS: the instance metadata service (IMDS) over IPv6 (Nitro).
-	ranges("a cloud's metadata service (AWS IMDS over IPv6)", "fd00:ec2::254/128"),
-	// Google Cloud: the metadata server over IPv6
-	// (metadata.google.internal is 169.254.169.254 over IPv4).
-	ranges("a cloud's metadata service (Google Cloud over IPv6)", "fd20:ce::254/128"),
-	// Azure: the WireServer (VM agent, extensions' settings, the host's
-	// DNS and health probes), a public address.
-	ranges("a cloud's host agent (Azure WireServer)", "168.63.129.16/32"),
-	// Alibaba Cloud: the metadata service.
-	ranges("a cloud's metadata service (Alibaba Cloud)", "100.100.100.200/32"),
-)
+// engineNeverRanges returns sandbox.NeverReachableRanges as addrRanges.
+func engineNeverRanges() []addrRange {
+	var out []addrRange
+	for _, r := range sandbox.NeverReachableRanges() {
+		out = append(out, addrRange{r.Prefix, r.What})
+	}
+	return out
+}
 
 // privateRanges are refused in the default (public) mode, besides
 // neverRanges: private and shared ranges, where the host's networks are.
-var privateRanges = concat(
+var privateRanges = slices.Concat(
 	ranges("a private range", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"),
 	ranges("the shared (carrier-grade NAT) range", "100.64.0.0/10"),
 	ranges("a reserved range", "192.0.0.0/24", "198.18.0.0/15", "100::/64", "64:ff9b:1::/48"),
@@ -78,14 +66,6 @@ func hostRanges(ps []netip.Prefix) []addrRange {
 	out := make([]addrRange, len(ps))
 	for i, p := range ps {
 		out[i] = addrRange{p, "the host's own networks"}
-	}
-	return out
-}
-
-func concat(lists ...[]addrRange) []addrRange {
-	var out []addrRange
-	for _, l := range lists {
-		out = append(out, l...)
 	}
 	return out
 }

@@ -49,10 +49,10 @@ func checkNetworkAvailable(c *Config) error {
 		return nil
 	}
 	what := "The default network (the public internet only)"
-	if c.NetworkAllowList != "" {
-		what = "NetworkAllowList"
+	if len(c.Network.Allow) > 0 {
+		what = "Network.Allow (the allowList mode with address ranges)"
 	}
-	return fmt.Errorf("%w: %s needs root: the sandbox's link and firewall are made by root; without root use NetworkBlockAll, DomainAllowList (an egress proxy, no root needed) or, for trusted commands only, HostNetwork", sandbox.ErrIsolationUnavailable, what)
+	return fmt.Errorf("%w: %s needs root: the sandbox's link and firewall are made by root; without root use the blocked mode (NetworkBlockAll), an allowList of Domains alone (an egress proxy, no root needed) or, for trusted commands only, the host mode (HostNetwork)", sandbox.ErrIsolationUnavailable, what)
 }
 
 // newNetRecord returns the record of the network the host makes for the
@@ -240,9 +240,7 @@ func (u *uplink) attach(sbx *os.File, m *meta) error {
 // policyOf returns the firewall policy of the sandbox m, which has a link.
 func policyOf(m *meta) *netPolicy {
 	p := &netPolicy{n: m.Network.Link, mode: networkMode(&m.Config), v6: m.Network.IPv6, ports: m.Ports, hostNets: m.Network.HostNets}
-	if m.Config.NetworkAllowList != "" {
-		p.allow, _ = parseAllowCIDRs(m.Config.NetworkAllowList) // validated before
-	}
+	p.allow = m.Config.Network.Allow // validated before
 	p.resolver, _ = netip.ParseAddr(m.Network.Resolver)
 	return p
 }

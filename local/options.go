@@ -144,42 +144,40 @@ type Config struct {
 	// sandboxes; DNS works through the host's resolver; nothing reaches
 	// the sandbox but the ports published with [PublishPort]. See
 	// network.go for the details and what needs root.
-	// [Sandbox.UpdateNetworkSettings] changes NetworkBlockAll,
-	// NetworkAllowList and DomainAllowList of a running sandbox.
+	// [Sandbox.UpdateNetworkSettings] changes the policy of a running
+	// sandbox.
 
-	// HostNetwork shares the host's network namespace with the sandbox:
-	// UNSAFE, commands reach every service of the host (those listening on
-	// its loopback and its abstract unix sockets included), its networks
-	// and other sandboxes' published ports, and can listen on its
-	// interfaces. Only for trusted commands that need it. Not together
-	// with any other network option.
-	HostNetwork bool `json:"hostNetwork,omitempty"`
-	// NetworkBlockAll gives the sandbox loopback only.
-	NetworkBlockAll bool `json:"networkBlockAll,omitempty"`
-	// NetworkAllowList limits the sandbox to the address ranges it lists,
-	// comma-separated CIDRs as Daytona's networkAllowList
-	// ("203.0.113.0/24,2001:db8::/32"; a bare address is a /32 or /128):
-	// everything else is refused, DNS included (no name resolves; list
-	// names in DomainAllowList to reach them through the egress proxy).
-	// At most MaxNetworkAllowListEntries entries. Private ranges may be
-	// listed; loopback, link-local (169.254.0.0/16, fe80::/10), multicast
-	// and the sandboxes' own ranges are never reachable, nor the host's
-	// own addresses. Needs root. Not together with NetworkBlockAll.
-	NetworkAllowList string `json:"networkAllowList,omitempty"`
-	// DomainAllowList limits the sandbox's network to the names it lists,
-	// comma-separated as Daytona's domainAllowList: "pypi.org,*.github.com".
-	// "*.example.com" covers every name below example.com, not
-	// example.com itself. Commands reach the listed names through an
-	// egress proxy on the host (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY
-	// name it: http://127.0.0.1:3128, socks5h://127.0.0.1:3128) that
-	// resolves names itself and refuses IP addresses, other names, and
-	// names that lead to non-public addresses; alone, it leaves the
-	// sandbox loopback only and DNS does not resolve inside; with
-	// NetworkAllowList, the listed ranges are reachable directly too.
-	// At most 100 entries (egress.MaxEntries); names in ASCII (punycode
-	// for internationalized ones). Not together with NetworkBlockAll.
-	// Refusals are logged; Info shows the last of them.
-	DomainAllowList string `json:"domainAllowList,omitempty"`
+	// Network is the sandbox's network policy (one type for every
+	// engine, validated by sandbox.NetworkPolicy.Canonical), by Mode:
+	//   - NetworkPublic, the default: as above;
+	//   - NetworkBlocked: loopback only;
+	//   - NetworkAllowList: Allow limits the sandbox to the address
+	//     ranges it lists: everything else is refused, DNS included (no
+	//     name resolves; list names in Domains to reach them through the
+	//     egress proxy). Private ranges may be listed; loopback,
+	//     link-local (169.254.0.0/16, fe80::/10), multicast and the
+	//     sandboxes' own ranges are never reachable, nor the host's own
+	//     addresses. Needs root. Domains limits the sandbox's network to
+	//     the names it lists ("pypi.org", "*.github.com": every name below
+	//     github.com, not github.com itself): commands reach them through
+	//     an egress proxy on the host (HTTP_PROXY, HTTPS_PROXY and
+	//     ALL_PROXY name it: http://127.0.0.1:3128,
+	//     socks5h://127.0.0.1:3128) that resolves names itself and
+	//     refuses IP addresses, other names, and names that lead to
+	//     non-public addresses; with Domains alone the sandbox has
+	//     loopback only and DNS does not resolve inside. Refusals are
+	//     logged; Info shows the last of them;
+	//   - NetworkHost (HostNetwork) shares the host's network namespace
+	//     with the sandbox: UNSAFE, commands reach every service of the
+	//     host (those listening on its loopback and its abstract unix
+	//     sockets included), its networks and other sandboxes' published
+	//     ports, and can listen on its interfaces. Only for trusted
+	//     commands that need it; it cannot change later.
+	//
+	// sandbox.ParseNetworkPolicy reads Daytona's wire form
+	// (networkBlockAll, networkAllowList, domainAllowList).
+	// Stored in canonical form.
+	Network sandbox.NetworkPolicy `json:"network,omitzero"`
 	// Confinement holds the explicit opt-outs of the system call filter
 	// and Landlock rules every command runs under. The zero value is the
 	// safe default; Info (Metadata "syscallFilter" and "landlock") and
@@ -409,7 +407,7 @@ func (c Config) normalize() (Config, error) {
 	if err := normalizeNetwork(&c); err != nil {
 		return c, err
 	}
-	if c.Resources, err = c.Resources.normalize(); err != nil {
+	if c.Resources, err = normalizeResources(c.Resources); err != nil {
 		return c, err
 	}
 	if c.ReadOnlyRoot && (c.Image != "" || c.Snapshot != "") {

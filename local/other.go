@@ -38,7 +38,7 @@ func terminate(context.Context, initRecord) {}
 func (s *cgroupSet) destroy(context.Context) error { return nil }
 
 // resources returns nil: no cgroup is made here.
-func (s *cgroupSet) resources() *sandbox.Resources { return nil }
+func (s *cgroupSet) resources() *sandbox.Usage { return nil }
 
 // hostRoot returns nil: no sandbox starts here.
 func hostRoot(string) (*rootRecord, error) { return nil, nil }

@@ -31,10 +31,10 @@ import (
 // known when it started.
 //
 // A sandbox takes a spare when it is new (not a restart of a stopped one)
-// and has a network of its own (not HostNetwork); every other setting
+// and has a network of its own (not the host mode); every other setting
 // (image, limits, volumes, user …) is applied to the spare as it would be
 // to a new init. A spare's firewall is the default network's: a sandbox
-// with NetworkBlockAll, NetworkAllowList or DomainAllowList has its policy
+// in the blocked or allowList mode (Config.Network) has its policy
 // put in place, as UpdateNetworkSettings would, before its init runs
 // anything (a few milliseconds more than the default network's). A Pool
 // needs root, as the sandboxes' own uid ranges and host-made network

@@ -158,7 +158,7 @@ func TestSparePoolTake(t *testing.T) {
 func TestSparePoolFits(t *testing.T) {
 	pl := newPoolLab(t, 2)
 	spares := local.PoolSpares(pl.pool)
-	blocked := pl.sandbox(t, local.Config{NetworkBlockAll: true})
+	blocked := pl.sandbox(t, local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}})
 	if local.InitPID(blocked) != spares[0].PID {
 		t.Errorf("a NetworkBlockAll sandbox did not take the spare")
 	}
@@ -171,7 +171,7 @@ func TestSparePoolFits(t *testing.T) {
 	if got := runProbe(t, blocked, "tcp", addrPort(labPublic4, pl.lab.Port)); got != "ENETUNREACH" {
 		t.Errorf("the internet from a blocked pooled sandbox: %s, want ENETUNREACH", got)
 	}
-	listed := pl.sandbox(t, local.Config{NetworkAllowList: "203.0.113.11/32"})
+	listed := pl.sandbox(t, local.Config{Network: netPolicy(t, false, "203.0.113.11/32", "")})
 	if local.InitPID(listed) != spares[1].PID || local.NetworkLink(listed) != spares[1].Link {
 		t.Errorf("a NetworkAllowList sandbox did not take the spare with its link")
 	}
@@ -185,7 +185,7 @@ func TestSparePoolFits(t *testing.T) {
 	}
 	must(t, pl.pool.Fill(context.Background()))
 	spares = local.PoolSpares(pl.pool)
-	host := pl.sandbox(t, local.Config{HostNetwork: true})
+	host := pl.sandbox(t, local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}})
 	if pid := local.InitPID(host); pid == spares[0].PID || pid == spares[1].PID {
 		t.Errorf("a HostNetwork sandbox took a spare")
 	}
@@ -332,7 +332,7 @@ func TestSparePoolDomainAllowList(t *testing.T) {
 	port := originServer(t)
 	pl := newPoolLab(t, 1)
 	spare := local.PoolSpares(pl.pool)[0]
-	c := local.Config{DomainAllowList: "allowed.test"}
+	c := local.Config{Network: netPolicy(t, false, "", "allowed.test")}
 	c.Volumes = probeConfig(c.Confinement).Volumes
 	sb := openSandbox(t, local.Options{StateDir: pl.stateDir, Pool: pl.pool, Config: c})
 	local.SetNetworkTestUplink(sb, pl.lab.UplinkPath, labResolver)

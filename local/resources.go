@@ -7,78 +7,73 @@ import (
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
-// Resources limits what a sandbox's commands may use. Every field's zero
-// value means its default, and the zero Resources asks for the defaults on
-// a best-effort basis: each default that this host cannot enforce is left
-// off, and Info (Limits) and Instructions say which. A field set to a
-// non-zero value is an explicit request: New fails, before anything is
-// created, with an error matching [ErrLimitUnavailable] when this host
-// cannot enforce it, and with one matching [sandbox.ErrInvalidArgument]
-// when the value is out of range.
+// Resources limits what a sandbox's commands may use: the engine-neutral
+// [sandbox.Resources], whose fields mean, for this engine:
+//
+//   - CPUCores is the sandbox's share of the host's processors, in cores
+//     (fractions allowed, at least 0.01): a CFS quota of CPUCores × 100 ms
+//     of CPU time every 100 ms, and a weight of CPUCores × 1024 shares
+//     (cgroup v1; the same proportion of cgroup v2's default weight of
+//     100) against the other sandboxes. Default: the host's core count
+//     minus one, at least one (1 on a host of 1 or 2 cores, 7 on 8): a
+//     sandbox alone, busy on every thread, leaves a core to the host. The
+//     sandboxes' cgroups all sit in one "agentbox" cgroup of the default
+//     weight, which under contention weighs as much as one busy process of
+//     the engine's own cgroup, so sandboxes together cannot starve the
+//     host either. At most the host's core count.
+//   - MemoryMiB is the memory of the sandbox's commands: their anonymous
+//     memory, page cache (files written in /tmp and /dev/shm included) and
+//     kernel memory. A command that allocates beyond it is killed by the
+//     kernel's out-of-memory killer (exit code 137); the sandbox's init,
+//     which serves the toolbox API, has up to 64 MiB of its own besides
+//     and is not a candidate (on cgroup v2, whose memory controller cannot
+//     tell the init's threads apart, the init and the commands share
+//     MemoryMiB + 64 MiB, and the killer takes the largest process, a
+//     command in practice). With swap on the host, cgroup v1 counts swap
+//     against the same limit and v2 gives the sandbox none. Default: a
+//     quarter of the memory this process may use (the host's, or less when
+//     its own cgroup is limited): room for the host and a few busy
+//     sandboxes. At least 64 MiB (less cannot run a shell and a package
+//     manager side by side; a smaller value is most likely GiB mistaken
+//     for MiB), at most that memory.
+//   - DiskMiB is the size of the file system holding everything the
+//     sandbox writes but its volumes: the home, /tmp, the working
+//     directory and the toolbox's logs. A writer beyond it (or beyond its
+//     inodes, one per 16 KiB) gets ENOSPC; the host's file system is never
+//     filled. It is a sparse ext4 image in the sandbox's state folder, so
+//     it takes only the space its files use, and its size is fixed when
+//     the sandbox is created. Default: a quarter of the space free on the
+//     state dir's file system at creation (so that one sandbox cannot fill
+//     it), rounded down to a power of two, at most 4 GiB (Daytona's
+//     default is 3 GiB), halved while it does not fit what is left of the
+//     state dir's disk budget ([Options.DiskBudgetMB]), which counts every
+//     image at its full size. At least 64 MiB, at most that free space.
+//   - PIDs is the number of processes and threads the sandbox's commands
+//     may have at once; a fork beyond it fails (EAGAIN). The init's own
+//     threads (a few, plus one per running command) are counted apart.
+//     Default: 1024, plenty for builds and language servers, and a small
+//     fraction of the host's pid space (a fork bomb stops there).
+//
+// Every field's zero value means its default, and the zero Resources asks
+// for the defaults on a best-effort basis: each default that this host
+// cannot enforce is left off, and Info (Limits) and Instructions say
+// which. A field set to a non-zero value is an explicit request: New
+// fails, before anything is created, with an error matching
+// [ErrLimitUnavailable] when this host cannot enforce it, and with one
+// matching [sandbox.ErrInvalidArgument] when the value is out of range.
 //
 // Limits need root: CPU, memory and process counts are enforced by the
 // sandbox's cgroups (v1 or v2), the disk by a file system image of its
 // own. A non-root engine enforces none of them.
-//
-// Memory and disk sizes are in MiB (2^20 bytes), the unit of
-// [sandbox.Limits]; Daytona's GiB are 1024 of them.
-type Resources struct {
-	// CPU is the sandbox's share of the host's processors, in cores
-	// (fractions allowed, at least 0.01): a CFS quota of CPU × 100 ms of
-	// CPU time every 100 ms, and a weight of CPU × 1024 shares (cgroup v1;
-	// the same proportion of cgroup v2's default weight of 100) against
-	// the other sandboxes. Default: the host's core count minus one, at
-	// least one (1 on a host of 1 or 2 cores, 7 on 8): a sandbox alone,
-	// busy on every thread, leaves a core to the host. The sandboxes'
-	// cgroups all sit in one "agentbox" cgroup of the default weight,
-	// which under contention weighs as much as one busy process of the
-	// engine's own cgroup, so sandboxes together cannot starve the host
-	// either. At most the host's core count.
-	CPU float64 `json:"cpu,omitempty"`
-	// MemoryMB is the memory of the sandbox's commands, in MiB: their
-	// anonymous memory, page cache (files written in /tmp and /dev/shm
-	// included) and kernel memory. A command that allocates beyond it is
-	// killed by the kernel's out-of-memory killer (exit code 137); the
-	// sandbox's init, which serves the toolbox API, has up to 64 MiB of its
-	// own besides and is not a candidate (on cgroup v2, whose memory
-	// controller cannot tell the init's threads apart, the init and the
-	// commands share MemoryMB + 64 MiB, and the killer takes the largest
-	// process, a command in practice). With swap on the host, cgroup v1
-	// counts swap against the same limit and v2 gives the sandbox none.
-	// Default: a quarter of the memory this process may use (the host's, or
-	// less when its own cgroup is limited): room for the host and a few busy
-	// sandboxes. At least 64 MiB (less cannot run a shell and a package
-	// manager side by side; a smaller value is most likely GiB mistaken for
-	// MiB), at most that memory.
-	MemoryMB int64 `json:"memoryMB,omitempty"`
-	// DiskMB is the size, in MiB, of the file system holding everything
-	// the sandbox writes but its volumes: the home, /tmp, the working
-	// directory and the toolbox's logs. A writer beyond it (or beyond its
-	// inodes, one per 16 KiB) gets ENOSPC; the host's file system is never
-	// filled. It is a sparse ext4 image in the sandbox's state folder, so it
-	// takes only the space its files use, and its size is fixed when the
-	// sandbox is created. Default: a quarter of the space free on the state
-	// dir's file system at creation (so that one sandbox cannot fill it),
-	// rounded down to a power of two, at most 4 GiB (Daytona's default is
-	// 3 GiB), halved while it does not fit what is left of the state dir's
-	// disk budget ([Options.DiskBudgetMB]), which counts every image at its
-	// full size. At least 64 MiB, at most that free space.
-	DiskMB int64 `json:"diskMB,omitempty"`
-	// PIDs is the number of processes and threads the sandbox's commands
-	// may have at once; a fork beyond it fails (EAGAIN). The init's own
-	// threads (a few, plus one per running command) are counted apart.
-	// Default: 1024, plenty for builds and language servers, and a small
-	// fraction of the host's pid space (a fork bomb stops there).
-	PIDs int64 `json:"pids,omitempty"`
-}
+type Resources = sandbox.Resources
 
 // Bounds and defaults of [Resources].
 const (
 	DefaultPIDs = 1024
-	// MinMemoryMB and MinDiskMB are the smallest MemoryMB and DiskMB.
+	// MinMemoryMB and MinDiskMB are the smallest MemoryMiB and DiskMiB.
 	MinMemoryMB = 64
 	MinDiskMB   = 64
-	// MinCPU is the smallest CPU: the kernel's smallest quota, 1 ms per
+	// MinCPU is the smallest CPUCores: the kernel's smallest quota, 1 ms per
 	// 100 ms period.
 	MinCPU = 0.01
 	// maxDefaultDiskMB caps the default DiskMB. The disk budget counts
@@ -103,21 +98,23 @@ var ErrLimitUnavailable = fmt.Errorf("%w: resource limit unavailable", sandbox.E
 // matches [sandbox.ErrInvalidArgument] too.
 var ErrDiskBudget = fmt.Errorf("%w: disk budget exceeded", sandbox.ErrInvalidArgument)
 
-// normalize validates r without looking at the host (New checks the
-// host's bounds and means, checkResources).
-func (r Resources) normalize() (Resources, error) {
+// normalizeResources validates r, with sandbox's validator and this
+// engine's bounds, without looking at the host (New checks the host's
+// bounds and means, checkResources).
+func normalizeResources(r Resources) (Resources, error) {
+	if err := r.Validate(); err != nil {
+		return r, err
+	}
 	bad := func(format string, args ...any) (Resources, error) {
 		return r, fmt.Errorf("%w: Resources: %s", sandbox.ErrInvalidArgument, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case r.CPU < 0 || r.MemoryMB < 0 || r.DiskMB < 0 || r.PIDs < 0:
-		return bad("negative value in %+v; use 0 for the default", r)
-	case r.CPU != 0 && r.CPU < MinCPU:
-		return bad("CPU %g is below %g cores (1 ms of CPU time per 100 ms)", r.CPU, MinCPU)
-	case r.MemoryMB != 0 && r.MemoryMB < MinMemoryMB:
-		return bad("MemoryMB %d is below %d MiB, too little to run a shell and a tool; the unit is MiB (1 GiB = 1024)", r.MemoryMB, MinMemoryMB)
-	case r.DiskMB != 0 && r.DiskMB < MinDiskMB:
-		return bad("DiskMB %d is below %d MiB; the unit is MiB (1 GiB = 1024)", r.DiskMB, MinDiskMB)
+	case r.CPUCores != 0 && r.CPUCores < MinCPU:
+		return bad("CPUCores %g is below %g cores (1 ms of CPU time per 100 ms)", r.CPUCores, MinCPU)
+	case r.MemoryMiB != 0 && r.MemoryMiB < MinMemoryMB:
+		return bad("MemoryMiB %d is below %d MiB, too little to run a shell and a tool; the unit is MiB (1 GiB = 1024)", r.MemoryMiB, MinMemoryMB)
+	case r.DiskMiB != 0 && r.DiskMiB < MinDiskMB:
+		return bad("DiskMiB %d is below %d MiB; the unit is MiB (1 GiB = 1024)", r.DiskMiB, MinDiskMB)
 	}
 	return r, nil
 }
@@ -147,19 +144,19 @@ func (s limitSet) names() []string {
 	return out
 }
 
-// explicit returns the kinds r asks for explicitly.
-func (r Resources) explicit() limitSet {
+// explicitLimits returns the kinds r asks for explicitly.
+func explicitLimits(r Resources) limitSet {
 	var s limitSet
-	if r.CPU != 0 {
+	if r.CPUCores != 0 {
 		s |= limitCPU
 	}
-	if r.MemoryMB != 0 {
+	if r.MemoryMiB != 0 {
 		s |= limitMemory
 	}
 	if r.PIDs != 0 {
 		s |= limitPIDs
 	}
-	if r.DiskMB != 0 {
+	if r.DiskMiB != 0 {
 		s |= limitDisk
 	}
 	return s

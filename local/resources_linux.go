@@ -115,7 +115,7 @@ func diskLeft(stateDir string, budgetMB int64) int64 {
 // disk image of the new sandbox fits the state dir's disk budget
 // (budgetMB, Options.DiskBudgetMB).
 func checkResources(r Resources, stateDir string, budgetMB int64) error {
-	if r.explicit() == 0 {
+	if explicitLimits(r) == 0 {
 		return checkDiskBudget(hostLimits{disk: probeDisk()}, r, stateDir, budgetMB)
 	}
 	h := probeHost()
@@ -136,27 +136,27 @@ func checkDiskBudget(h hostLimits, r Resources, stateDir string, budgetMB int64)
 	if err != nil {
 		return err
 	}
-	want := r.DiskMB
+	want := r.DiskMiB
 	if want == 0 {
 		want = MinDiskMB // the smallest default
 	}
 	if committed+want <= budget {
 		return nil
 	}
-	what := fmt.Sprintf("a disk image of %d MiB (Resources.DiskMB)", want)
-	if r.DiskMB == 0 {
+	what := fmt.Sprintf("a disk image of %d MiB (Resources.DiskMiB)", want)
+	if r.DiskMiB == 0 {
 		what = fmt.Sprintf("even the smallest default disk image (%d MiB)", want)
 	}
 	how := "Options.DiskBudgetMB"
 	if budgetMB == 0 {
 		how = fmt.Sprintf("the default: the space free on the state dir's file system plus what its images take, less a reserve of 5%% of it, at least %d MiB", diskReserveMB)
 	}
-	return fmt.Errorf("%w: %s does not fit: the state dir's sandboxes' disk images already take %d MiB (at their full sizes) of its disk budget of %d MiB (%s); remove sandboxes, ask for a smaller Resources.DiskMB, or raise Options.DiskBudgetMB", ErrDiskBudget, what, committed, budget, how)
+	return fmt.Errorf("%w: %s does not fit: the state dir's sandboxes' disk images already take %d MiB (at their full sizes) of its disk budget of %d MiB (%s); remove sandboxes, ask for a smaller Resources.DiskMiB, or raise Options.DiskBudgetMB", ErrDiskBudget, what, committed, budget, how)
 }
 
 // checkResourcesOn is checkResources on a host offering h.
 func checkResourcesOn(h hostLimits, r Resources, stateDir string) error {
-	ask := r.explicit()
+	ask := explicitLimits(r)
 	var off limitSet
 	var why []string
 	if miss := ask & (limitCPU | limitMemory | limitPIDs) &^ h.cgroups.have; miss != 0 {
@@ -173,19 +173,19 @@ func checkResourcesOn(h hostLimits, r Resources, stateDir string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: Resources: %s", sandbox.ErrInvalidArgument, fmt.Sprintf(format, args...))
 	}
-	if r.CPU > float64(h.cores) {
-		return bad("CPU %g is more than the host's %d cores", r.CPU, h.cores)
+	if r.CPUCores > float64(h.cores) {
+		return bad("CPUCores %g is more than the host's %d cores", r.CPUCores, h.cores)
 	}
-	if r.MemoryMB > h.memoryMB {
-		return bad("MemoryMB %d is more than the %d MiB of memory this host gives this process", r.MemoryMB, h.memoryMB)
+	if r.MemoryMiB > h.memoryMB {
+		return bad("MemoryMiB %d is more than the %d MiB of memory this host gives this process", r.MemoryMiB, h.memoryMB)
 	}
-	if r.DiskMB > 0 {
+	if r.DiskMiB > 0 {
 		free, err := freeDiskMB(stateDir)
 		if err != nil {
 			return err
 		}
-		if r.DiskMB > free {
-			return bad("DiskMB %d is more than the %d MiB free in the state dir's file system (%s)", r.DiskMB, free, stateDir)
+		if r.DiskMiB > free {
+			return bad("DiskMiB %d is more than the %d MiB free in the state dir's file system (%s)", r.DiskMiB, free, stateDir)
 		}
 	}
 	return nil
@@ -205,13 +205,13 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 		l.Cgroup = h.cgroups.version
 	}
 	if h.cgroups.have&limitCPU != 0 {
-		l.CPU = r.CPU
+		l.CPU = r.CPUCores
 		if l.CPU == 0 {
 			l.CPU = defaultCPU(h.cores)
 		}
 	}
 	if h.cgroups.have&limitMemory != 0 {
-		l.MemoryMB = r.MemoryMB
+		l.MemoryMB = r.MemoryMiB
 		if l.MemoryMB == 0 {
 			l.MemoryMB = max(h.memoryMB/4, MinMemoryMB)
 		}
@@ -232,8 +232,8 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 		why = append(why, "the sandbox was created without a disk image")
 	case h.disk != nil:
 		why = append(why, h.disk.Error())
-	case r.DiskMB > 0:
-		l.DiskMB = r.DiskMB
+	case r.DiskMiB > 0:
+		l.DiskMB = r.DiskMiB
 	default:
 		free, err := freeDiskMB(stateDir)
 		if err != nil {

@@ -178,7 +178,7 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 	} else {
 		// This object's status, unless the init ended behind its back.
 		s.noticeDeath()
-		if m.alive() && m.Config.DomainAllowList != "" {
+		if m.alive() && m.Config.hasDomains() {
 			s.healEgress(ctx)
 		}
 	}

@@ -231,8 +231,8 @@ func TestInfoAndInstructions(t *testing.T) {
 		t.Errorf("mounts: %+v", info.Mounts)
 	}
 	checkIdentity(t, info, "dev")
-	if os.Geteuid() == 0 && (info.Resources == nil || info.Resources.MemoryUsedMB <= 0) {
-		t.Errorf("resources: %+v", info.Resources)
+	if os.Geteuid() == 0 && (info.Usage == nil || info.Usage.MemoryUsedMB <= 0) {
+		t.Errorf("resources: %+v", info.Usage)
 	}
 	list, err := local.List(ctx, sb.StateDir())
 	if err != nil || len(list) != 1 || list[0].Status != sandbox.StatusRunning {

@@ -56,7 +56,7 @@ const forbidden = "forbidden-command"
 // progress and a gate refusing commands that hold forbidden. closeAll
 // closes the tools and destroys the sandbox.
 func newServer(stateDir string, opts *mcp.Options) (srv *mcp.Server, closeAll func(), err error) {
-	sb, err := local.New(local.Options{ID: "mcp", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
+	sb, err := local.New(local.Options{ID: "mcp", StateDir: stateDir, Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -86,7 +86,7 @@ type Info struct {
 	LastUsedAt time.Time         `json:"lastUsedAt,omitzero"`
 	TimeoutAt  time.Time         `json:"timeoutAt,omitzero"`
 	Mounts     []MountInfo       `json:"mounts,omitempty"`
-	Resources  *Resources        `json:"resources,omitempty"`
+	Usage      *Usage            `json:"resources,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	// Identity is who commands run as; nil when the engine does not know.
 	Identity *Identity `json:"identity,omitempty"`
@@ -219,9 +219,10 @@ type MountInfo struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Resources describes the resources of a sandbox. Zero means unknown or
-// unlimited.
-type Resources struct {
+// Usage describes the resources a sandbox has and uses, as observed
+// (see [Resources] for the limits it is created with). Zero means
+// unknown or unlimited.
+type Usage struct {
 	CPUCores     float64 `json:"cpuCores,omitempty"`
 	CPUPercent   float64 `json:"cpuPercent,omitempty"`
 	MemoryMB     int64   `json:"memoryMB,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/tools"
 	"github.com/agentbox-dev/agentbox/workspace"
 )
@@ -17,7 +18,7 @@ func Example() {
 	ctx := context.Background()
 	stateDir, _ := os.MkdirTemp("", "agentbox-tools-")
 	defer os.RemoveAll(stateDir)
-	sb, err := local.New(local.Options{ID: "agent", StateDir: stateDir, Config: local.Config{NetworkBlockAll: true}})
+	sb, err := local.New(local.Options{ID: "agent", StateDir: stateDir, Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
 	if err != nil {
 		fmt.Println(err)
 		return

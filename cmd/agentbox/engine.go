@@ -26,7 +26,8 @@ func (localEngine) CheckStateDir(stateDir string) error { return local.CheckStat
 
 func (localEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
 	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{
-		NetworkBlockAll: o.NetworkBlockAll, Image: o.Image, Snapshot: o.Snapshot, ReadOnlyRoot: o.ReadOnlyRoot,
+		Network: o.Network, Image: o.Image, Snapshot: o.Snapshot, ReadOnlyRoot: o.ReadOnlyRoot,
+		Resources:   o.Resources,
 		Confinement: local.Confinement{AllowFUSE: o.AllowFUSE},
 	}})
 	if err != nil {
@@ -51,8 +52,8 @@ func (localEngine) StopByID(ctx context.Context, stateDir, id string) error {
 	return local.StopByID(ctx, stateDir, id)
 }
 
-func (localEngine) UpdateNetwork(ctx context.Context, stateDir, id string, s cli.NetworkSettings) error {
-	return local.UpdateNetworkSettings(ctx, stateDir, id, local.NetworkSettings{BlockAll: s.BlockAll, AllowList: s.AllowList, DomainAllowList: s.DomainAllowList})
+func (localEngine) UpdateNetwork(ctx context.Context, stateDir, id string, p sandbox.NetworkPolicy) error {
+	return local.UpdateNetworkSettings(ctx, stateDir, id, p)
 }
 
 func (localEngine) PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {

@@ -37,7 +37,7 @@ func (daytonaEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error)
 		return nil, fmt.Errorf("%w: --read-only-root is the local engine's: a Daytona sandbox's root is its image's, writable", sandbox.ErrInvalidArgument)
 	}
 	// AllowFUSE: Daytona's sandboxes allow FUSE mounts already.
-	s, err := daytona.New(daytona.Options{ID: o.ID, Image: o.Image, Snapshot: o.Snapshot, NetworkBlockAll: o.NetworkBlockAll})
+	s, err := daytona.New(daytona.Options{ID: o.ID, Image: o.Image, Snapshot: o.Snapshot, Network: o.Network, Resources: o.Resources})
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +89,12 @@ func (daytonaEngine) StopByID(ctx context.Context, _, id string) error {
 	return err
 }
 
-func (daytonaEngine) UpdateNetwork(ctx context.Context, _, id string, s cli.NetworkSettings) error {
+func (daytonaEngine) UpdateNetwork(ctx context.Context, _, id string, p sandbox.NetworkPolicy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	_, err := withClient(func(c *daytona.Client) (*daytona.SandboxDTO, error) {
-		return c.UpdateNetworkSettings(ctx, id, daytona.NetworkSettings{NetworkBlockAll: &s.BlockAll, NetworkAllowList: &s.AllowList, DomainAllowList: &s.DomainAllowList})
+		return c.UpdateNetworkSettings(ctx, id, daytona.NetworkSettingsOf(p))
 	})
 	return err
 }
@@ -125,7 +128,7 @@ func (daytonaEngine) CreateSnapshot(ctx context.Context, _, name string, src cli
 	}
 	return withClient(func(c *daytona.Client) (*cli.Snapshot, error) {
 		fmt.Fprintf(logs, "Creating snapshot %s on %s…\n", name, c.APIURL())
-		snap, err := c.BuildSnapshot(ctx, name, img, daytona.Resources{CPU: src.CPU, Memory: src.Memory, Disk: src.Disk}, logs)
+		snap, err := c.BuildSnapshot(ctx, name, img, sandbox.Resources{CPUCores: float64(src.CPU), MemoryMiB: int64(src.Memory) << 10, DiskMiB: int64(src.Disk) << 10}, logs)
 		if err != nil {
 			return nil, err
 		}

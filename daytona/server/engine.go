@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"math"
 	"net"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // An engine runs the sandboxes the server records: the local engine in
@@ -27,7 +30,7 @@ type engine interface {
 	status(ctx context.Context, id string) (engineStatus, error)
 	// setNetwork changes the network policy of sandbox id, live when it
 	// runs.
-	setNetwork(ctx context.Context, id string, n network) error
+	setNetwork(ctx context.Context, id string, n sandbox.NetworkPolicy) error
 	// dial connects to the toolbox API of the running sandbox id.
 	dial(ctx context.Context, id string) (net.Conn, error)
 	// removeVolume deletes the named volume's files.
@@ -45,8 +48,10 @@ type spec struct {
 	name    string
 	user    string
 	env     map[string]string
-	network network
-	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default.
+	network sandbox.NetworkPolicy
+	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default:
+	// Daytona's units, as the API takes them (limits gives them as
+	// sandbox.Resources).
 	cpu, memoryGiB, diskGiB int
 	// volumes name the engine's volumes in VolumeID.
 	volumes  []volume
@@ -57,13 +62,6 @@ type spec struct {
 	// daytonaToolbox runs the sandbox's toolbox in its Daytona-behaviour
 	// mode (a test knob).
 	daytonaToolbox bool
-}
-
-// network is a sandbox's network policy, in Daytona's terms.
-type network struct {
-	blockAll        bool
-	allowList       string // CIDRs, comma-separated
-	domainAllowList string // names, comma-separated
 }
 
 // sizes are the resources a created sandbox has, in Daytona's units
@@ -77,3 +75,12 @@ type engineStatus struct {
 	running  bool
 	lastUsed time.Time // zero when never used
 }
+
+// limits returns the resources sp asks for, from Daytona's units
+// (cores, GiB) to sandbox's (cores, MiB).
+func (sp *spec) limits() sandbox.Resources {
+	return sandbox.Resources{CPUCores: float64(sp.cpu), MemoryMiB: int64(sp.memoryGiB) << 10, DiskMiB: int64(sp.diskGiB) << 10}
+}
+
+// memoryMiB returns z's memory in MiB.
+func (z sizes) memoryMiB() int64 { return int64(math.Round(z.memoryGiB * 1024)) }

@@ -38,16 +38,10 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			// the intervals can change while it runs.
 			AutoStopInterval: -1,
 			Volumes:          vols,
-			NetworkBlockAll:  sp.network.blockAll,
-			NetworkAllowList: sp.network.allowList,
-			DomainAllowList:  sp.network.domainAllowList,
+			Network:          sp.network,
 			// FUSE mounts (s3fs, gcsfuse) work as in Daytona's sandboxes.
 			Confinement: local.Confinement{AllowFUSE: local.FUSEAvailable()},
-			Resources: local.Resources{
-				CPU:      float64(sp.cpu),
-				MemoryMB: int64(sp.memoryGiB) * 1024,
-				DiskMB:   int64(sp.diskGiB) * 1024,
-			},
+			Resources:   sp.limits(),
 		},
 	})
 	if err != nil {
@@ -114,10 +108,8 @@ func (e localEngine) status(ctx context.Context, id string) (engineStatus, error
 	return engineStatus{running: info.Status == sandbox.StatusRunning, lastUsed: info.LastUsedAt}, nil
 }
 
-func (e localEngine) setNetwork(ctx context.Context, id string, n network) error {
-	return local.UpdateNetworkSettings(ctx, e.stateDir, id, local.NetworkSettings{
-		BlockAll: n.blockAll, AllowList: n.allowList, DomainAllowList: n.domainAllowList,
-	})
+func (e localEngine) setNetwork(ctx context.Context, id string, n sandbox.NetworkPolicy) error {
+	return local.UpdateNetworkSettings(ctx, e.stateDir, id, n)
 }
 
 func (e localEngine) dialPort(ctx context.Context, id string, port int) (net.Conn, error) {

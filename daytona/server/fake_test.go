@@ -39,7 +39,7 @@ type fakeBox struct {
 	work     string
 	sock     string
 	env      map[string]string
-	network  network
+	network  sandbox.NetworkPolicy
 	lastUsed time.Time
 	srv      *http.Server // nil when stopped
 	daemon   *daemon.Server
@@ -244,9 +244,9 @@ func (e *fakeEngine) status(_ context.Context, id string) (engineStatus, error) 
 	return engineStatus{running: b.srv != nil, lastUsed: b.lastUsed}, nil
 }
 
-func (e *fakeEngine) setNetwork(_ context.Context, id string, n network) error {
-	if n.blockAll && (n.allowList != "" || n.domainAllowList != "") {
-		return fmt.Errorf("networkBlockAll with an allow list: %w", sandbox.ErrInvalidArgument)
+func (e *fakeEngine) setNetwork(_ context.Context, id string, n sandbox.NetworkPolicy) error {
+	if err := n.Validate(); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -288,7 +288,7 @@ func (e *fakeEngine) behindBack(id string, remove bool) {
 }
 
 // networkOf returns the engine's network policy of sandbox id.
-func (e *fakeEngine) networkOf(id string) network {
+func (e *fakeEngine) networkOf(id string) sandbox.NetworkPolicy {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	b, err := e.box(id)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // maxBody bounds the JSON bodies the server reads.
@@ -150,7 +153,6 @@ func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error
 		labels:       maps.Clone(req.Labels),
 		public:       req.Public,
 		previewToken: newToken(),
-		network:      network{blockAll: req.NetworkBlockAll, allowList: req.NetworkAllowList, domainAllowList: req.DomainAllowList},
 		volumes:      req.Volumes,
 		autoStop:     15,
 		autoArchive:  7 * 24 * 60,
@@ -163,12 +165,11 @@ func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error
 	} else if err := checkName(rec.name); err != nil {
 		return nil, spec{}, err
 	}
-	if rec.user == "" {
-		rec.user = DefaultUser
+	var err error
+	if rec.network, err = sandbox.ParseNetworkPolicy(req.NetworkBlockAll, req.NetworkAllowList, req.DomainAllowList); err != nil {
+		return nil, spec{}, engineError(err)
 	}
-	if rec.target == "" {
-		rec.target = DefaultTarget
-	}
+	rec.user, rec.target = cmp.Or(rec.user, DefaultUser), cmp.Or(rec.target, DefaultTarget)
 	for _, iv := range []struct {
 		name  string
 		v     *int
@@ -357,7 +358,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.mu.Lock()
 	rec, err := s.lookup(orgOf(r), r.PathValue("id"))
-	var n network
+	var n sandbox.NetworkPolicy
 	if err == nil {
 		n = rec.network
 		if rec.busy {
@@ -368,14 +369,8 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if req.NetworkBlockAll != nil {
-		n.blockAll = *req.NetworkBlockAll
-	}
-	if req.NetworkAllowList != nil {
-		n.allowList = *req.NetworkAllowList
-	}
-	if req.DomainAllowList != nil {
-		n.domainAllowList = *req.DomainAllowList
+	if n, err = req.apply(n); err != nil {
+		return engineError(err)
 	}
 	if err := s.eng.setNetwork(r.Context(), rec.id, n); err != nil {
 		if errNotFound(err) {

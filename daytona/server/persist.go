@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Persistence of the server's records (store.go): a record is written
@@ -63,12 +65,26 @@ type storedNetwork struct {
 	DomainAllowList string `json:"domainAllowList,omitempty"`
 }
 
+// storedNetworkOf returns p as the store keeps it: Daytona's wire form,
+// as records written before sandbox.NetworkPolicy had it.
+func storedNetworkOf(p sandbox.NetworkPolicy) storedNetwork {
+	var n storedNetwork
+	n.BlockAll, n.AllowList, n.DomainAllowList = p.Wire()
+	return n
+}
+
+// policy returns the policy n keeps, in canonical form (a record written
+// before the lists were stored canonical is read as they were then).
+func (n storedNetwork) policy() (sandbox.NetworkPolicy, error) {
+	return sandbox.ParseNetworkPolicy(n.BlockAll, n.AllowList, n.DomainAllowList)
+}
+
 // stored returns rec as the store keeps it.
 func (rec *record) stored() storedSandbox {
 	return storedSandbox{
 		ID: rec.id, Name: rec.name, Org: rec.org, User: rec.user, Snapshot: rec.snapshot, Target: rec.target,
 		Env: rec.env, Labels: rec.labels, Public: rec.public, PreviewToken: rec.previewToken,
-		Network: storedNetwork{rec.network.blockAll, rec.network.allowList, rec.network.domainAllowList},
+		Network: storedNetworkOf(rec.network),
 		Volumes: rec.volumes, CPU: rec.sizes.cpu, MemoryGiB: rec.sizes.memoryGiB, DiskGiB: rec.sizes.diskGiB,
 		AutoStop: rec.autoStop, AutoArchive: rec.autoArchive, AutoDelete: rec.autoDelete,
 		State: rec.state, Desired: rec.desired, ErrorReason: rec.errorReason,
@@ -101,7 +117,6 @@ func (ss *storedSandbox) record() *record {
 	return &record{
 		id: ss.ID, name: ss.Name, org: ss.Org, user: ss.User, snapshot: ss.Snapshot, target: ss.Target,
 		env: ss.Env, labels: ss.Labels, public: ss.Public, previewToken: ss.PreviewToken,
-		network: network{ss.Network.BlockAll, ss.Network.AllowList, ss.Network.DomainAllowList},
 		volumes: ss.Volumes, sizes: sizes{ss.CPU, ss.MemoryGiB, ss.DiskGiB},
 		autoStop: ss.AutoStop, autoArchive: ss.AutoArchive, autoDelete: ss.AutoDelete,
 		state: ss.State, desired: ss.Desired, errorReason: ss.ErrorReason,
@@ -194,6 +209,11 @@ func (s *Server) restore(ctx context.Context) error {
 			return fmt.Errorf("sandbox %s: %w", id, err)
 		}
 		rec := ss.record()
+		var err error
+		if rec.network, err = ss.Network.policy(); err != nil {
+			// The engine refused such policies: the record is corrupt.
+			return fmt.Errorf("sandbox %s: the network policy: %w", id, err)
+		}
 		rec.saved = data
 		s.byID[rec.id], s.byName[nameKey(rec.org, rec.name)] = rec, rec
 		recs = append(recs, rec)

@@ -3,6 +3,8 @@ package server
 import (
 	"maps"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Sandbox states and desired states, as api.json's SandboxState and
@@ -44,7 +46,7 @@ type record struct {
 	labels        map[string]string
 	public        bool
 	previewToken  string
-	network       network
+	network       sandbox.NetworkPolicy
 	volumes       []volume
 	sizes         sizes
 	build         *sandboxBuild // nil unless created from buildInfo
@@ -94,9 +96,9 @@ func (rec *record) item(proxyURL string) sandboxListItem {
 		User:                rec.user,
 		ErrorReason:         rec.errorReason,
 		Public:              rec.public,
-		NetworkBlockAll:     rec.network.blockAll,
-		NetworkAllowList:    rec.network.allowList,
-		DomainAllowList:     rec.network.domainAllowList,
+		NetworkBlockAll:     rec.network.Mode == sandbox.NetworkBlocked,
+		NetworkAllowList:    rec.network.AllowListString(),
+		DomainAllowList:     rec.network.DomainAllowListString(),
 		CPU:                 rec.sizes.cpu,
 		Memory:              rec.sizes.memoryGiB,
 		Disk:                rec.sizes.diskGiB,

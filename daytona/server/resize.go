@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Resizing (POST /sandbox/{id}/resize {cpu?, memory?, disk?}), with
@@ -140,5 +141,5 @@ func (e localEngine) checkResize(cur, want sizes, running bool) error {
 }
 
 func (e localEngine) resize(ctx context.Context, id string, want sizes) error {
-	return local.UpdateResources(ctx, e.stateDir, id, local.Resources{CPU: want.cpu, MemoryMB: int64(want.memoryGiB * 1024)})
+	return local.UpdateResources(ctx, e.stateDir, id, sandbox.Resources{CPUCores: want.cpu, MemoryMiB: want.memoryMiB()})
 }

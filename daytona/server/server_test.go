@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -336,7 +337,7 @@ func TestSettings(t *testing.T) {
 		got.NetworkBlockAll || got.DomainAllowList != "pypi.org" {
 		t.Fatalf("network-settings: %d %+v", st, got)
 	}
-	if n := eng.networkOf(sb.ID); n != (network{domainAllowList: "pypi.org"}) {
+	if n := eng.networkOf(sb.ID); !n.Equal(sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Domains: []string{"pypi.org"}}) {
 		t.Fatalf("engine network = %+v", n)
 	}
 	var e apiError

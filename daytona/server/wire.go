@@ -1,5 +1,7 @@
 package server
 
+import "github.com/agentbox-dev/agentbox/sandbox"
+
 // The JSON bodies of the control plane, as api.json names them. Decoding
 // ignores unknown fields, as Daytona's API does.
 
@@ -101,6 +103,22 @@ type paginatedSandboxes struct {
 // sandboxLabels is SandboxLabels, the body and answer of PUT …/labels.
 type sandboxLabels struct {
 	Labels map[string]string `json:"labels"`
+}
+
+// apply returns p with the fields of ns that are present in place of
+// its own, validated and in canonical form.
+func (ns *networkSettings) apply(p sandbox.NetworkPolicy) (sandbox.NetworkPolicy, error) {
+	blockAll, allowList, domainAllowList := p.Wire()
+	if ns.NetworkBlockAll != nil {
+		blockAll = *ns.NetworkBlockAll
+	}
+	if ns.NetworkAllowList != nil {
+		allowList = *ns.NetworkAllowList
+	}
+	if ns.DomainAllowList != nil {
+		domainAllowList = *ns.DomainAllowList
+	}
+	return sandbox.ParseNetworkPolicy(blockAll, allowList, domainAllowList)
 }
 
 // networkSettings is UpdateSandboxNetworkSettings: absent fields keep

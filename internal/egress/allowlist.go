@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/agentbox-dev/agentbox/internal/hostname"
 )
 
 // MaxEntries is the most entries an [AllowList] holds. Matching costs the
@@ -47,7 +49,7 @@ func NewAllowList(entries []string) (*AllowList, error) {
 		if e == "" {
 			continue
 		}
-		canon, wildcard, err := parseEntry(e)
+		canon, wildcard, err := hostname.ParsePattern(e)
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: %v", ErrInvalidEntry, printable(e), err)
 		}
@@ -65,37 +67,6 @@ func NewAllowList(entries []string) (*AllowList, error) {
 		l.entries = append(l.entries, canon)
 	}
 	return l, nil
-}
-
-// parseEntry returns the canonical form of the entry e and whether it is
-// a wildcard.
-func parseEntry(e string) (canon string, wildcard bool, err error) {
-	switch {
-	case strings.Contains(e, "://") || strings.Contains(e, "/"):
-		return "", false, errors.New("give a name, not a URL, a path or a CIDR")
-	case e == "*":
-		return "", false, errors.New("a bare * would allow every name; list the names, or wildcards such as *.example.com")
-	case strings.HasPrefix(e, "*."):
-		wildcard = true
-		e = e[2:]
-	}
-	if strings.Contains(e, "*") {
-		return "", false, errors.New("a wildcard must be the whole first label, as in *.example.com")
-	}
-	if strings.Contains(e, ":") && !isIPLiteral(e) {
-		return "", false, errors.New("give a name without a port: every port of an allowed name is allowed")
-	}
-	name, err := canonicalName(e)
-	if errors.Is(err, errIPLiteral) {
-		return "", false, errors.New("an IP address, not a name: a domain allow list holds names only")
-	}
-	if err != nil {
-		return "", false, err
-	}
-	if wildcard {
-		return "*." + name, true, nil
-	}
-	return name, false, nil
 }
 
 // Allows reports whether the host name is on the list. It is false for

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Main is a TestMain: the test binary is re-executed as the sandboxes'
@@ -23,7 +24,7 @@ func Main(m *testing.M) {
 // test ends.
 func NewSandbox(t testing.TB, id string) *local.Sandbox {
 	t.Helper()
-	sb, err := local.New(local.Options{ID: id, StateDir: t.TempDir(), Config: local.Config{NetworkBlockAll: true}})
+	sb, err := local.New(local.Options{ID: id, StateDir: t.TempDir(), Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ type Engine interface {
 	StopByID(ctx context.Context, stateDir, id string) error
 	// UpdateNetwork changes the network policy of a sandbox, live when it
 	// runs, and records it with the sandbox.
-	UpdateNetwork(ctx context.Context, stateDir, id string, s NetworkSettings) error
+	UpdateNetwork(ctx context.Context, stateDir, id string, p sandbox.NetworkPolicy) error
 	// PublishPort forwards hostPort of the host's loopback (0: any free
 	// one) to sandboxPort of a sandbox.
 	PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error)
@@ -70,10 +70,14 @@ type Engine interface {
 type OpenOptions struct {
 	StateDir string
 	ID       string
-	// NetworkBlockAll creates the sandbox without network access; false
-	// means "whatever the sandbox has". exec switches an existing
-	// sandbox to it first (Engine.UpdateNetwork).
-	NetworkBlockAll bool
+	// Network is a new sandbox's network policy; the zero value means
+	// "whatever the sandbox has" (the default for a new one). exec
+	// switches an existing sandbox to the blocked mode first
+	// (Engine.UpdateNetwork).
+	Network sandbox.NetworkPolicy
+	// Resources are a new sandbox's limits; zero fields are the engine's
+	// defaults.
+	Resources sandbox.Resources
 	// Image and Snapshot make a new sandbox's root of an image or a
 	// snapshot (see local.Config); "" means the default root.
 	Image, Snapshot string

@@ -116,7 +116,7 @@ func TestExecOptions(t *testing.T) {
 	if want := "1 x=y\n" + dir + "\n"; r.stdout != want {
 		t.Errorf("stdout %q, want %q", r.stdout, want)
 	}
-	if len(h.e.opened) != 1 || h.e.opened[0] != (OpenOptions{StateDir: h.e.defaultDir, ID: "opts", NetworkBlockAll: true}) {
+	if len(h.e.opened) != 1 || !reflect.DeepEqual(h.e.opened[0], OpenOptions{StateDir: h.e.defaultDir, ID: "opts", Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}) {
 		t.Errorf("opened %+v", h.e.opened)
 	}
 }

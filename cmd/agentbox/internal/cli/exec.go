@@ -67,20 +67,8 @@ func (f *commandFlags) options() (*sandbox.ExecOptions, error) {
 	return &sandbox.ExecOptions{Timeout: f.timeout.execTimeout(), Cwd: f.cwd, Env: env}, nil
 }
 
-func (a *app) execCommand() *cobra.Command {
-	var (
-		f            commandFlags
-		blockNet     bool
-		readOnlyRoot bool
-		allowFUSE    bool
-		img          string
-		snap         string
-		stdin        bool
-	)
-	c := &cobra.Command{
-		Use:   "exec [flags] [--] COMMAND [ARG...]",
-		Short: "Run a command in a sandbox and wait for it",
-		Long: `Run a command in a sandbox, streaming its output, and exit with its exit code.
+// execLong is the help of exec.
+const execLong = `Run a command in a sandbox, streaming its output, and exit with its exit code.
 
 The sandbox is created (or restarted) if needed and keeps running afterwards.
 COMMAND is a shell line, not quoted, so it may hold pipes and redirections;
@@ -97,13 +85,33 @@ With --json, exec prints a stream of JSON lines: "start", then "stdout" and
 "stderr" chunks (exact bytes, as UTF-8 text or base64), then "exit" or
 "error"; errors have a stable "code". See 'agentbox help json'.
 
+A new sandbox gets the limits --cpu, --memory, --disk and --pids give
+(memory and disk: a number of MiB, or 512MiB, 2GiB); an existing one keeps
+its own (the local engine refuses values other than its own).
+
 Exit codes: the command's own; 124 when --timeout ended it; 2 for a bad
 command line, or an option the sandbox cannot honour (--block-network on
 a sandbox whose network cannot change: one made with the host's network);
 125 when agentbox could not run it (the
 message says why); 137 when the sandbox was stopped or removed while the
 command ran; 141 when agentbox's output was closed; 130 after SIGINT and
-143 after SIGTERM (the command is killed in every case).`,
+143 after SIGTERM (the command is killed in every case).`
+
+func (a *app) execCommand() *cobra.Command {
+	var (
+		f            commandFlags
+		res          resourceFlags
+		blockNet     bool
+		readOnlyRoot bool
+		allowFUSE    bool
+		img          string
+		snap         string
+		stdin        bool
+	)
+	c := &cobra.Command{
+		Use:   "exec [flags] [--] COMMAND [ARG...]",
+		Short: "Run a command in a sandbox and wait for it",
+		Long:  execLong,
 		Example: `  agentbox exec -- echo hello
   agentbox exec --id build --env GOFLAGS=-mod=mod --cwd /tmp -- go version
   agentbox exec -- 'ls -l | wc -l'
@@ -146,7 +154,7 @@ command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 			}
 			opts.MaxRetainedBytes = streamTail
 			return out.explain(a.exec(out.ctx, cmd.ErrOrStderr(), events, OpenOptions{
-				StateDir: a.stateDir, ID: f.id, NetworkBlockAll: blockNet, Image: img, Snapshot: snap,
+				StateDir: a.stateDir, ID: f.id, Network: sandbox.BlockedIf(blockNet), Resources: res.Resources, Image: img, Snapshot: snap,
 				ReadOnlyRoot: readOnlyRoot, AllowFUSE: allowFUSE,
 			}, command, args, opts))
 		},
@@ -158,6 +166,7 @@ command ran; 141 when agentbox's output was closed; 130 after SIGINT and
 	fs.StringVar(&snap, "snapshot", "", "create the sandbox from this `SNAPSHOT` (see 'agentbox snapshot ls'; needs root)")
 	fs.BoolVar(&readOnlyRoot, "read-only-root", false, "create the sandbox with the host's system folders read-only and no capabilities, instead of a writable root (local engine)")
 	fs.BoolVar(&allowFUSE, "allow-fuse", false, "create the sandbox with /dev/fuse, its commands allowed to mount FUSE file systems (s3fs, gcsfuse …; local engine, as root)")
+	res.add(fs)
 	fs.BoolVar(&blockNet, "block-network", false, "run without network access: create the sandbox so, or block the network of an existing one first (live; 'agentbox sandbox network ID --default' undoes it)")
 	return c
 }
@@ -244,7 +253,7 @@ func (g *guardedWriter) Write(p []byte) (int, error) {
 // exec runs command in the sandbox oo names, printing its output through
 // opts' writers, or as JSON events when events is not nil.
 func (a *app) exec(ctx context.Context, stderr io.Writer, events *eventStream, oo OpenOptions, command string, args []string, opts *sandbox.ExecOptions) error {
-	if oo.NetworkBlockAll {
+	if oo.Network.Mode == sandbox.NetworkBlocked {
 		if err := a.blockNetwork(ctx, stderr, oo.ID); err != nil {
 			return err
 		}
@@ -327,13 +336,13 @@ func (a *app) sandboxGone(ctx context.Context, id string) error {
 }
 
 // blockNetwork switches the sandbox id, when it exists with network
-// access, to NetworkBlockAll (live when it runs), saying so on stderr.
+// access, to the blocked mode (live when it runs), saying so on stderr.
 func (a *app) blockNetwork(ctx context.Context, stderr io.Writer, id string) error {
 	info, err := a.engine.Lookup(ctx, a.stateDir, id)
 	if err != nil || info.Network == nil || info.Network.Mode == sandbox.NetworkBlocked {
 		return nil // none yet (it will be made blocked), or the engine checks at start
 	}
-	if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, NetworkSettings{BlockAll: true}); err != nil {
+	if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}); err != nil {
 		return withKind(KindConfigConflict, 0, fmt.Errorf("sandbox %q has network access (%s), and --block-network could not block it: %w", id, networkText(info.Network.Mode), err))
 	}
 	if !a.json {

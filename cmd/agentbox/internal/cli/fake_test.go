@@ -90,7 +90,7 @@ func (e *fakeEngine) Open(_ context.Context, opts OpenOptions) (Box, error) {
 		}
 		now := time.Now()
 		network := sandbox.NetworkPublic
-		if opts.NetworkBlockAll {
+		if opts.Network.Mode == sandbox.NetworkBlocked {
 			network = sandbox.NetworkBlocked
 		}
 		st = &fakeState{
@@ -173,7 +173,7 @@ func (e *fakeEngine) StopByID(ctx context.Context, stateDir, id string) error {
 	return st.sb.Stop(ctx)
 }
 
-func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, s NetworkSettings) error {
+func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, p sandbox.NetworkPolicy) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st, err := e.locked(stateDir, id)
@@ -183,18 +183,8 @@ func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, s Net
 	if e.networkErr != nil {
 		return e.networkErr
 	}
-	n := &sandbox.NetworkInfo{Mode: sandbox.NetworkPublic, Ports: st.info.Network.Ports}
-	switch {
-	case s.BlockAll:
-		n.Mode = sandbox.NetworkBlocked
-	case s.AllowList != "":
-		n.Mode, n.AllowList = sandbox.NetworkAllowList, strings.Split(s.AllowList, ",")
-	case s.DomainAllowList != "":
-		n.Mode = sandbox.NetworkDomainAllowList
-	}
-	if s.DomainAllowList != "" {
-		n.DomainAllowList = strings.Split(s.DomainAllowList, ",")
-	}
+	n := p.Info()
+	n.Ports = st.info.Network.Ports
 	st.info.Network = n
 	return nil
 }

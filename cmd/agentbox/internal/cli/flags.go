@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
+	"github.com/spf13/pflag"
 )
 
 // parseEnv turns --env NAME=VALUE flags into a map. Its errors name the
@@ -82,3 +84,35 @@ func (v *timeoutValue) execTimeout() time.Duration {
 		return v.d
 	}
 }
+
+// resourceFlags are --cpu, --memory, --disk and --pids: a new sandbox's
+// limits, each read by the sandbox package's one parser of its kind.
+type resourceFlags struct{ sandbox.Resources }
+
+// add registers the flags on fs.
+func (r *resourceFlags) add(fs *pflag.FlagSet) {
+	fs.Var(resourceFlag{func(s string) (err error) { r.CPUCores, err = sandbox.ParseCPUCores(s); return }}, "cpu",
+		"create the sandbox with this many CPU `CORES` (fractions allowed on the local engine, e.g. 0.5; Daytona takes whole cores)")
+	fs.Var(resourceFlag{func(s string) (err error) { r.MemoryMiB, err = sandbox.ParseSizeMiB(s); return }}, "memory",
+		"create the sandbox with this much `MEMORY`: a number of MiB (512), or with a unit: 512MiB, 2GiB (Daytona takes whole GiB)")
+	fs.Var(resourceFlag{func(s string) (err error) { r.DiskMiB, err = sandbox.ParseSizeMiB(s); return }}, "disk",
+		"create the sandbox with a disk of this `SIZE`: a number of MiB (4096), or with a unit: 512MiB, 4GiB (Daytona takes whole GiB)")
+	fs.Var(resourceFlag{func(s string) (err error) { r.PIDs, err = sandbox.ParsePIDs(s); return }}, "pids",
+		"create the sandbox with at most this many processes and threads (`N`; local engine)")
+}
+
+// resourceFlag is one of resourceFlags: set parses the value into its
+// field.
+type resourceFlag struct{ set func(string) error }
+
+func (f resourceFlag) String() string { return "" }
+
+func (f resourceFlag) Set(s string) error {
+	if err := f.set(s); err != nil {
+		// pflag names the flag and the value; the text says what to write.
+		return errors.New(strings.TrimPrefix(err.Error(), sandbox.ErrInvalidArgument.Error()+": "))
+	}
+	return nil
+}
+
+func (f resourceFlag) Type() string { return "value" }

@@ -11,20 +11,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// NetworkSettings is a sandbox's network policy, as [Engine.UpdateNetwork]
-// sets it (Daytona's updateNetworkSettings): the zero value is the
-// default, the public internet only.
-type NetworkSettings struct {
-	// BlockAll leaves the sandbox loopback only.
-	BlockAll bool
-	// AllowList is a comma-separated list of CIDRs, the only addresses
-	// the sandbox reaches.
-	AllowList string
-	// DomainAllowList is a comma-separated list of names reached through
-	// an egress proxy.
-	DomainAllowList string
-}
-
 func (a *app) networkCommand() *cobra.Command {
 	var (
 		blockAll, def bool
@@ -65,8 +51,11 @@ prints the sandbox's network.`,
 				return usagef("--default, --block-all and --allow-cidr/--allow-domain are different policies: give one of them")
 			}
 			if n == 1 {
-				s := NetworkSettings{BlockAll: blockAll, AllowList: cidrs, DomainAllowList: names}
-				if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, s); err != nil {
+				p, err := networkFlags(blockAll, cidrs, names)
+				if err != nil {
+					return err
+				}
+				if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, p); err != nil {
 					return notFound(err, id)
 				}
 			}
@@ -79,6 +68,29 @@ prints the sandbox's network.`,
 	fs.StringVar(&cidrs, "allow-cidr", "", "only these comma-separated CIDRs")
 	fs.StringVar(&names, "allow-domain", "", "only these comma-separated names, through an egress proxy")
 	return c
+}
+
+// networkFlags returns the policy of the network flags, read by the
+// parsers every engine uses; errors name the flag.
+func networkFlags(blockAll bool, cidrs, names string) (sandbox.NetworkPolicy, error) {
+	if blockAll {
+		return sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}, nil
+	}
+	if cidrs == "" && names == "" {
+		return sandbox.NetworkPolicy{Mode: sandbox.NetworkPublic}, nil
+	}
+	p := sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList}
+	var err error
+	if p.Allow, err = sandbox.ParseAllowList(cidrs); err != nil {
+		return p, usagef("--allow-cidr: %v", err)
+	}
+	if p.Domains, err = sandbox.ParseDomainAllowList(names); err != nil {
+		return p, usagef("--allow-domain: %v", err)
+	}
+	if err := p.Validate(); err != nil {
+		return p, usagef("--allow-cidr %q and --allow-domain %q list nothing: give CIDRs or names, or --block-all", cidrs, names)
+	}
+	return p, nil
 }
 
 // printNetwork prints the network of the sandbox id.

@@ -128,7 +128,7 @@ func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
 	if l := in.Limits; l != nil {
 		t.row("Limits:", limitsText(l))
 	}
-	if r := in.Resources; r != nil {
+	if r := in.Usage; r != nil {
 		t.row("Resources:", resources(r))
 	}
 	for i, m := range in.Mounts {
@@ -182,7 +182,7 @@ func (a *app) sandboxEach(ctx context.Context, w io.Writer, ids []string, done s
 	return errors.Join(errs...)
 }
 
-func resources(r *sandbox.Resources) string {
+func resources(r *sandbox.Usage) string {
 	var parts []string
 	if r.CPUCores > 0 {
 		parts = append(parts, fmt.Sprintf("%g CPU available", r.CPUCores))
