@@ -54,7 +54,7 @@ func TestDialPort(t *testing.T) {
 	if _, err := local.DialPort(ctx, sb.StateDir(), "nope", 8080); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("DialPort to a sandbox that does not exist: %v, want ErrNotFound", err)
 	}
-	blocked := lab.sandbox(t, local.Config{NetworkBlockAll: true})
+	blocked := lab.sandbox(t, local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}})
 	if _, err := local.DialPort(ctx, blocked.StateDir(), blocked.ID(), 8080); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "loopback only") {
 		t.Errorf("DialPort to a blocked sandbox: %v, want ErrInvalidArgument (loopback only)", err)
 	}
