@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/mountinfo"
+
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -49,24 +51,24 @@ func usedV1Controller(c string) bool {
 // cgroupMounts lists the cgroup2 hierarchy and the v1 hierarchies offering
 // a controller we use.
 func cgroupMounts() ([]cgroupMount, error) {
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
 		return nil, err
 	}
 	var out []cgroupMount
 	for _, m := range mounts {
-		switch m.fsType {
+		switch m.FSType {
 		case "cgroup2":
-			out = append(out, cgroupMount{dir: m.mountPoint, v2: true})
+			out = append(out, cgroupMount{dir: m.MountPoint, v2: true})
 		case "cgroup":
 			var ctrls []string
-			for _, o := range strings.Split(m.superOptions, ",") {
+			for _, o := range strings.Split(m.SuperOptions, ",") {
 				if usedV1Controller(o) {
 					ctrls = append(ctrls, o)
 				}
 			}
 			if len(ctrls) > 0 {
-				out = append(out, cgroupMount{dir: m.mountPoint, controllers: ctrls})
+				out = append(out, cgroupMount{dir: m.MountPoint, controllers: ctrls})
 			}
 		}
 	}

@@ -209,7 +209,6 @@ package local
 //	activity_linux.go   activity stamps (LastUsedAt) and idleness
 //	reaper_linux.go     the init's orphan reaper
 //	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd
-//	mountinfo_linux.go  /proc/self/mountinfo
 //	sockpath_linux.go   unix socket paths longer than an address holds
 //	confine.go          Confinement as Info and Instructions tell it
 //	confine_linux.go    confining the thread that starts commands; the init's own hardening

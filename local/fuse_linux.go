@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/agentbox-dev/agentbox/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 )
@@ -552,26 +553,20 @@ func topMountID(parent int, name string, follow bool) (uint64, error) {
 // (file system type fuse or fuse.*), and its user_id, from
 // /proc/self/mountinfo, without asking the FUSE server anything.
 func fuseMountByID(mntID uint64) (isFUSE bool, owner int, err error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ms, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
 		return false, -1, err
 	}
-	id := strconv.FormatUint(mntID, 10)
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 10 || f[0] != id {
+	for _, m := range ms {
+		if m.ID != mntID {
 			continue
 		}
-		// Optional fields end with "-", then fstype, source, options.
-		i := slices.Index(f, "-")
-		if i < 0 || i+3 >= len(f) || !isFUSEType(f[i+1]) {
+		if !isFUSEType(m.FSType) {
 			return false, -1, nil
 		}
-		for _, o := range strings.Split(f[i+3], ",") {
-			if v, ok := strings.CutPrefix(o, "user_id="); ok {
-				n, err := strconv.Atoi(v)
-				return true, n, err
-			}
+		if v, ok := mountinfo.Option(m.SuperOptions, "user_id"); ok {
+			n, err := strconv.Atoi(v)
+			return true, n, err
 		}
 		return true, -1, nil
 	}

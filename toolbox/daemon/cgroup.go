@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/mountinfo"
 )
 
 // cgroupUsage is what the cgroups (and, where they say nothing, the
@@ -204,30 +206,22 @@ func hostCPUTime() time.Duration {
 // ownCgroups finds the folders of this process's cgroups from its cgroup
 // file (/proc/self/cgroup) and mount table: the cgroup v2 folder, or the
 // v1 folders of the cpu, cpuacct and memory controllers.
-func ownCgroups(cgroupFile, mountinfo string) []string {
+func ownCgroups(cgroupFile, mountTable string) []string {
 	type mount struct{ root, dir string }
 	v2, v1 := (*mount)(nil), map[string]mount{}
-	f, err := os.Open(mountinfo)
+	mounts, err := mountinfo.Read(mountTable)
 	if err != nil {
 		return nil
 	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// 36 35 0:30 / /sys/fs/cgroup rw,… shared:9 - cgroup2 cgroup2 rw,…
-		line := sc.Text()
-		pre, post, ok := strings.Cut(line, " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 3 {
-			continue
-		}
-		m := mount{root: unescapeMountPath(a[3]), dir: unescapeMountPath(a[4])}
-		switch b[0] {
+	for _, mi := range mounts {
+		m := mount{root: mi.Root, dir: mi.MountPoint}
+		switch mi.FSType {
 		case "cgroup2":
 			if v2 == nil {
 				v2 = &m
 			}
 		case "cgroup":
-			for _, opt := range strings.Split(b[2], ",") {
+			for _, opt := range strings.Split(mi.SuperOptions, ",") {
 				if opt == "cpu" || opt == "cpuacct" || opt == "memory" {
 					if _, dup := v1[opt]; !dup {
 						v1[opt] = m
@@ -236,7 +230,6 @@ func ownCgroups(cgroupFile, mountinfo string) []string {
 			}
 		}
 	}
-	f.Close()
 	b, err := os.ReadFile(cgroupFile)
 	if err != nil {
 		return nil
@@ -281,12 +274,4 @@ func underMount(root, dir, cg string) string {
 		return ""
 	}
 	return filepath.Join(dir, rel)
-}
-
-// unescapeMountPath decodes the octal escapes of a mountinfo path.
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
 }
