@@ -399,16 +399,6 @@ func bytesToMB(n int64, up bool) int64 {
 	return n / mb
 }
 
-func readInt(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	s := strings.TrimSpace(string(b))
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
-}
-
 // cgroupParents returns the folders of the hierarchies sandboxes use (h's
 // version) that hold the sandboxes' cgroups (cgroupParent, below this
 // process's own cgroup on v1, as newCgroupSetV1 places them).

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/agentbox-dev/agentbox/internal/cgroupfile"
+
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -90,16 +92,16 @@ func limitWritesV1(l *limits, memsw bool) []cgroupWrite {
 func resourcesV1(paths map[string]string) *sandbox.Resources {
 	r := newResources()
 	if d, ok := paths["memory"]; ok {
-		if n, ok := readInt(filepath.Join(d, "memory.usage_in_bytes")); ok {
+		if n, ok := cgroupfile.ReadInt(filepath.Join(d, "memory.usage_in_bytes")); ok {
 			r.MemoryUsedMB = bytesToMB(n, true)
 		}
-		if n, ok := readInt(filepath.Join(d, cmdsCgroup, "memory.limit_in_bytes")); ok && n < 1<<50 {
+		if n, ok := cgroupfile.ReadInt(filepath.Join(d, cmdsCgroup, "memory.limit_in_bytes")); ok && n < 1<<50 {
 			r.MemoryMB = bytesToMB(n, false)
 		}
 	}
 	if d, ok := paths["cpu"]; ok {
-		q, ok1 := readInt(filepath.Join(d, "cpu.cfs_quota_us"))
-		p, ok2 := readInt(filepath.Join(d, "cpu.cfs_period_us"))
+		q, ok1 := cgroupfile.ReadInt(filepath.Join(d, "cpu.cfs_quota_us"))
+		p, ok2 := cgroupfile.ReadInt(filepath.Join(d, "cpu.cfs_period_us"))
 		if ok1 && ok2 && q > 0 && p > 0 {
 			r.CPUCores = float64(q) / float64(p)
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/internal/cgroupfile"
+
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -133,10 +135,10 @@ func killCgroupV2(d string) {
 // resourcesV2 reads the limits and usage of the v2 cgroup folder d.
 func resourcesV2(d string) *sandbox.Resources {
 	r := newResources()
-	if n, ok := readInt(filepath.Join(d, "memory.current")); ok {
+	if n, ok := cgroupfile.ReadInt(filepath.Join(d, "memory.current")); ok {
 		r.MemoryUsedMB = bytesToMB(n, true)
 	}
-	if n, ok := readInt(filepath.Join(d, "memory.max")); ok {
+	if n, ok := cgroupfile.ReadInt(filepath.Join(d, "memory.max")); ok {
 		r.MemoryMB = bytesToMB(n, false) - initMemoryMB
 	}
 	if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/internal/cgroupfile"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -42,7 +44,7 @@ func usableMemoryMB() int64 {
 			} else if !strings.Contains(","+strings.Join(m.controllers, ",")+",", ",memory,") {
 				continue
 			}
-			if n, ok := readInt(filepath.Join(m.dir, path, file)); ok && n>>20 < total {
+			if n, ok := cgroupfile.ReadInt(filepath.Join(m.dir, path, file)); ok && n>>20 < total {
 				total = n >> 20
 			}
 		}
