@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/local/internal/disk"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -174,7 +175,7 @@ func copyShifted(src, dst string, ids *idRange) error {
 }
 
 // copyFile copies the regular file src to the new file dst, holes kept
-// (copyData): a sparse file of the sandbox costs the layer only what it
+// (disk.CopyData): a sparse file of the sandbox costs the layer only what it
 // holds. src is opened without following a link or waiting on a FIFO,
 // and must still be a regular file.
 func copyFile(src, dst string) error {
@@ -194,7 +195,7 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if err := copyData(out, in, fi.Size()); err != nil {
+	if err := disk.CopyData(out, in, fi.Size()); err != nil {
 		out.Close()
 		return err
 	}
