@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/local/internal/fuse"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/toolbox/daemon"
@@ -230,12 +232,12 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 		return nil, err
 	}
 	if notifyFD >= 0 {
-		sup, err := newFUSESupervisor(notifyFD, cfg.Confinement.AllowNestedNamespaces || cfg.Confinement.Unconfined)
+		sup, err := fuse.NewSupervisor(notifyFD, cfg.Confinement.AllowNestedNamespaces || cfg.Confinement.Unconfined, fuseForbiddenTargets)
 		if err != nil {
 			d.Close()
 			return nil, err
 		}
-		go sup.serve()
+		go sup.Serve()
 	}
 	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, exit: cfg.exitPath(fds)}
 	p.act = newActivity(cfg.activityPath(fds))

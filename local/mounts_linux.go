@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/local/internal/fuse"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/mount"
@@ -294,7 +296,7 @@ func toolOutput(plan *mount.Plan, logPath string) string {
 // isFuseMount reports whether a FUSE file system is mounted at p.
 func isFuseMount(p string) bool {
 	var st unix.Statfs_t
-	return unix.Statfs(p, &st) == nil && st.Type == fuseSuperMagic
+	return unix.Statfs(p, &st) == nil && st.Type == fuse.SuperMagic
 }
 
 // detachHost detaches whatever is mounted at the host folder p.
@@ -436,7 +438,7 @@ func unmountRecord(ctx context.Context, dir string, m *meta, r *mountRecord) err
 			}
 			defer unix.Close(at)
 			var st unix.Statfs_t
-			if unix.Fstatfs(at, &st) != nil || st.Type != fuseSuperMagic {
+			if unix.Fstatfs(at, &st) != nil || st.Type != fuse.SuperMagic {
 				return nil // not mounted there (any more)
 			}
 			// The sandbox's /proc does not show this thread: the mount is
