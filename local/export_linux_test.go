@@ -37,7 +37,7 @@ func CgroupDirs(s *Sandbox) []string {
 	if readJSON(filepath.Join(s.dir, metaFile), &m) != nil || m.Cgroups == nil {
 		return nil
 	}
-	return m.Cgroups.dirs()
+	return m.Cgroups.Dirs()
 }
 
 // CgroupDir returns the running sandbox's cgroup folder of the v1

@@ -255,7 +255,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 	}
 	// On v2 the init is cloned straight into its cgroup; on v1 the host
 	// moves it there while it starts.
-	cgFile := cg.openV2()
+	cgFile := cg.OpenV2()
 	if cgFile != nil {
 		defer cgFile.Close()
 	}
@@ -367,7 +367,7 @@ func startError(err error, ids *idRange) error {
 func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, disk *pendingDisk, stateDir string) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
-		go func() { cgDone <- moveInto.add(pid) }()
+		go func() { cgDone <- moveInto.Add(pid) }()
 	} else {
 		cgDone <- nil
 	}

@@ -217,7 +217,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 		info.Mounts = append(info.Mounts, m.Mounts[i].info(info.Status == sandbox.StatusRunning))
 	}
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
-		info.Resources = m.Cgroups.resources()
+		info.Resources = m.Cgroups.Resources()
 		info.Resources.DiskMB, info.Resources.DiskUsedMB = diskUsage(m)
 	}
 	addNetworkState(dir, m, info.Network)

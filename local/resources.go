@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/local/internal/cgroup"
+
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -88,8 +90,8 @@ const (
 	// initMemoryMB and initPIDs are what the init may use besides the
 	// commands' MemoryMB and PIDs: the init waits for each running command
 	// on a thread of its own, so it gets PIDs more threads, and a few.
-	initMemoryMB = 64
-	initPIDs     = 64
+	initMemoryMB = cgroup.InitMemoryMB
+	initPIDs     = cgroup.InitPIDs
 )
 
 // ErrLimitUnavailable reports that a limit asked for explicitly in
