@@ -112,16 +112,26 @@ func copySparse(dst, src string) error {
 		return err
 	}
 	defer in.Close()
+	return CopyFile(dst, in)
+}
+
+// CopyFile copies the regular file in, open at its start, to the new file
+// dst (mode 0600; a link there is not followed), only its data
+// (CopyData): its holes stay holes.
+func CopyFile(dst string, in *os.File) error {
 	fi, err := in.Stat()
 	if err != nil {
 		return err
 	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("copy %s: not a regular file any more", in.Name())
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
-	defer out.Close()
 	if err := CopyData(out, in, fi.Size()); err != nil {
+		out.Close()
 		return err
 	}
 	return out.Close()
