@@ -1,460 +1,61 @@
 package local
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
-	"github.com/agentbox-dev/agentbox/sandbox"
-	"golang.org/x/sys/unix"
+	"github.com/agentbox-dev/agentbox/local/internal/cgroup"
 )
 
-// cgroupParent names the folder, in each hierarchy, that holds the
-// sandboxes' cgroups.
-const cgroupParent = "agentbox"
-
-// cfsPeriod is the CFS period of a sandbox's CPU quota, in microseconds.
-const cfsPeriod = 100000
-
-// cgroupKey names the cgroups of a sandbox, unique per state dir: an FNV-1a
-// hash of the state dir, then the id.
-func cgroupKey(stateDir, id string) string {
-	var h uint32 = 2166136261
-	for i := 0; i < len(stateDir); i++ {
-		h = (h ^ uint32(stateDir[i])) * 16777619
-	}
-	return fmt.Sprintf("%08x-%s", h, id)
-}
-
-// cgroupMount is a mounted cgroup hierarchy.
-type cgroupMount struct {
-	dir         string
-	v2          bool
-	controllers []string // v1: the controllers we use that it offers
-}
-
-// usedV1Controller reports whether a sandbox uses the v1 controller c:
-// those of the limits, and cpuacct for CPU accounting.
-func usedV1Controller(c string) bool {
-	return c == "memory" || c == "pids" || c == "cpu" || c == "cpuacct"
-}
-
-// cgroupMounts lists the cgroup2 hierarchy and the v1 hierarchies offering
-// a controller we use.
-func cgroupMounts() ([]cgroupMount, error) {
-	mounts, err := readMountinfo()
-	if err != nil {
-		return nil, err
-	}
-	var out []cgroupMount
-	for _, m := range mounts {
-		switch m.fsType {
-		case "cgroup2":
-			out = append(out, cgroupMount{dir: m.mountPoint, v2: true})
-		case "cgroup":
-			var ctrls []string
-			for _, o := range strings.Split(m.superOptions, ",") {
-				if usedV1Controller(o) {
-					ctrls = append(ctrls, o)
-				}
-			}
-			if len(ctrls) > 0 {
-				out = append(out, cgroupMount{dir: m.mountPoint, controllers: ctrls})
-			}
-		}
-	}
-	return out, nil
-}
-
-// ownCgroups maps v1 controller names (and "" for v2) to this process's
-// cgroup path.
-func ownCgroups() map[string]string {
-	m := map[string]string{}
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return m
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" {
-			m[""] = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			m[c] = parts[2]
-		}
-	}
-	return m
-}
-
-// cgroupHost is what cgroups this host offers sandboxes.
+// cgroupHost is what cgroups this host offers sandboxes, and which
+// limits they enforce.
 type cgroupHost struct {
-	version int
-	v1      []cgroupMount
-	v2      *cgroupMount
-	have    limitSet // the limits its controllers enforce
-	why     string   // why the others are not, when some are not
+	cgroup.Host
+	have limitSet // the limits its controllers enforce
+	why  string   // why the others are not, when some are not
 }
 
-// probeCgroups finds the cgroups sandboxes get: v1 ones when the host
-// mounts any v1 hierarchy we use (a hybrid host accounts there), else v2
-// ones. Only root may create them.
+// probeCgroups finds the cgroups sandboxes get (cgroup.Probe) and the
+// limits they enforce.
 func probeCgroups() cgroupHost {
-	if os.Geteuid() != 0 {
-		return cgroupHost{why: "cgroups need root (this engine runs as uid " + strconv.Itoa(os.Geteuid()) + ")"}
+	h := cgroupHost{Host: cgroup.Probe()}
+	if h.Version == 0 {
+		h.why = h.Why
+		return h
 	}
-	mounts, err := cgroupMounts()
-	if err != nil {
-		return cgroupHost{why: "cannot read the mount table: " + err.Error()}
-	}
-	var h cgroupHost
-	for i, m := range mounts {
-		if m.v2 {
-			h.v2 = &mounts[i]
-		} else {
-			h.v1 = append(h.v1, m)
-		}
-	}
-	var ctrls []string
-	switch {
-	case len(h.v1) > 0:
-		h.version = 1
-		for _, m := range h.v1 {
-			ctrls = append(ctrls, m.controllers...)
-		}
-	case h.v2 != nil:
-		h.version = 2
-		b, _ := os.ReadFile(filepath.Join(h.v2.dir, "cgroup.controllers"))
-		ctrls = strings.Fields(string(b))
-	default:
-		return cgroupHost{why: "no cgroup hierarchy is mounted"}
-	}
-	for _, c := range ctrls {
-		switch c {
-		case "cpu":
-			h.have |= limitCPU
-		case "memory":
-			h.have |= limitMemory
-		case "pids":
-			h.have |= limitPIDs
+	for _, k := range []struct {
+		ctrl string
+		bit  limitSet
+	}{{"cpu", limitCPU}, {"memory", limitMemory}, {"pids", limitPIDs}} {
+		if h.Has(k.ctrl) {
+			h.have |= k.bit
 		}
 	}
 	if missing := (limitCPU | limitMemory | limitPIDs) &^ h.have; missing != 0 {
-		h.why = fmt.Sprintf("this host's cgroup v%d has no controller for %s", h.version, strings.Join(missing.names(), ", "))
+		h.why = fmt.Sprintf("this host's cgroup v%d has no controller for %s", h.Version, strings.Join(missing.names(), ", "))
 	}
 	return h
 }
 
-// newCgroupSet creates the cgroups of a sandbox named key and writes the
-// limits l into them. It returns nil (no error) when h offers no cgroups:
-// the sandbox then relies on its pid namespace alone.
-func newCgroupSet(h cgroupHost, key string, l *limits) (*cgroupSet, error) {
-	switch h.version {
-	case 1:
-		return newCgroupSetV1(h.v1, key, l)
-	case 2:
-		return newCgroupSetV2(*h.v2, key, l)
-	}
-	return nil, nil
-}
-
-// cgroupWrite is one setting of a sandbox's cgroups: value into file, in
-// the sandbox's cgroup of the hierarchy of controller ("" on v2), or in
-// the commands' cgroup below it when cmds.
-type cgroupWrite struct {
-	controller string
-	cmds       bool
-	file       string
-	value      string
-}
-
-// applyWrites writes ws into the set's folders, in order.
-func (s *cgroupSet) applyWrites(ws []cgroupWrite) error {
-	for _, w := range ws {
-		key := w.controller
-		if s.Version == 2 {
-			key = "unified"
-		}
-		dirs := s.Paths
-		if w.cmds {
-			dirs = s.Commands
-		}
-		d, ok := dirs[key]
-		if !ok {
-			continue // no such hierarchy: the limit was not planned
-		}
-		if err := os.WriteFile(filepath.Join(d, w.file), []byte(w.value), 0); err != nil {
-			return fmt.Errorf("cgroup %s: write %s to %s: %w", d, w.value, w.file, err)
-		}
-	}
-	return nil
-}
-
-// mkdirCgroup creates the cgroup folder dir (and the shared parent), also
-// when a concurrent destroy removes the parent meanwhile.
-func mkdirCgroup(dir string) error {
-	err := os.MkdirAll(dir, 0o755)
-	if errors.Is(err, os.ErrNotExist) {
-		err = os.MkdirAll(dir, 0o755)
-	}
-	if err != nil {
-		return fmt.Errorf("create cgroup %s: %w", dir, err)
-	}
-	return nil
-}
-
-// add moves pid (with all its threads) into every cgroup of the set but
-// the commands'.
-func (s *cgroupSet) add(pid int) error {
-	seen := map[string]bool{}
-	for _, d := range s.Paths {
-		if seen[d] {
-			continue
-		}
-		seen[d] = true
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			return fmt.Errorf("place sandbox init in cgroup %s: %w", d, err)
-		}
-	}
-	return nil
-}
-
-// openCommandCgroups opens, for writing, the files through which a thread
-// of the init joins the commands' cgroups (v1 "tasks", v2
-// "cgroup.threads"): the kernel checks the opener's credentials, so the
-// init, which may not open them, can write its thread's id into them.
-func (s *cgroupSet) openCommandCgroups() ([]*os.File, error) {
-	if s == nil {
-		return nil, nil
-	}
-	file := "tasks"
-	if s.Version == 2 {
-		file = "cgroup.threads"
-	}
-	var out []*os.File
-	seen := map[string]bool{}
-	for _, d := range s.Commands {
-		if seen[d] {
-			continue
-		}
-		seen[d] = true
-		f, err := os.OpenFile(filepath.Join(d, file), os.O_WRONLY, 0)
-		if err != nil {
-			closeFiles(out)
-			return nil, fmt.Errorf("open the commands' cgroup %s: %w", d, err)
-		}
-		out = append(out, f)
-	}
-	return out, nil
-}
-
-// openMetricsCgroups returns detached mounts (open_tree) of the sandbox's
-// own folders of the controllers whose figures the toolbox reports: v1
-// cpu, cpuacct and the commands' memory folder (whose limit is the
-// MemoryMB asked for; the sandbox's own has the init's headroom on top),
-// v2 the one folder. A detached mount's root has no parent: ".." from it
-// stays there, so the init, which resolves paths the sandbox makes, holds
-// no way up into the host's cgroup tree or file system (an O_PATH
-// descriptor of the folder would be one: /proc/self/fd/N/../..). On v2 the
-// toolbox then reads memory.max and cpu.max of the sandbox's cgroup only,
-// which is where the sandbox's limits are.
-func (s *cgroupSet) openMetricsCgroups() ([]*os.File, error) {
-	if s == nil {
-		return nil, nil
-	}
-	var out []*os.File
-	seen := map[string]bool{}
-	for _, c := range []string{"unified", "cpu", "cpuacct", "memory"} {
-		d, ok := s.Paths[c]
-		if cmds, isV1 := s.Commands[c]; isV1 && c == "memory" {
-			d = cmds
-		}
-		if !ok || seen[d] {
-			continue
-		}
-		seen[d] = true
-		f, err := detachedMount(d)
-		if err != nil {
-			closeFiles(out)
-			return nil, fmt.Errorf("open the sandbox's cgroup: %w", err)
-		}
-		out = append(out, f)
-	}
-	return out, nil
-}
-
-// detachedMount returns a detached mount (open_tree, close-on-exec) of
-// exactly the folder dir, which the init may hold: nothing outside dir is
-// reachable from it.
-func detachedMount(dir string) (*os.File, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("detached mount of %s: %w", dir, err)
-	}
-	return os.NewFile(uintptr(fd), dir), nil
-}
-
-// destroy kills every process left in the set and removes its folders.
-func (s *cgroupSet) destroy(ctx context.Context) error {
-	if s == nil {
-		return nil
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	if s.Version == 2 {
-		killCgroupV2(s.Paths["unified"])
-	}
-	for _, d := range s.dirs() {
-		if _, err := os.Stat(d); err != nil {
-			continue
-		}
-		if err := emptyAndRemove(ctx, d, deadline); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// emptyAndRemove kills the processes of the cgroup folder d until it can
-// remove d, then removes the shared parent too once it is empty (it is
-// busy, and stays, while other sandboxes run).
-func emptyAndRemove(ctx context.Context, d string, deadline time.Time) error {
-	for {
-		pids := readPids(d)
-		if len(pids) == 0 {
-			err := syscall.Rmdir(d)
-			if err == nil || errors.Is(err, syscall.ENOENT) {
-				if p := filepath.Dir(d); filepath.Base(p) == cgroupParent {
-					_ = syscall.Rmdir(p)
-				}
-				return nil
-			}
-			if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-				return fmt.Errorf("remove cgroup %s: %w", d, err)
-			}
-		}
-		for _, p := range pids {
-			_ = syscall.Kill(p, syscall.SIGKILL)
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("cgroup %s: %d processes survive SIGKILL", d, len(pids))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-func readPids(dir string) []int {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// resources reads the limits and usage of the set.
-func (s *cgroupSet) resources() *sandbox.Usage {
-	if s.Version == 1 {
-		return resourcesV1(s.Paths)
-	}
-	return resourcesV2(s.Paths["unified"])
-}
-
-// newResources returns the resources of a sandbox without limits.
-func newResources() *sandbox.Usage {
-	return &sandbox.Usage{CPUCores: float64(runtime.NumCPU())}
-}
-
-// cpuShares returns the v1 CPU shares of cpu cores: 1024 per core, as
-// Kubernetes converts CPU requests, within the kernel's bounds.
-func cpuShares(cpu float64) int64 {
-	return min(max(int64(cpu*1024), 2), 262144)
-}
-
-// mib returns n MiB in bytes, as a cgroup file takes it.
-func mib(n int64) string { return strconv.FormatInt(n<<20, 10) }
-
-// bytesToMB converts a byte count to MB, rounding up when up.
-func bytesToMB(n int64, up bool) int64 {
-	const mb = 1 << 20
-	if up {
-		return (n + mb - 1) / mb
-	}
-	return n / mb
-}
-
-func readInt(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	s := strings.TrimSpace(string(b))
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
-}
-
-// cgroupParents returns the folders of the hierarchies sandboxes use (h's
-// version) that hold the sandboxes' cgroups (cgroupParent, below this
-// process's own cgroup on v1, as newCgroupSetV1 places them).
-func (h cgroupHost) cgroupParents() []string {
-	var out []string
-	switch h.version {
-	case 1:
-		own := ownCgroups()
-		for _, m := range h.v1 {
-			out = append(out, filepath.Join(m.dir, own[m.controllers[0]], cgroupParent))
-		}
-	case 2:
-		out = append(out, filepath.Join(h.v2.dir, cgroupParent))
-	}
-	return out
+// newCgroupSet creates the cgroups of the sandbox id of stateDir with the
+// limits l (nil, no error, when h offers none).
+func newCgroupSet(h cgroupHost, stateDir, id string, l *limits) (*cgroupSet, error) {
+	return cgroup.New(h.Host, cgroup.Key(stateDir, id), cgroup.Limits{CPU: l.CPU, MemoryMB: l.MemoryMB, PIDs: l.PIDs})
 }
 
 // sweepCgroups removes the cgroups of the sandboxes of stateDir whose
 // folder is gone: a process that died while it created or removed a
 // sandbox leaves them. A sandbox's folder exists (locked) before its
 // cgroups are made and goes only after they are removed, so a cgroup of
-// this state dir without a folder belongs to no sandbox. Only empty
-// cgroups can go (rmdir refuses others); errors are ignored: the next
-// sweep tries again.
+// this state dir without a folder belongs to no sandbox.
 func sweepCgroups(h cgroupHost, stateDir string) {
-	prefix := cgroupKey(stateDir, "")
-	for _, parent := range h.cgroupParents() {
-		ents, err := os.ReadDir(parent)
-		if err != nil {
-			continue
+	cgroup.Sweep(h.Host, cgroup.Key(stateDir, ""), func(id string) bool {
+		if ValidateID(id) != nil {
+			return false
 		}
-		for _, e := range ents {
-			id, ok := strings.CutPrefix(e.Name(), prefix)
-			if !ok || !e.IsDir() || ValidateID(id) != nil {
-				continue
-			}
-			if _, err := os.Lstat(sandboxDir(stateDir, id)); !errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			dir := filepath.Join(parent, e.Name())
-			if subs, err := os.ReadDir(dir); err == nil {
-				for _, s := range subs {
-					if s.IsDir() {
-						_ = unix.Rmdir(filepath.Join(dir, s.Name()))
-					}
-				}
-			}
-			_ = unix.Rmdir(dir)
-		}
-	}
+		_, err := os.Lstat(sandboxDir(stateDir, id))
+		return errors.Is(err, os.ErrNotExist)
+	})
 }

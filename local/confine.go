@@ -3,11 +3,16 @@ package local
 import (
 	"fmt"
 	"strings"
+
+	"github.com/agentbox-dev/agentbox/local/internal/landlock"
 )
 
 // landlockScopeABI is the first Landlock ABI with IPC scoping, which is
-// what commands get from Landlock (landlock_linux.go).
-const landlockScopeABI = 6
+// what commands get from Landlock.
+const landlockScopeABI = landlock.ScopeABI
+
+// landlockABI returns the running kernel's Landlock ABI (0: none).
+func landlockABI() int { return landlock.ABI() }
 
 // Metadata keys of Info that say what confines the sandbox's commands.
 const (

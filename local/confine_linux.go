@@ -5,17 +5,32 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/agentbox-dev/agentbox/local/internal/landlock"
+	"github.com/agentbox-dev/agentbox/local/internal/seccomp"
+
 	"golang.org/x/sys/unix"
 )
 
-// confineCommandThread confines, as c says, the OS thread that starts
-// every command of the sandbox (the toolbox server's start thread, see
-// daemon.Options.StartThreadSetup), while it still holds its capabilities:
-// Landlock scoping first, then the system call filter, which would refuse
-// nothing that follows on that thread (the server then drops the thread's
-// capabilities and sets no_new_privs). Both are per thread and inherited
-// by every process forked from it, across execve, so they cover one-shot
-// commands, sessions, background processes and their children.
+// commandThreadSteps lists the setup of the OS thread that starts every
+// command of the sandbox (the toolbox server's start thread, see
+// daemon.Options.StartThreadSetup), run there in order by runSteps while
+// the thread still holds its capabilities.
+//
+// The init was cloned into a cgroup namespace rooted where it was born;
+// on cgroup v1 the host moves it into its own cgroups only afterwards
+// (before sending the configuration), so commands would see host cgroup
+// paths. A namespace unshared on this thread, once it has joined the
+// commands' cgroups below them, is rooted at the sandbox's cgroups (on
+// v2 it is rooted where the first one already was).
+//
+// Then the thread is confined as cfg.Confinement says: Landlock scoping
+// first, then the system call filter, which would refuse nothing that
+// follows on that thread (the server then drops the thread's capabilities
+// and sets no_new_privs). Both are per thread and inherited by every
+// process forked from it, across execve, so they cover one-shot commands,
+// sessions, background processes and their children. With AllowFUSE the
+// filter's notification descriptor, for the FUSE supervisor, is stored
+// in *notifyFD.
 //
 // The init's other threads stay unfiltered, by choice: they run no code of
 // the user (commands reach them only through the toolbox API, whose
@@ -23,19 +38,37 @@ import (
 // may need what the filter refuses (mounting into the running sandbox,
 // changing its network). What protects the init from its commands is that
 // it is not dumpable (makeUndumpable) and outside their Landlock domain.
-//
-// With c.AllowFUSE it returns the filter's notification descriptor, for
-// the FUSE supervisor; otherwise -1.
-func confineCommandThread(c Confinement) (int, error) {
+func commandThreadSteps(cfg *initConfig, fds []int, notifyFD *int) []namedStep {
+	c := cfg.Confinement
+	return []namedStep{
+		{"join the commands' cgroups", func() error { return joinCommandCgroups(cfg, fds) }},
+		{"unshare a cgroup namespace", func() error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
+		{"confine commands: Landlock scoping", c.scopeThread},
+		{"confine commands: system call filter", func() (err error) {
+			*notifyFD, err = c.filterThread()
+			return err
+		}},
+	}
+}
+
+// scopeThread puts the calling thread in a Landlock domain of its own
+// (abstract unix sockets and signals scoped), unless c.Unconfined.
+func (c Confinement) scopeThread() error {
+	if c.Unconfined {
+		return nil
+	}
+	_, err := landlock.RestrictThreadScopes()
+	return err
+}
+
+// filterThread loads the system call filter c asks for on the calling
+// thread and returns its notification descriptor with c.AllowFUSE
+// (otherwise -1). Unconfined without FUSE, there is no filter.
+func (c Confinement) filterThread() (int, error) {
 	if c.Unconfined && !c.AllowFUSE {
 		return -1, nil
 	}
-	if !c.Unconfined {
-		if _, err := restrictThreadScopes(); err != nil {
-			return -1, err
-		}
-	}
-	return loadSyscallFilter(c)
+	return seccomp.Load(seccomp.Profile{Unconfined: c.Unconfined, AllowNestedNamespaces: c.AllowNestedNamespaces, AllowFUSE: c.AllowFUSE})
 }
 
 // keptCapabilities returns the capabilities commands keep (as uid 0):

@@ -210,21 +210,27 @@ package local
 //	activity_linux.go   activity stamps (LastUsedAt) and idleness
 //	reaper_linux.go     the init's orphan reaper
 //	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd
-//	mountinfo_linux.go  /proc/self/mountinfo
 //	sockpath_linux.go   unix socket paths longer than an address holds
 //	confine.go          Confinement as Info and Instructions tell it
-//	confine_linux.go    confining the thread that starts commands; the init's own hardening
-//	                    (not dumpable, /proc/keys hidden)
-//	seccomp_linux.go    the commands' seccomp filter: the profile, its BPF program, loading it
-//	landlock_linux.go   the commands' Landlock scoping (abstract unix sockets, signals)
-//	fuse_linux.go       Confinement.AllowFUSE: the sandbox's /dev/fuse, and the init's
-//	                    supervisor doing the FUSE mount(2) and umount2 the filter hands it
-//	cgroup.go           cgroupSet (recorded in meta.json); cgroup_linux.go: creation, removal,
-//	                    cgroup_v1_linux.go and cgroup_v2_linux.go: what differs between versions
-//	                    (which limit goes into which file)
+//	confine_linux.go    the command thread's named setup steps (its cgroups, Landlock scoping,
+//	                    system call filter); the init's own hardening (not dumpable, /proc/keys hidden)
+//	fuse_linux.go       Confinement.AllowFUSE: the sandbox's /dev/fuse and its forbidden folders
+//	cgroup.go           cgroupSet (recorded in meta.json); cgroup_linux.go: which limits the
+//	                    host's cgroups enforce, creating a sandbox's, sweeping orphans
 //	resources.go        Resources (the create-time option), its validation, the limits a
 //	                    sandbox gets and how Info and Instructions tell them
 //	resources_linux.go  what the host offers (cores, memory, cgroups, disk), defaults, bounds
 //	limits_linux.go     applying the limits at each start (host side) and the init's side of
 //	                    them (joining the commands' cgroups, detached mounts of the host's stamp files)
-//	disk_linux.go       the disk image: templates, sparse copy, loop device, detached mount
+//	diskimage_linux.go  a sandbox folder's disk image: the state dir's templates, mounting, release
+//
+// The OS mechanics live in internal packages, each with its own tests:
+//
+//	internal/cgroup     cgroup v1 and v2 sets: creation, limit files, joining, removal, usage
+//	internal/seccomp    the commands' system call filter: its profile, BPF program, loading
+//	internal/landlock   the commands' Landlock scoping (abstract unix sockets, signals)
+//	internal/fuse       the init's supervisor doing the FUSE mount(2) and umount2 the filter hands it
+//	internal/disk       ext4 disk images: templates, sparse copy, loop device, detached mount
+//
+// and, at the module root, internal/mountinfo (the mount table) and
+// internal/cgroupfile (cgroup value files), which toolbox/daemon shares.

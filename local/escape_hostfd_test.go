@@ -3,7 +3,6 @@
 package local_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentbox-dev/agentbox/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 
@@ -20,17 +21,13 @@ import (
 // mountIDs returns the mount ids of the mount namespace of pid.
 func mountIDs(t *testing.T, pid string) map[string]bool {
 	t.Helper()
-	f, err := os.Open(filepath.Join("/proc", pid, "mountinfo"))
+	ms, err := mountinfo.Read(filepath.Join("/proc", pid, "mountinfo"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	ids := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if id, _, ok := strings.Cut(sc.Text(), " "); ok {
-			ids[id] = true
-		}
+	for _, m := range ms {
+		ids[strconv.FormatUint(m.ID, 10)] = true
 	}
 	return ids
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/local/internal/disk"
 )
 
 // HostIDLimit ends the pool of host id ranges.
@@ -36,7 +37,7 @@ func CgroupDirs(s *Sandbox) []string {
 	if readJSON(filepath.Join(s.dir, metaFile), &m) != nil || m.Cgroups == nil {
 		return nil
 	}
-	return m.Cgroups.dirs()
+	return m.Cgroups.Dirs()
 }
 
 // CgroupDir returns the running sandbox's cgroup folder of the v1
@@ -57,7 +58,7 @@ func CgroupDir(s *Sandbox, controller string, cmds bool) string {
 func DiskImage(s *Sandbox) string { return filepath.Join(s.dir, diskImage) }
 
 // LoopOf returns the loop device backed by the file img, or "".
-func LoopOf(img string) string { return loopOf(img) }
+func LoopOf(img string) string { return disk.LoopOf(img) }
 
 // HomeFile returns a host path of the file name in the home of the
 // sandbox: in its state folder or, when the home is on its disk image

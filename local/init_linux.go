@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/local/internal/fuse"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/toolbox/daemon"
@@ -105,8 +107,10 @@ func sandboxStdio() error {
 	return nil
 }
 
-// initStep is one named step of the init's setup.
-type initStep struct {
+// namedStep is one named step of a start: of the init's setup
+// (initSteps), of the setup of its command thread (commandThreadSteps), of
+// the host's side (booting.steps).
+type namedStep struct {
 	name string
 	run  func() error
 }
@@ -114,9 +118,9 @@ type initStep struct {
 // initSteps lists the setup of the sandbox, in order: its file system view
 // (rootfs_linux.go), identity and network. They run in the new namespaces,
 // as uid 0 of the new user namespace, before anything of the user runs.
-func initSteps(cfg *initConfig, fds []int) []initStep {
+func initSteps(cfg *initConfig, fds []int) []namedStep {
 	r := &rootfs{cfg: cfg, fds: fds}
-	return []initStep{
+	return []namedStep{
 		{"make mounts private", r.makePrivate},
 		{"open bind sources", r.openSources},
 		{"mount the root tmpfs", r.mountRoot},
@@ -142,7 +146,7 @@ func initSteps(cfg *initConfig, fds []int) []initStep {
 
 // runSteps runs steps in order and stops at the first failure, which it
 // reports with the step's name.
-func runSteps(steps []initStep) error {
+func runSteps(steps []namedStep) error {
 	for _, s := range steps {
 		if err := s.run(); err != nil {
 			return fmt.Errorf("step %q: %w", s.name, err)
@@ -220,36 +224,20 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 		Entrypoint:       cfg.Root.entrypoint(),
 		Daytona:          cfg.DaytonaToolbox,
 		Cgroups:          cfg.metricsCgroups(fds),
-		// The init was cloned into a cgroup namespace rooted where it was
-		// born; on cgroup v1 the host moves it into its own cgroups only
-		// afterwards (before sending the configuration), so commands would
-		// see host cgroup paths. A namespace unshared now, on the thread
-		// that starts every command, is rooted at the sandbox's cgroups
-		// (on v2 it is rooted where the first one already was), once the
-		// thread has joined the commands' cgroups below them. Then that
-		// thread gets the commands' Landlock scoping and seccomp filter.
 		StartThreadSetup: func() error {
-			if err := joinCommandCgroups(cfg, fds); err != nil {
-				return err
-			}
-			if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-				return err
-			}
-			fd, err := confineCommandThread(cfg.Confinement)
-			notifyFD = fd
-			return err
+			return runSteps(commandThreadSteps(cfg, fds, &notifyFD))
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
 	if notifyFD >= 0 {
-		sup, err := newFUSESupervisor(notifyFD, cfg.Confinement.AllowNestedNamespaces || cfg.Confinement.Unconfined)
+		sup, err := fuse.NewSupervisor(notifyFD, cfg.Confinement.AllowNestedNamespaces || cfg.Confinement.Unconfined, fuseForbiddenTargets)
 		if err != nil {
 			d.Close()
 			return nil, err
 		}
-		go sup.serve()
+		go sup.Serve()
 	}
 	p := &pid1{d: d, served: make(chan error, 1), idle: cfg.AutoStopInterval, exit: cfg.exitPath(fds)}
 	p.act = newActivity(cfg.activityPath(fds))

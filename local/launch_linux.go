@@ -28,39 +28,94 @@ const sandboxNamespaces = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEW
 const readyTimeout = 30 * time.Second
 
 // boot starts the init of the locked folder dir (and has the state dir's
-// egress proxy serve it, with a DomainAllowList) and records it in m. On
+// egress proxy serve it, with a DomainAllowList) and records it in m, in
+// the named steps of bootSteps: the init is a Pool's spare when one fits,
+// else a new process. m is written to the state folder three times: once
+// the init runs (so that a failed start is cleaned up), once it serves
+// (its link and egress sockets), and after volumes are mounted again. On
 // failure the caller cleans up with killInit(m).
 func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
-	var sp *spare
+	b := &booting{s: s, ctx: ctx, dir: dir, m: m}
 	if pool := s.opts.Pool; pool != nil && pool.fits(s, m) {
-		sp = pool.take()
+		b.spare = pool.take()
 		// Replace the spare taken (or fill the pool for the next
 		// sandbox) once this one is up, not while it starts.
 		defer pool.refill()
 	}
-	adopted := false // the spare is the sandbox's init: killInit ends it
-	defer func() {
-		if sp != nil && !adopted {
-			_ = sp.destroy(context.WithoutCancel(ctx), s.opts.StateDir)
+	defer b.release()
+	for _, step := range b.steps() {
+		if err := step.run(); err != nil {
+			return err
 		}
-	}()
-	// The host id range and the limits (cgroups, disk image) are
-	// independent: each waits for locks and the kernel.
+	}
+	s.afterStart(true)
+	return nil
+}
+
+// booting is a start in progress: what boot's steps hand each other.
+type booting struct {
+	s     *Sandbox
+	ctx   context.Context
+	dir   string
+	m     *meta
+	spare *spare // the Pool's spare that becomes the init, or nil
+	// adopted: the spare is the sandbox's init (killInit ends it), so
+	// release leaves it.
+	adopted bool
+	cg      *cgroupSet
+	disk    *pendingDisk // mounted while the init is forked
+	cmd     *exec.Cmd
+	ready   func() (initAnswer, error)
+	answer  initAnswer
+}
+
+// steps lists boot's steps in order. Their errors are returned as they
+// are: each already says what failed.
+func (b *booting) steps() []namedStep {
+	return []namedStep{
+		{"claim host ids and apply limits", b.claimResources},
+		{"plan the network", b.planNetwork},
+		{"start the init", b.startInit},
+		{"record the init and wait for it", b.recordAndWait},
+		{"serve egress", func() error { return b.s.serveEgress(b.ctx, b.m, b.answer.files) }},
+		{"mount volumes again", b.remountVolumes},
+	}
+}
+
+// release undoes what a start leaves behind whatever its end: the disk
+// image's pending mount, the files the init handed over, and a spare
+// that did not become the init.
+func (b *booting) release() {
+	closeFiles(b.answer.files)
+	if b.disk != nil {
+		b.disk.release()
+	}
+	if b.spare != nil && !b.adopted {
+		_ = b.spare.destroy(context.WithoutCancel(b.ctx), b.s.opts.StateDir)
+	}
+}
+
+// claimResources gets the sandbox's host id range (the spare's, or one
+// of its own) and its limits (cgroups, disk image), which are independent:
+// each waits for locks and the kernel. Then it starts mounting the disk
+// image.
+func (b *booting) claimResources() error {
+	s, m := b.s, b.m
 	var ids *idRange
 	idsDone := make(chan error, 1)
 	go func() {
 		var err error
-		if sp != nil {
+		if b.spare != nil {
 			var r idRange
-			r, err = claimHostIDs(ctx, s.opts.StateDir, sp.key, m.ID)
+			r, err = claimHostIDs(b.ctx, s.opts.StateDir, b.spare.key, m.ID)
 			ids = &r
 		} else {
-			ids, err = hostIDsFor(ctx, s.opts.StateDir, dir, m, s.opts.HostIDBase)
+			ids, err = hostIDsFor(b.ctx, s.opts.StateDir, b.dir, m, s.opts.HostIDBase)
 		}
 		idsDone <- err
 	}()
-	cg, err := s.limit(dir, m)
-	m.Cgroups = cg // killInit removes them if the range fails
+	cg, err := s.limit(b.dir, m)
+	b.cg, m.Cgroups = cg, cg // killInit removes them if the range fails
 	if ierr := <-idsDone; err == nil {
 		err = ierr
 	}
@@ -68,58 +123,83 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 		return err
 	}
 	m.HostIDs = ids
-	// The disk image is mounted while the init is forked.
-	disk := mountInBackground(dir, m)
-	defer disk.release()
+	b.disk = mountInBackground(b.dir, m)
+	return nil
+}
+
+// planNetwork checks the host offers the sandbox's network and records
+// what the sandbox gets.
+func (b *booting) planNetwork() error {
+	m := b.m
 	if err := checkNetworkAvailable(&m.Config); err != nil {
 		return err
 	}
-	m.Network = s.newNetRecord(&m.Config)
+	m.Network = b.s.newNetRecord(&m.Config)
 	m.ProxyEnv = m.Config.hasDomains()
-	s.mu.Lock()
-	s.proxyEnv = m.ProxyEnv
-	s.mu.Unlock()
-	var cmd *exec.Cmd
-	var ready func() (initAnswer, error)
-	if sp != nil {
-		// The spare's link is the sandbox's from now on: killInit
-		// removes it if the start fails.
-		m.Network = sp.net
-		if networkMode(&m.Config) != sandbox.NetworkPublic {
-			// The spare has the default network's link and firewall:
-			// this sandbox's policy replaces them, as a live change
-			// would, before the init runs anything.
-			if err := s.applyLink(ctx, m, m.Config); err != nil {
-				return err
-			}
-		}
-		cmd, adopted = sp.cmd, true
-		s.mu.Lock()
-		s.waits = append(s.waits, sp.done)
-		s.mu.Unlock()
-		ready, err = sp.adopt(ctx, dir, m, cg, disk, s.opts.StateDir)
-		if err != nil {
-			<-sp.done
-			return err
-		}
+	b.s.mu.Lock()
+	b.s.proxyEnv = m.ProxyEnv
+	b.s.mu.Unlock()
+	return nil
+}
+
+// startInit adopts the spare as the sandbox's init, or launches a new
+// one, and records it in m (not written yet).
+func (b *booting) startInit() error {
+	s, m := b.s, b.m
+	var err error
+	if b.spare != nil {
+		err = b.adoptSpare()
 	} else {
-		cmd, ready, err = launch(ctx, dir, m, cg, disk, s.opts.StateDir)
-		if err != nil {
-			return err
+		b.cmd, b.ready, err = launch(b.ctx, b.dir, m, b.cg, b.disk, s.opts.StateDir)
+		if err == nil {
+			s.reap(b.cmd)
 		}
-		s.reap(cmd)
 	}
-	pid := cmd.Process.Pid
+	if err != nil {
+		return err
+	}
+	pid := b.cmd.Process.Pid
 	st, _ := procStartTime(pid)
 	m.Init = &initRecord{PID: pid, StartTime: st}
 	m.Status = sandbox.StatusRunning
 	m.StoppedAt = time.Time{}
-	egressReady := s.prepareEgress(ctx, m)
-	// Record the init while it builds its root, then wait for it (and for
-	// its link, recorded once made).
-	werr := writeMeta(dir, m)
-	a, err := ready()
-	defer closeFiles(a.files)
+	return nil
+}
+
+// adoptSpare makes the spare the sandbox's init: its link is the
+// sandbox's from now on (killInit removes it if the start fails).
+func (b *booting) adoptSpare() error {
+	s, m, sp := b.s, b.m, b.spare
+	m.Network = sp.net
+	if networkMode(&m.Config) != sandbox.NetworkPublic {
+		// The spare has the default network's link and firewall: this
+		// sandbox's policy replaces them, as a live change would, before
+		// the init runs anything.
+		if err := s.applyLink(b.ctx, m, m.Config); err != nil {
+			return err
+		}
+	}
+	b.cmd, b.adopted = sp.cmd, true
+	s.mu.Lock()
+	s.waits = append(s.waits, sp.done)
+	s.mu.Unlock()
+	var err error
+	b.ready, err = sp.adopt(b.ctx, b.dir, m, b.cg, b.disk, s.opts.StateDir)
+	if err != nil {
+		<-sp.done
+	}
+	return err
+}
+
+// recordAndWait writes m while the init builds its root, then waits for
+// the init (and for its link, recorded once made) and writes m again
+// when the init made a link or handed over egress sockets.
+func (b *booting) recordAndWait() error {
+	m := b.m
+	egressReady := b.s.prepareEgress(b.ctx, m)
+	werr := writeMeta(b.dir, m)
+	a, err := b.ready()
+	b.answer = a
 	perr := egressReady()
 	if err != nil {
 		return err
@@ -129,21 +209,24 @@ func (s *Sandbox) boot(ctx context.Context, dir string, m *meta) error {
 	}
 	m.EgressFDs = a.egressFDs
 	if werr == nil && (m.Network != nil && m.Network.Link != 0 || len(m.EgressFDs) > 0) {
-		werr = writeMeta(dir, m)
+		werr = writeMeta(b.dir, m)
 	}
 	if werr != nil {
-		return stateDirError(s.opts.StateDir, werr)
+		return stateDirError(b.s.opts.StateDir, werr)
 	}
-	if err := s.serveEgress(ctx, m, a.files); err != nil {
-		return err
+	return nil
+}
+
+// remountVolumes mounts the sandbox's volumes (Mount) again in the new
+// init, and records their state.
+func (b *booting) remountVolumes() error {
+	if len(b.m.Mounts) == 0 {
+		return nil
 	}
-	if len(m.Mounts) > 0 {
-		remountAll(ctx, dir, m)
-		if err := writeMeta(dir, m); err != nil {
-			return stateDirError(s.opts.StateDir, err)
-		}
+	remountAll(b.ctx, b.dir, b.m)
+	if err := writeMeta(b.dir, b.m); err != nil {
+		return stateDirError(b.s.opts.StateDir, err)
 	}
-	s.afterStart(true)
 	return nil
 }
 
@@ -172,7 +255,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 	}
 	// On v2 the init is cloned straight into its cgroup; on v1 the host
 	// moves it there while it starts.
-	cgFile := cg.openV2()
+	cgFile := cg.OpenV2()
 	if cgFile != nil {
 		defer cgFile.Close()
 	}
@@ -284,7 +367,7 @@ func startError(err error, ids *idRange) error {
 func configure(ctx context.Context, pid int, ctl *os.File, dir string, m *meta, moveInto *cgroupSet, disk *pendingDisk, stateDir string) error {
 	cgDone := make(chan error, 1)
 	if moveInto != nil {
-		go func() { cgDone <- moveInto.add(pid) }()
+		go func() { cgDone <- moveInto.Add(pid) }()
 	} else {
 		cgDone <- nil
 	}

@@ -41,7 +41,7 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	if newSandbox {
 		sweepCgroups(h.cgroups, s.opts.StateDir)
 	}
-	cg, err := newCgroupSet(h.cgroups, cgroupKey(s.opts.StateDir, m.ID), &l)
+	cg, err := newCgroupSet(h.cgroups, s.opts.StateDir, m.ID, &l)
 	if err != nil {
 		if explicitLimits(r)&(limitCPU|limitMemory|limitPIDs) != 0 {
 			return nil, err
@@ -53,7 +53,7 @@ func (s *Sandbox) limit(dir string, m *meta) (*cgroupSet, error) {
 	if newSandbox && l.DiskMB > 0 {
 		if err := createImage(dir, s.opts.StateDir, l.DiskMB); err != nil {
 			if explicitLimits(r)&limitDisk != 0 {
-				_ = cg.destroy(context.Background())
+				_ = cg.Destroy(context.Background())
 				return nil, err
 			}
 			// The default is best effort: the folders stay in the state
@@ -130,7 +130,7 @@ func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner 
 		files = append(files, stamps...)
 		cfg.ExitFD, cfg.ActivityFD = len(files)-2, len(files)-1
 	}
-	cgFiles, err := cg.openCommandCgroups()
+	cgFiles, err := cg.OpenCommandCgroups()
 	if err != nil {
 		return files, err
 	}
@@ -138,7 +138,7 @@ func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner 
 		files = append(files, f)
 		cfg.CommandCgroupFDs = append(cfg.CommandCgroupFDs, len(files)-1)
 	}
-	metrics, err := cg.openMetricsCgroups()
+	metrics, err := cg.OpenMetricsCgroups()
 	if err != nil {
 		return files, err
 	}

@@ -6,117 +6,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/local/internal/cgroup"
+
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
-
-// TestLimitWritesV1: what the limits become on cgroup v1, and where.
-func TestLimitWritesV1(t *testing.T) {
-	l := &limits{CPU: 0.5, MemoryMB: 128, PIDs: 100}
-	want := []cgroupWrite{
-		{"memory", false, "memory.limit_in_bytes", "201326592"},
-		{"memory", false, "memory.memsw.limit_in_bytes", "201326592"},
-		{"memory", true, "memory.limit_in_bytes", "134217728"},
-		{"memory", true, "memory.memsw.limit_in_bytes", "134217728"},
-		{"pids", false, "pids.max", "264"},
-		{"pids", true, "pids.max", "100"},
-		{"cpu", false, "cpu.cfs_period_us", "100000"},
-		{"cpu", false, "cpu.cfs_quota_us", "50000"},
-		{"cpu", false, "cpu.shares", "512"},
-	}
-	if got := limitWritesV1(l, true); !reflect.DeepEqual(got, want) {
-		t.Errorf("with swap accounting:\n got %v\nwant %v", got, want)
-	}
-	noSwap := slicesDelete(want, func(w cgroupWrite) bool { return strings.Contains(w.file, "memsw") })
-	if got := limitWritesV1(l, false); !reflect.DeepEqual(got, noSwap) {
-		t.Errorf("without swap accounting:\n got %v\nwant %v", got, noSwap)
-	}
-	if got := limitWritesV1(&limits{}, true); len(got) != 0 {
-		t.Errorf("no limits: %v", got)
-	}
-}
-
-func slicesDelete(ws []cgroupWrite, del func(cgroupWrite) bool) []cgroupWrite {
-	var out []cgroupWrite
-	for _, w := range ws {
-		if !del(w) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// TestCgroupSetV2: what a sandbox's cgroups are on cgroup v2, written into
-// a folder that plays the hierarchy (this host's v2 hierarchy has no
-// controller to try it on).
-func TestCgroupSetV2(t *testing.T) {
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpuset cpu io memory hugetlb pids\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := &limits{CPU: 1.5, MemoryMB: 256, PIDs: 1024}
-	set, err := newCgroupSetV2(cgroupMount{dir: root, v2: true}, "k", l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := filepath.Join(root, cgroupParent, "k")
-	want := map[string]string{
-		"cgroup.subtree_control":                        "+cpu +memory +pids",
-		"agentbox/cgroup.subtree_control":               "+cpu +memory +pids",
-		"agentbox/k/memory.max":                         "335544320",
-		"agentbox/k/memory.swap.max":                    "0",
-		"agentbox/k/pids.max":                           "2112",
-		"agentbox/k/cgroup.subtree_control":             "+pids",
-		"agentbox/k/cpu.max":                            "150000 100000",
-		"agentbox/k/cpu.weight":                         "150",
-		"agentbox/k/" + cmdsCgroup + "/cgroup.type":     "threaded",
-		"agentbox/k/" + cmdsCgroup + "/pids.max":        "1024",
-		"agentbox/k/" + cmdsCgroup + "/memory.max":      "",
-		"agentbox/k/" + cmdsCgroup + "/cgroup.subtree_": "",
-	}
-	for f, v := range want {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if v == "" {
-			if err == nil {
-				t.Errorf("%s written: %q", f, b)
-			}
-			continue
-		}
-		if err != nil || string(b) != v {
-			t.Errorf("%s: %q, %v; want %q", f, b, err, v)
-		}
-	}
-	wantSet := &cgroupSet{Version: 2, Paths: map[string]string{"unified": sb}, Commands: map[string]string{"unified": filepath.Join(sb, cmdsCgroup)}}
-	if !reflect.DeepEqual(set, wantSet) {
-		t.Errorf("set %+v, want %+v", set, wantSet)
-	}
-	// The init's thread joins the commands through cgroup.threads.
-	if err := os.WriteFile(filepath.Join(sb, cmdsCgroup, "cgroup.threads"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files, err := set.openCommandCgroups()
-	if err != nil || len(files) != 1 || files[0].Name() != filepath.Join(sb, cmdsCgroup, "cgroup.threads") {
-		t.Errorf("command cgroup files %v, %v", files, err)
-	}
-	closeFiles(files)
-	if d := set.dirs(); len(d) != 2 || d[0] != filepath.Join(sb, cmdsCgroup) || d[1] != sb {
-		t.Errorf("dirs %v: the commands' must come first", d)
-	}
-	r := resourcesV2(sb)
-	if r.CPUCores != 1.5 || r.MemoryMB != 256 {
-		t.Errorf("resources %+v", r)
-	}
-}
 
 // fakeHost is a host as root with every limit available, 8 cores,
 // 16 GiB of memory.
 func fakeHost() hostLimits {
-	return hostLimits{cores: 8, memoryMB: 16 << 10, cgroups: cgroupHost{version: 1, have: limitCPU | limitMemory | limitPIDs}}
+	return hostLimits{cores: 8, memoryMB: 16 << 10, cgroups: cgroupHost{Host: cgroup.Host{Version: 1}, have: limitCPU | limitMemory | limitPIDs}}
 }
 
 // TestPlanLimits: the defaults, explicit values, and what a host that
@@ -268,7 +171,7 @@ func BenchmarkDiskImage(b *testing.B) {
 // of other state dirs.
 func TestSweepCgroups(t *testing.T) {
 	h := probeCgroups()
-	if h.version == 0 {
+	if h.Version == 0 {
 		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
 			t.Fatal("cannot run (AGENTBOX_REQUIRE_ALL=1): needs root and cgroups")
 		}
@@ -278,11 +181,11 @@ func TestSweepCgroups(t *testing.T) {
 	if err := os.Chmod(stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	parents := h.cgroupParents()
-	orphan := cgroupKey(stateDir, "ghost")
-	foreign := cgroupKey(stateDir+"-other", "ghost")
+	parents := h.Parents()
+	orphan := cgroup.Key(stateDir, "ghost")
+	foreign := cgroup.Key(stateDir+"-other", "ghost")
 	for _, p := range parents {
-		for _, d := range []string{filepath.Join(p, orphan, cmdsCgroup), filepath.Join(p, foreign)} {
+		for _, d := range []string{filepath.Join(p, orphan, cgroup.CommandsDir), filepath.Join(p, foreign)} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +193,7 @@ func TestSweepCgroups(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, p := range parents {
-			_ = os.Remove(filepath.Join(p, orphan, cmdsCgroup))
+			_ = os.Remove(filepath.Join(p, orphan, cgroup.CommandsDir))
 			_ = os.Remove(filepath.Join(p, orphan))
 			_ = os.Remove(filepath.Join(p, foreign))
 		}
@@ -311,8 +214,8 @@ func TestSweepCgroups(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(p, foreign)); err != nil {
 			t.Errorf("another state dir's cgroup %s was removed: %v", filepath.Join(p, foreign), err)
 		}
-		if _, err := os.Stat(filepath.Join(p, cgroupKey(stateDir, "sweeper"))); err != nil {
-			t.Errorf("the new sandbox's cgroup %s: %v", filepath.Join(p, cgroupKey(stateDir, "sweeper")), err)
+		if _, err := os.Stat(filepath.Join(p, cgroup.Key(stateDir, "sweeper"))); err != nil {
+			t.Errorf("the new sandbox's cgroup %s: %v", filepath.Join(p, cgroup.Key(stateDir, "sweeper")), err)
 		}
 	}
 }

@@ -278,7 +278,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 		info.Mounts = append(info.Mounts, m.Mounts[i].info(info.Status == sandbox.StatusRunning))
 	}
 	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
-		info.Usage = m.Cgroups.resources()
+		info.Usage = m.Cgroups.Resources()
 		info.Usage.DiskMB, info.Usage.DiskUsedMB = diskUsage(m)
 	}
 	addNetworkState(dir, m, info.Network)

@@ -134,9 +134,17 @@ func checkMountPath(m *meta, path string) error {
 	return nil
 }
 
-// Mount mounts fs (a mount.S3Filesystem or mount.GCSFilesystem) at path in
-// the running sandbox id of stateDir, as [Sandbox.Mount] does.
-func Mount(ctx context.Context, stateDir, id string, fs sandbox.Filesystem, path string, o MountOptions) error {
+// Mount mounts fs (a mount.S3Filesystem or mount.GCSFilesystem, or a
+// pointer to one) at path, an absolute path inside the sandbox, starting
+// the sandbox first if needed. The FUSE tool runs on the host and the
+// credentials never enter the sandbox (see the package documentation).
+// The mount is kept across Stop and Start; mounting the same filesystem
+// at the same path again does nothing. It needs root.
+func (s *Sandbox) Mount(ctx context.Context, fs sandbox.Filesystem, path string) error {
+	if err := s.EnsureRunning(ctx); err != nil {
+		return &sandbox.MountFailure{Op: "mount", Path: path, Filesystem: fs.String(), Err: err}
+	}
+	stateDir, id, o := s.opts.StateDir, s.opts.ID, s.opts.Mount
 	fail := func(err error) error {
 		return &sandbox.MountFailure{Op: "mount", Path: path, Filesystem: fs.String(), Err: err}
 	}
@@ -173,9 +181,10 @@ func Mount(ctx context.Context, stateDir, id string, fs sandbox.Filesystem, path
 	})
 }
 
-// Unmount removes the mount at path of the sandbox id of stateDir, as
-// [Sandbox.Unmount] does.
-func Unmount(ctx context.Context, stateDir, id, path string) error {
+// Unmount removes the mount at path; its FUSE tool ends and its
+// credentials are deleted.
+func (s *Sandbox) Unmount(ctx context.Context, path string) error {
+	stateDir, id := s.opts.StateDir, s.opts.ID
 	return withLockedMeta(ctx, stateDir, id, func(dir string, m *meta) error {
 		i := slices.IndexFunc(m.Mounts, func(r mountRecord) bool { return r.Path == path })
 		if i < 0 {
@@ -189,8 +198,9 @@ func Unmount(ctx context.Context, stateDir, id, path string) error {
 	})
 }
 
-// Mounts lists the mounts of the sandbox id of stateDir.
-func Mounts(ctx context.Context, stateDir, id string) ([]sandbox.MountInfo, error) {
+// Mounts lists the sandbox's bucket mounts with their states.
+func (s *Sandbox) Mounts(ctx context.Context) ([]sandbox.MountInfo, error) {
+	stateDir, id := s.opts.StateDir, s.opts.ID
 	info, err := Lookup(ctx, stateDir, id)
 	if err != nil {
 		return nil, err
@@ -202,30 +212,6 @@ func Mounts(ctx context.Context, stateDir, id string) ([]sandbox.MountInfo, erro
 		}
 	}
 	return out, nil
-}
-
-// Mount mounts fs (a mount.S3Filesystem or mount.GCSFilesystem, or a
-// pointer to one) at path, an absolute path inside the sandbox, starting
-// the sandbox first if needed. The FUSE tool runs on the host and the
-// credentials never enter the sandbox (see the package documentation).
-// The mount is kept across Stop and Start; mounting the same filesystem
-// at the same path again does nothing. It needs root.
-func (s *Sandbox) Mount(ctx context.Context, fs sandbox.Filesystem, path string) error {
-	if err := s.EnsureRunning(ctx); err != nil {
-		return &sandbox.MountFailure{Op: "mount", Path: path, Filesystem: fs.String(), Err: err}
-	}
-	return Mount(ctx, s.opts.StateDir, s.opts.ID, fs, path, s.opts.Mount)
-}
-
-// Unmount removes the mount at path; its FUSE tool ends and its
-// credentials are deleted.
-func (s *Sandbox) Unmount(ctx context.Context, path string) error {
-	return Unmount(ctx, s.opts.StateDir, s.opts.ID, path)
-}
-
-// Mounts lists the sandbox's bucket mounts with their states.
-func (s *Sandbox) Mounts(ctx context.Context) ([]sandbox.MountInfo, error) {
-	return Mounts(ctx, s.opts.StateDir, s.opts.ID)
 }
 
 var _ sandbox.Mounter = (*Sandbox)(nil)

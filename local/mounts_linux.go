@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/local/internal/fuse"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/mount"
@@ -149,6 +151,26 @@ func runTool(ctx context.Context, tool string, plan *mount.Plan, logPath string,
 		return nil, err
 	}
 	defer logf.Close()
+	cmd := toolCommand(tool, plan, logf, o)
+	if err := startTool(cmd, plan, o.Netns); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // reap it when it ends while we live
+		close(exited)
+	}()
+	st, _ := procStartTime(cmd.Process.Pid)
+	rec := &initRecord{PID: cmd.Process.Pid, StartTime: st}
+	if err := waitToolMounted(ctx, cmd, exited, plan, logPath); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// toolCommand returns the command running the FUSE tool (its path tool)
+// as plan says, writing its output to logf.
+func toolCommand(tool string, plan *mount.Plan, logf *os.File, o MountOptions) *exec.Cmd {
 	argv := append([]string{tool}, plan.Args...)
 	if plan.EnvFile != "" {
 		// The temporary credentials go into the tool's environment from
@@ -159,33 +181,36 @@ func runTool(ctx context.Context, tool string, plan *mount.Plan, logPath string,
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=/root", "LANG=C.UTF-8"}
 	env = append(env, plan.Env...)
 	env = append(env, o.Env...)
-	cmd := &exec.Cmd{
+	return &exec.Cmd{
 		Path: argv[0], Args: argv, Env: env, Dir: "/",
 		Stdout: logf, Stderr: logf,
 		SysProcAttr: &unix.SysProcAttr{Setsid: true},
 	}
-	if o.Netns != "" {
-		ns, err := os.Open(o.Netns)
+}
+
+// startTool starts cmd, in the network namespace netns when set.
+func startTool(cmd *exec.Cmd, plan *mount.Plan, netns string) error {
+	start := cmd.Start
+	if netns != "" {
+		ns, err := os.Open(netns)
 		if err != nil {
-			return nil, fmt.Errorf("the FUSE tool's network namespace: %w", err)
+			return fmt.Errorf("the FUSE tool's network namespace: %w", err)
 		}
 		defer ns.Close()
 		// The child inherits the network namespace of the thread that
 		// forks it.
-		err = inNetns(ns, cmd.Start)
-		if err != nil {
-			return nil, fmt.Errorf("start %s: %w", plan.Tool, err)
-		}
-	} else if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", plan.Tool, err)
+		start = func() error { return inNetns(ns, cmd.Start) }
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // reap it when it ends while we live
-		close(exited)
-	}()
-	st, _ := procStartTime(cmd.Process.Pid)
-	rec := &initRecord{PID: cmd.Process.Pid, StartTime: st}
+	if err := start(); err != nil {
+		return fmt.Errorf("start %s: %w", plan.Tool, err)
+	}
+	return nil
+}
+
+// waitToolMounted waits until the started tool cmd (exited once it ends)
+// has mounted plan.MountPoint and the bucket answers, within
+// mountReadyTimeout; on failure it ends the tool and detaches the mount.
+func waitToolMounted(ctx context.Context, cmd *exec.Cmd, exited <-chan struct{}, plan *mount.Plan, logPath string) error {
 	failed := func(why string) error {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -199,20 +224,40 @@ func runTool(ctx context.Context, tool string, plan *mount.Plan, logPath string,
 	for !isFuseMount(plan.MountPoint) {
 		select {
 		case <-exited:
-			return nil, fmt.Errorf("%s failed to mount: %s", plan.Tool, toolOutput(plan, logPath))
+			return fmt.Errorf("%s failed to mount: %s", plan.Tool, toolOutput(plan, logPath))
 		case <-ctx.Done():
 			_ = failed("cancelled")
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-deadline.C:
-			return nil, failed(fmt.Sprintf("did not mount within %v", mountReadyTimeout))
+			return failed(fmt.Sprintf("did not mount within %v", mountReadyTimeout))
 		case <-tick.C:
 		}
 	}
 	// The tool checks the bucket and credentials once mounted, and exits
 	// if they fail: list the root (one request to the bucket) to be sure.
+	select {
+	case err := <-probeMount(plan.MountPoint):
+		if err != nil {
+			return failed(fmt.Sprintf("mounted, but the bucket cannot be read (%v)", err))
+		}
+	case <-deadline.C:
+		return failed("mounted, but the bucket does not answer")
+	}
+	select {
+	case <-exited:
+		detachHost(plan.MountPoint)
+		return fmt.Errorf("%s failed to mount: %s", plan.Tool, toolOutput(plan, logPath))
+	default:
+	}
+	return nil
+}
+
+// probeMount lists the root of the mount at dir in the background; the
+// channel gets the error (nil when it could).
+func probeMount(dir string) <-chan error {
 	probe := make(chan error, 1)
 	go func() {
-		f, err := os.Open(plan.MountPoint)
+		f, err := os.Open(dir)
 		if err == nil {
 			_, err = f.ReadDir(1)
 			f.Close()
@@ -222,21 +267,7 @@ func runTool(ctx context.Context, tool string, plan *mount.Plan, logPath string,
 		}
 		probe <- err
 	}()
-	select {
-	case err := <-probe:
-		if err != nil {
-			return nil, failed(fmt.Sprintf("mounted, but the bucket cannot be read (%v)", err))
-		}
-	case <-deadline.C:
-		return nil, failed("mounted, but the bucket does not answer")
-	}
-	select {
-	case <-exited:
-		detachHost(plan.MountPoint)
-		return nil, fmt.Errorf("%s failed to mount: %s", plan.Tool, toolOutput(plan, logPath))
-	default:
-	}
-	return rec, nil
+	return probe
 }
 
 // toolOutput returns the last lines of a tool's log, without credentials.
@@ -265,7 +296,7 @@ func toolOutput(plan *mount.Plan, logPath string) string {
 // isFuseMount reports whether a FUSE file system is mounted at p.
 func isFuseMount(p string) bool {
 	var st unix.Statfs_t
-	return unix.Statfs(p, &st) == nil && st.Type == fuseSuperMagic
+	return unix.Statfs(p, &st) == nil && st.Type == fuse.SuperMagic
 }
 
 // detachHost detaches whatever is mounted at the host folder p.
@@ -407,7 +438,7 @@ func unmountRecord(ctx context.Context, dir string, m *meta, r *mountRecord) err
 			}
 			defer unix.Close(at)
 			var st unix.Statfs_t
-			if unix.Fstatfs(at, &st) != nil || st.Type != fuseSuperMagic {
+			if unix.Fstatfs(at, &st) != nil || st.Type != fuse.SuperMagic {
 				return nil // not mounted there (any more)
 			}
 			// The sandbox's /proc does not show this thread: the mount is

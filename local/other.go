@@ -34,12 +34,6 @@ func procStartTime(int) (uint64, bool) { return 0, false }
 // terminate does nothing: no init runs here.
 func terminate(context.Context, initRecord) {}
 
-// destroy does nothing: no cgroup is made here.
-func (s *cgroupSet) destroy(context.Context) error { return nil }
-
-// resources returns nil: no cgroup is made here.
-func (s *cgroupSet) resources() *sandbox.Usage { return nil }
-
 // hostRoot returns nil: no sandbox starts here.
 func hostRoot(string) (*rootRecord, error) { return nil, nil }
 

@@ -25,50 +25,78 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		return nil, nil, err
 	}
 	defer own.close()
-	// The toolbox server's own files (command logs) are fresh each boot.
-	if err := removeAll(filepath.Join(dir, toolboxDir)); err != nil {
-		return nil, nil, stateDirError(stateDir, err)
-	}
-	disk, err := pending.take()
+	data, disk, err := prepareData(dir, stateDir, pending)
 	if err != nil {
 		return nil, nil, err
 	}
 	if disk != nil {
 		defer disk.Close() // the binds' clones keep it mounted
 	}
-	data := dir
-	if disk != nil {
-		data = "/proc/self/fd/" + strconv.Itoa(int(disk.Fd()))
-		if err := removeAll(filepath.Join(data, toolboxDir)); err != nil {
-			return nil, nil, fmt.Errorf("disk image: %w", err)
-		}
+	files, err := rootFiles(cfg, m, dir, data, own)
+	if err != nil {
+		return nil, nil, err
 	}
+	if files, err = bindFiles(cfg, files, m, dir, data, stateDir, own); err != nil {
+		closeFiles(files)
+		return nil, nil, err
+	}
+	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
+		closeFiles(files)
+		return nil, nil, err
+	}
+	return cfg, files, nil
+}
+
+// prepareData returns the folder of the sandbox's data: its state folder
+// dir, or the disk image's mount (disk, which the caller closes) when it
+// has one; the toolbox server's own files (command logs) there are
+// removed, being fresh each boot.
+func prepareData(dir, stateDir string, pending *pendingDisk) (data string, disk *os.File, err error) {
+	if err := removeAll(filepath.Join(dir, toolboxDir)); err != nil {
+		return "", nil, stateDirError(stateDir, err)
+	}
+	if disk, err = pending.take(); err != nil || disk == nil {
+		return dir, nil, err
+	}
+	data = "/proc/self/fd/" + strconv.Itoa(int(disk.Fd()))
+	if err := removeAll(filepath.Join(data, toolboxDir)); err != nil {
+		disk.Close()
+		return "", nil, fmt.Errorf("disk image: %w", err)
+	}
+	return data, disk, nil
+}
+
+// rootFiles mounts the sandbox's root (an image's, or the host's with
+// its system folders) and returns the files the init gets: the toolbox
+// socket's listener first, then the root and the system folders, which
+// cfg names.
+func rootFiles(cfg *initConfig, m *meta, dir, data string, own *ownership) ([]*os.File, error) {
 	var root *os.File
 	var sys []*os.File
 	var sysTargets []string
+	var err error
 	switch {
 	case m.Root != nil && m.Root.Host:
 		if root, sys, sysTargets, err = mountHostRoot(m.Root, data, m.Config.User, m.Config.home(), own); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	case m.Root != nil:
 		if root, err = mountRoot(m.Root, data, own); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if cfg.RunAs, err = imageUser(root, m.Root.Config.User, own.ids); err != nil {
 			root.Close()
-			return nil, nil, err
+			return nil, err
 		}
 		m.RunAs = cfg.RunAs
 	}
-	binds := stateBinds(data, stateDir, &m.Config, cfg.RunAs)
 	ln, err := listenToolbox(dir)
 	if err != nil {
 		if root != nil {
 			root.Close()
 		}
 		closeFiles(sys)
-		return nil, nil, err
+		return nil, err
 	}
 	files := []*os.File{ln}
 	if root != nil {
@@ -85,35 +113,36 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		// writable root: what only the host's root may read stays so.
 		cfg.Binds = append(cfg.Binds, bindSpec{FD: -1, Path: "/opt", Target: "/opt", ReadOnly: true})
 	}
-	for _, b := range binds {
-		spec, f, err := bindSource(b, stateDir, own)
-		if err != nil {
-			closeFiles(files)
-			return nil, nil, err
-		}
+	return files, nil
+}
+
+// bindFiles adds to cfg the binds of the sandbox's state folders and
+// volumes, and its /dev/fuse with Confinement.AllowFUSE, and to files
+// the sources they open. On error the caller closes files.
+func bindFiles(cfg *initConfig, files []*os.File, m *meta, dir, data, stateDir string, own *ownership) ([]*os.File, error) {
+	add := func(spec bindSpec, f *os.File) bindSpec {
 		if f != nil {
 			files = append(files, f)
 			spec.FD = len(files) - 1
 		}
-		cfg.Binds = append(cfg.Binds, spec)
+		return spec
+	}
+	for _, b := range stateBinds(data, stateDir, &m.Config, cfg.RunAs) {
+		spec, f, err := bindSource(b, stateDir, own)
+		if err != nil {
+			return files, err
+		}
+		cfg.Binds = append(cfg.Binds, add(spec, f))
 	}
 	if m.Config.Confinement.AllowFUSE {
 		spec, f, err := fuseDevice(dir, own)
 		if err != nil {
-			closeFiles(files)
-			return nil, nil, err
+			return files, err
 		}
-		if f != nil {
-			files = append(files, f)
-			spec.FD = len(files) - 1
-		}
+		spec = add(spec, f)
 		cfg.FUSEDev = &spec
 	}
-	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
-		closeFiles(files)
-		return nil, nil, err
-	}
-	return cfg, files, nil
+	return files, nil
 }
 
 // hostBind is a folder of the host to bind into the sandbox.

@@ -80,11 +80,6 @@ const (
 	// images at their full sizes, so the default decides how many default
 	// sandboxes a host holds: 4 GiB lets 50 of them share 200 GiB.
 	maxDefaultDiskMB = 4 << 10
-	// initMemoryMB and initPIDs are what the init may use besides the
-	// commands' MemoryMB and PIDs: the init waits for each running command
-	// on a thread of its own, so it gets PIDs more threads, and a few.
-	initMemoryMB = 64
-	initPIDs     = 64
 )
 
 // ErrLimitUnavailable reports that a limit asked for explicitly in

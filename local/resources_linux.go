@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/local/internal/cgroup"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -32,22 +34,7 @@ func usableMemoryMB() int64 {
 	if unix.Sysinfo(&si) != nil {
 		return 0
 	}
-	total := int64(si.Totalram) * int64(si.Unit) >> 20
-	own := ownCgroups()
-	if mounts, err := cgroupMounts(); err == nil {
-		for _, m := range mounts {
-			file, path := "memory.limit_in_bytes", own["memory"]
-			if m.v2 {
-				file, path = "memory.max", own[""]
-			} else if !strings.Contains(","+strings.Join(m.controllers, ",")+",", ",memory,") {
-				continue
-			}
-			if n, ok := readInt(filepath.Join(m.dir, path, file)); ok && n>>20 < total {
-				total = n >> 20
-			}
-		}
-	}
-	return total
+	return cgroup.MemoryLimitMB(int64(si.Totalram) * int64(si.Unit) >> 20)
 }
 
 // freeDiskMB returns the space free for root on the file system of
@@ -202,7 +189,7 @@ func planLimits(h hostLimits, r Resources, stateDir string, disk int64, newSandb
 	var l limits
 	var why []string
 	if h.cgroups.have != 0 {
-		l.Cgroup = h.cgroups.version
+		l.Cgroup = h.cgroups.Version
 	}
 	if h.cgroups.have&limitCPU != 0 {
 		l.CPU = r.CPUCores

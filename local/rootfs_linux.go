@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/internal/mountinfo"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -456,12 +458,12 @@ func (r *rootfs) remountReadOnly() error {
 	if len(r.readOnly) == 0 {
 		return nil
 	}
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
 		return err
 	}
 	for _, m := range mounts {
-		mp := m.mountPoint
+		mp := m.MountPoint
 		if !slices.ContainsFunc(r.readOnly, func(t string) bool { return within(mp, t) }) {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/local/internal/disk"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -174,7 +175,7 @@ func copyShifted(src, dst string, ids *idRange) error {
 }
 
 // copyFile copies the regular file src to the new file dst, holes kept
-// (copyData): a sparse file of the sandbox costs the layer only what it
+// (disk.CopyFile): a sparse file of the sandbox costs the layer only what it
 // holds. src is opened without following a link or waiting on a FIFO,
 // and must still be a regular file.
 func copyFile(src, dst string) error {
@@ -183,22 +184,7 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("copy %s: not a regular file any more", src)
-	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := copyData(out, in, fi.Size()); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return disk.CopyFile(dst, in)
 }
 
 // copyMeta gives dst the xattrs, owner (shifted out of ids), mode and

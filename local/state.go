@@ -236,7 +236,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 	stopMounts(ctx, dir, m)
 	stopEgressProxy(ctx, filepath.Dir(filepath.Dir(dir)), m)
 	teardownNetwork(ctx, m)
-	if err := m.Cgroups.destroy(ctx); err != nil {
+	if err := m.Cgroups.Destroy(ctx); err != nil {
 		return err
 	}
 	if m.Limits != nil && m.Limits.DiskMB > 0 {

@@ -175,11 +175,30 @@ func (s *Store) importImage(ctx context.Context, src *source, o PullOptions, wan
 	defer os.RemoveAll(staging)
 
 	rec := &record{ID: id.String(), Kind: KindImage, Names: src.names, Config: imageConfig(cfg), Created: time.Now().UTC()}
-	rec.Layers = make([]layerRef, len(layers))
 	pr := &progress{fn: o.Progress}
+	todo := s.planLayers(rec, cfg.RootFS.DiffIDs, layers, src.uncompressed, pr)
+	pr.update(func(*Progress) {})
+	staged, err := fetchLayers(ctx, staging, rec, todo, layers, cfg.RootFS.DiffIDs, src.uncompressed, pr)
+	if err != nil {
+		return nil, err
+	}
+	return s.commit(ctx, staged, rec, true)
+}
+
+// imageConfig is the part of an OCI configuration a sandbox applies.
+func imageConfig(cfg *v1.ConfigFile) Config {
+	c := cfg.Config
+	return Config{Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, Entrypoint: c.Entrypoint, Cmd: c.Cmd}
+}
+
+// planLayers records in rec the layers of the image (diffIDs, in the
+// manifest's layers) and returns the indexes of those the store lacks, each
+// once, counting them (and their compressed bytes) in pr.
+func (s *Store) planLayers(rec *record, diffIDs []v1.Hash, layers []v1.Layer, uncompressed bool, pr *progress) []int {
+	rec.Layers = make([]layerRef, len(layers))
 	var todo []int
 	seen := map[string]bool{}
-	for i, diffID := range cfg.RootFS.DiffIDs {
+	for i, diffID := range diffIDs {
 		rec.Layers[i].Digest = diffID.String()
 		if size, ok := s.layerSize(diffID.String()); ok {
 			rec.Layers[i].Size = size
@@ -191,21 +210,25 @@ func (s *Store) importImage(ctx context.Context, src *source, o PullOptions, wan
 		seen[diffID.String()] = true
 		todo = append(todo, i)
 		pr.p.Layers++
-		if !src.uncompressed {
+		if !uncompressed {
 			if n, err := layers[i].Size(); err == nil {
 				pr.p.Bytes += n
 			}
 		}
 	}
-	pr.update(func(*Progress) {})
+	return todo
+}
 
+// fetchLayers fetches the layers todo (indexes in layers) into staging,
+// maxParallelLayers at a time, and records their sizes in rec.
+func fetchLayers(ctx context.Context, staging string, rec *record, todo []int, layers []v1.Layer, diffIDs []v1.Hash, uncompressed bool, pr *progress) ([]stagedLayer, error) {
 	staged := make([]stagedLayer, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxParallelLayers)
 	for k, i := range todo {
 		g.Go(func() error {
 			dst := filepath.Join(staging, hexOf(rec.Layers[i].Digest))
-			size, err := fetchLayer(gctx, layers[i], cfg.RootFS.DiffIDs[i], dst, src.uncompressed, pr)
+			size, err := fetchLayer(gctx, layers[i], diffIDs[i], dst, uncompressed, pr)
 			if err != nil {
 				return fmt.Errorf("layer %d of %d (%s): %w", i+1, len(layers), shortID(rec.Layers[i].Digest), err)
 			}
@@ -226,13 +249,7 @@ func (s *Store) importImage(ctx context.Context, src *source, o PullOptions, wan
 			rec.Layers[i].Size = n
 		}
 	}
-	return s.commit(ctx, staged, rec, true)
-}
-
-// imageConfig is the part of an OCI configuration a sandbox applies.
-func imageConfig(cfg *v1.ConfigFile) Config {
-	c := cfg.Config
-	return Config{Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, Entrypoint: c.Entrypoint, Cmd: c.Cmd}
+	return staged, nil
 }
 
 // fetchLayer unpacks layer l into the new folder dst, verifying the blob's

@@ -28,9 +28,7 @@ var errDevice = errors.New("device node in a layer")
 // layer. It returns the bytes of the files. Other device nodes and sockets are skipped, or refused when
 // strict is set.
 func writeTar(ctx context.Context, dir string, w io.Writer, strict bool) (size int64, err error) {
-	tw := tar.NewWriter(w)
-	links := map[[2]uint64]string{}
-	buf := make([]byte, 256<<10)
+	tw := &tarWalk{tw: tar.NewWriter(w), links: map[[2]uint64]string{}, buf: make([]byte, 256<<10), strict: strict}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -42,72 +40,93 @@ func writeTar(ctx context.Context, dir string, w io.Writer, strict bool) (size i
 		if err != nil || rel == "." {
 			return err
 		}
-		rel = filepath.ToSlash(rel)
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return fmt.Errorf("stat %s: %w", p, err)
-		}
-		hdr := &tar.Header{
-			Name:    rel,
-			Mode:    int64(st.Mode & 0o7777),
-			Uid:     int(st.Uid),
-			Gid:     int(st.Gid),
-			ModTime: time.Unix(st.Mtim.Unix()),
-			Format:  tar.FormatPAX,
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"
-			if err := addXattrs(p, hdr); err != nil {
-				return err
-			}
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-			if opaque(p) {
-				return tw.WriteHeader(&tar.Header{Name: rel + "/" + whiteoutOpaque, Typeflag: tar.TypeReg, Format: tar.FormatPAX, ModTime: time.Unix(0, 0)})
-			}
-			return nil
-		case unix.S_IFLNK:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
-			return tw.WriteHeader(hdr)
-		case unix.S_IFREG:
-			key := [2]uint64{st.Dev, st.Ino}
-			if first, ok := links[key]; ok && st.Nlink > 1 {
-				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
-				return tw.WriteHeader(hdr)
-			}
-			if st.Nlink > 1 {
-				links[key] = rel
-			}
-			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
-			size += st.Size
-			if err := addXattrs(p, hdr); err != nil {
-				return err
-			}
-			return copyFile(tw, hdr, p, buf)
-		case unix.S_IFIFO:
-			hdr.Typeflag = tar.TypeFifo
-			return tw.WriteHeader(hdr)
-		case unix.S_IFCHR:
-			if st.Rdev == 0 { // an overlayfs whiteout
-				dirName, base := path.Split(rel)
-				return tw.WriteHeader(&tar.Header{Name: dirName + whiteoutPrefix + base, Typeflag: tar.TypeReg, Format: tar.FormatPAX, ModTime: time.Unix(0, 0)})
-			}
-		}
-		if strict {
-			return fmt.Errorf("%w: %s", errDevice, rel)
-		}
-		return nil // device nodes and sockets are skipped
+		return tw.add(p, filepath.ToSlash(rel))
 	})
 	if err != nil {
 		return 0, err
 	}
-	return size, tw.Close()
+	return tw.size, tw.tw.Close()
+}
+
+// tarWalk is writeTar's state: the archive, the first names of files
+// with several links, and the bytes of regular files so far.
+type tarWalk struct {
+	tw     *tar.Writer
+	links  map[[2]uint64]string
+	buf    []byte
+	strict bool
+	size   int64
+}
+
+// add writes the file p, named rel in the archive.
+func (t *tarWalk) add(p, rel string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", p, err)
+	}
+	hdr := &tar.Header{
+		Name:    rel,
+		Mode:    int64(st.Mode & 0o7777),
+		Uid:     int(st.Uid),
+		Gid:     int(st.Gid),
+		ModTime: time.Unix(st.Mtim.Unix()),
+		Format:  tar.FormatPAX,
+	}
+	tw := t.tw
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"
+		if err := addXattrs(p, hdr); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if opaque(p) {
+			return tw.WriteHeader(&tar.Header{Name: rel + "/" + whiteoutOpaque, Typeflag: tar.TypeReg, Format: tar.FormatPAX, ModTime: time.Unix(0, 0)})
+		}
+		return nil
+	case unix.S_IFLNK:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+		return tw.WriteHeader(hdr)
+	case unix.S_IFREG:
+		return t.addRegular(p, rel, hdr, &st)
+	case unix.S_IFIFO:
+		hdr.Typeflag = tar.TypeFifo
+		return tw.WriteHeader(hdr)
+	case unix.S_IFCHR:
+		if st.Rdev == 0 { // an overlayfs whiteout
+			dirName, base := path.Split(rel)
+			return tw.WriteHeader(&tar.Header{Name: dirName + whiteoutPrefix + base, Typeflag: tar.TypeReg, Format: tar.FormatPAX, ModTime: time.Unix(0, 0)})
+		}
+	}
+	if t.strict {
+		return fmt.Errorf("%w: %s", errDevice, rel)
+	}
+	return nil // device nodes and sockets are skipped
+}
+
+// addRegular writes the regular file p (stat st), or a hard link to the
+// first name it was written under.
+func (t *tarWalk) addRegular(p, rel string, hdr *tar.Header, st *unix.Stat_t) error {
+	key := [2]uint64{st.Dev, st.Ino}
+	if first, ok := t.links[key]; ok && st.Nlink > 1 {
+		hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+		return t.tw.WriteHeader(hdr)
+	}
+	if st.Nlink > 1 {
+		t.links[key] = rel
+	}
+	hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
+	t.size += st.Size
+	if err := addXattrs(p, hdr); err != nil {
+		return err
+	}
+	return copyFile(t.tw, hdr, p, t.buf)
 }
 
 func copyFile(tw *tar.Writer, hdr *tar.Header, p string, buf []byte) error {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bufio"
-	"bytes"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/cgroupfile"
+
+	"github.com/agentbox-dev/agentbox/internal/mountinfo"
 )
 
 // cgroupUsage is what the cgroups (and, where they say nothing, the
@@ -30,15 +33,15 @@ type cgroupUsage struct {
 func readCgroups(dirs []string) cgroupUsage {
 	u := cgroupUsage{dirs: dirs, memCurrent: -1}
 	for _, d := range dirs {
-		if v, ok := readInt(filepath.Join(d, "memory.current")); ok { // v2
+		if v, ok := cgroupfile.ReadInt(filepath.Join(d, "memory.current")); ok { // v2
 			u.memCurrent = v
 			u.memLimit = minLimit(u.memLimit, upwards(d, "memory.max", parseMax))
-			stat := readKeyed(filepath.Join(d, "memory.stat"))
+			stat := cgroupfile.ReadKeyed(filepath.Join(d, "memory.stat"))
 			u.memFile, u.memInactive = stat["file"], stat["inactive_file"]
 		}
-		if v, ok := readInt(filepath.Join(d, "memory.usage_in_bytes")); ok { // v1
+		if v, ok := cgroupfile.ReadInt(filepath.Join(d, "memory.usage_in_bytes")); ok { // v1
 			u.memCurrent = v
-			stat := readKeyed(filepath.Join(d, "memory.stat"))
+			stat := cgroupfile.ReadKeyed(filepath.Join(d, "memory.stat"))
 			if l := stat["hierarchical_memory_limit"]; l > 0 && l < math.MaxInt64/2 {
 				u.memLimit = minLimit(u.memLimit, l)
 			}
@@ -47,8 +50,8 @@ func readCgroups(dirs []string) cgroupUsage {
 		if l := upwards(d, "cpu.max", parseCPUMax); l > 0 { // v2
 			u.cpuLimit = minLimit(u.cpuLimit, l)
 		}
-		if q, ok := readInt(filepath.Join(d, "cpu.cfs_quota_us")); ok && q > 0 { // v1
-			if p, ok := readInt(filepath.Join(d, "cpu.cfs_period_us")); ok && p > 0 {
+		if q, ok := cgroupfile.ReadInt(filepath.Join(d, "cpu.cfs_quota_us")); ok && q > 0 { // v1
+			if p, ok := cgroupfile.ReadInt(filepath.Join(d, "cpu.cfs_period_us")); ok && p > 0 {
 				u.cpuLimit = minLimit(u.cpuLimit, float64(q)/float64(p))
 			}
 		}
@@ -61,9 +64,9 @@ func readCgroups(dirs []string) cgroupUsage {
 func (u *cgroupUsage) refreshCPU() time.Duration {
 	known := false
 	for _, d := range u.dirs {
-		if usec, ok := readKeyed(filepath.Join(d, "cpu.stat"))["usage_usec"]; ok { // v2
+		if usec, ok := cgroupfile.ReadKeyed(filepath.Join(d, "cpu.stat"))["usage_usec"]; ok { // v2
 			u.cpuTime, known = time.Duration(usec)*time.Microsecond, true
-		} else if ns, ok := readInt(filepath.Join(d, "cpuacct.usage")); ok { // v1
+		} else if ns, ok := cgroupfile.ReadInt(filepath.Join(d, "cpuacct.usage")); ok { // v1
 			u.cpuTime, known = time.Duration(ns), true
 		}
 	}
@@ -77,7 +80,7 @@ func (u *cgroupUsage) refreshCPU() time.Duration {
 // less its reclaimable page cache, as docker stats counts it) and the
 // page cache; without a cgroup limit or usage, the machine's.
 func (u *cgroupUsage) memory() (total, used, cache int64) {
-	info := readKeyed("/proc/meminfo") // in kB
+	info := cgroupfile.ReadKeyed("/proc/meminfo") // in kB
 	total = u.memLimit
 	if hostTotal := info["MemTotal"] * 1024; total <= 0 || (hostTotal > 0 && hostTotal < total) {
 		total = hostTotal
@@ -137,34 +140,6 @@ func parseCPUMax(v string) float64 {
 	return quota / period
 }
 
-func readInt(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	return n, err == nil
-}
-
-// readKeyed reads "key value" lines (memory.stat, cpu.stat) or "Key:
-// value kB" lines (/proc/meminfo).
-func readKeyed(path string) map[string]int64 {
-	out := map[string]int64{}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok {
-			v, _, _ = strings.Cut(strings.TrimSpace(v), " ")
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				out[strings.TrimSuffix(k, ":")] = n
-			}
-		}
-	}
-	return out
-}
-
 func firstOf(m map[string]int64, keys ...string) int64 {
 	for _, k := range keys {
 		if v, ok := m[k]; ok {
@@ -204,30 +179,22 @@ func hostCPUTime() time.Duration {
 // ownCgroups finds the folders of this process's cgroups from its cgroup
 // file (/proc/self/cgroup) and mount table: the cgroup v2 folder, or the
 // v1 folders of the cpu, cpuacct and memory controllers.
-func ownCgroups(cgroupFile, mountinfo string) []string {
+func ownCgroups(cgroupFile, mountTable string) []string {
 	type mount struct{ root, dir string }
 	v2, v1 := (*mount)(nil), map[string]mount{}
-	f, err := os.Open(mountinfo)
+	mounts, err := mountinfo.Read(mountTable)
 	if err != nil {
 		return nil
 	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// 36 35 0:30 / /sys/fs/cgroup rw,… shared:9 - cgroup2 cgroup2 rw,…
-		line := sc.Text()
-		pre, post, ok := strings.Cut(line, " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 3 {
-			continue
-		}
-		m := mount{root: unescapeMountPath(a[3]), dir: unescapeMountPath(a[4])}
-		switch b[0] {
+	for _, mi := range mounts {
+		m := mount{root: mi.Root, dir: mi.MountPoint}
+		switch mi.FSType {
 		case "cgroup2":
 			if v2 == nil {
 				v2 = &m
 			}
 		case "cgroup":
-			for _, opt := range strings.Split(b[2], ",") {
+			for _, opt := range strings.Split(mi.SuperOptions, ",") {
 				if opt == "cpu" || opt == "cpuacct" || opt == "memory" {
 					if _, dup := v1[opt]; !dup {
 						v1[opt] = m
@@ -236,7 +203,6 @@ func ownCgroups(cgroupFile, mountinfo string) []string {
 			}
 		}
 	}
-	f.Close()
 	b, err := os.ReadFile(cgroupFile)
 	if err != nil {
 		return nil
@@ -281,12 +247,4 @@ func underMount(root, dir, cg string) string {
 		return ""
 	}
 	return filepath.Join(dir, rel)
-}
-
-// unescapeMountPath decodes the octal escapes of a mountinfo path.
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
 }

@@ -1,4 +1,4 @@
-package local
+package cgroup
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/agentbox-dev/agentbox/internal/cgroupfile"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -21,11 +23,11 @@ import (
 // commands joins (cgroup.threads), so that the commands' process limit
 // leaves the init room for its own threads.
 
-// newCgroupSetV2 creates the sandbox's cgroup named key in the v2
+// newSetV2 creates the sandbox's cgroup named key in the v2
 // hierarchy m, under a shared parent whose controllers it enables, and
 // the commands' threaded cgroup below it, and writes the limits l.
-func newCgroupSetV2(m cgroupMount, key string, l *limits) (*cgroupSet, error) {
-	parent := filepath.Join(m.dir, cgroupParent)
+func newSetV2(m mount, key string, l Limits) (*Set, error) {
+	parent := filepath.Join(m.dir, Parent)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", parent, err)
 	}
@@ -39,16 +41,16 @@ func newCgroupSetV2(m cgroupMount, key string, l *limits) (*cgroupSet, error) {
 	if err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
-	set := &cgroupSet{Version: 2, Paths: map[string]string{"unified": dir}}
+	set := &Set{Version: 2, Paths: map[string]string{"unified": dir}}
 	if l.PIDs > 0 {
-		set.Commands = map[string]string{"unified": filepath.Join(dir, cmdsCgroup)}
+		set.Commands = map[string]string{"unified": filepath.Join(dir, CommandsDir)}
 		if err := mkdirCgroup(set.Commands["unified"]); err != nil {
 			_ = os.Remove(dir)
 			return nil, err
 		}
 	}
 	if err := set.applyWrites(limitWritesV2(l)); err != nil {
-		_ = os.Remove(filepath.Join(dir, cmdsCgroup))
+		_ = os.Remove(filepath.Join(dir, CommandsDir))
 		_ = os.Remove(dir)
 		return nil, err
 	}
@@ -57,17 +59,17 @@ func newCgroupSetV2(m cgroupMount, key string, l *limits) (*cgroupSet, error) {
 
 // limitWritesV2 returns the settings of the limits l on cgroup v2, in the
 // order they must be written.
-func limitWritesV2(l *limits) []cgroupWrite {
+func limitWritesV2(l Limits) []cgroupWrite {
 	var ws []cgroupWrite
 	if l.MemoryMB > 0 {
 		// Swap would stretch the limit: the sandbox gets none.
 		ws = append(ws,
-			cgroupWrite{"", false, "memory.max", mib(l.MemoryMB + initMemoryMB)},
+			cgroupWrite{"", false, "memory.max", mib(l.MemoryMB + InitMemoryMB)},
 			cgroupWrite{"", false, "memory.swap.max", "0"})
 	}
 	if l.PIDs > 0 {
 		ws = append(ws,
-			cgroupWrite{"", false, "pids.max", strconv.FormatInt(2*l.PIDs+initPIDs, 10)},
+			cgroupWrite{"", false, "pids.max", strconv.FormatInt(2*l.PIDs+InitPIDs, 10)},
 			// A threaded child makes the sandbox's cgroup a threaded
 			// domain, which may then hold the init and enable threaded
 			// controllers for its children.
@@ -110,10 +112,10 @@ func enableControllersV2(root, parent string) {
 	_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), line, 0)
 }
 
-// openV2 opens the v2 cgroup of the set, for the init to be cloned
+// OpenV2 opens the v2 cgroup of the set, for the init to be cloned
 // straight into it (CLONE_INTO_CGROUP). It returns nil for a v1 set or
 // none: the host then moves the init after the fork.
-func (s *cgroupSet) openV2() *os.File {
+func (s *Set) OpenV2() *os.File {
 	if s == nil || s.Version != 2 {
 		return nil
 	}
@@ -133,11 +135,11 @@ func killCgroupV2(d string) {
 // resourcesV2 reads the limits and usage of the v2 cgroup folder d.
 func resourcesV2(d string) *sandbox.Usage {
 	r := newResources()
-	if n, ok := readInt(filepath.Join(d, "memory.current")); ok {
+	if n, ok := cgroupfile.ReadInt(filepath.Join(d, "memory.current")); ok {
 		r.MemoryUsedMB = bytesToMB(n, true)
 	}
-	if n, ok := readInt(filepath.Join(d, "memory.max")); ok {
-		r.MemoryMB = bytesToMB(n, false) - initMemoryMB
+	if n, ok := cgroupfile.ReadInt(filepath.Join(d, "memory.max")); ok {
+		r.MemoryMB = bytesToMB(n, false) - InitMemoryMB
 	}
 	if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {
 		var q, p int64

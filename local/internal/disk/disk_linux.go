@@ -1,4 +1,4 @@
-package local
+package disk
 
 import (
 	"context"
@@ -15,30 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A sandbox's disk limit: everything it writes but its volumes (home,
-// /tmp, the working directory, the toolbox's logs) lives on an ext4 file
-// system of its own, a sparse image file in its state folder (diskImage)
-// of the sandbox's DiskMB. At each start the host attaches the image to a
-// loop device (LO_FLAGS_AUTOCLEAR) and mounts it detached (fsmount),
-// never in any mount namespace of the host; the init gets clones of its
-// folders (open_tree) and binds them in place. So the mount lives in the
-// sandbox's mount namespace only: when the init ends, however it ends, the
-// kernel unmounts the file system and frees the loop device, and a host
-// process that dies while it starts a sandbox leaves none behind either
-// (its descriptors were the only references). Stop and Remove wait until
-// the loop device is gone, so that the next start never mounts the image
-// twice.
-//
-// Formatting costs tens of milliseconds, so each size is formatted once,
-// into a template in the state dir (templatesDir), and a new sandbox's
-// image is a sparse copy of it (a few MiB of metadata).
-
-// probeDisk returns nil when this host can give sandboxes disk images,
-// else why not.
-func probeDisk() error {
-	if os.Geteuid() != 0 || !shiftedMode() {
-		return errors.New("disk limits need root (loop devices)")
-	}
+// Available returns nil when this host can make and mount disk images
+// (loop devices, ext4, mkfs.ext4), else why not. Attaching loop devices
+// needs root besides, which it does not check.
+func Available() error {
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		return fmt.Errorf("disk limits need loop devices: %w", err)
 	}
@@ -64,24 +44,20 @@ func mkfsPath() (string, error) {
 	return "", errors.New("disk limits need mkfs.ext4: install e2fsprogs")
 }
 
-// imageMB returns the size of the disk image of the sandbox folder dir, in
-// MiB, or 0 when it has none.
-func imageMB(dir string) int64 {
-	fi, err := os.Stat(filepath.Join(dir, diskImage))
+// SizeMB returns the size of the disk image img, in MiB, or 0 when there
+// is none.
+func SizeMB(img string) int64 {
+	fi, err := os.Stat(img)
 	if err != nil {
 		return 0
 	}
 	return fi.Size() >> 20
 }
 
-// createImage makes the disk image of sizeMB MiB of the sandbox folder
-// dir, a sparse copy of the template of that size in stateDir.
-func createImage(dir, stateDir string, sizeMB int64) error {
-	tpl, err := diskTemplate(stateDir, sizeMB)
-	if err != nil {
-		return err
-	}
-	img := filepath.Join(dir, diskImage)
+// Create makes the disk image img, a sparse copy of the template tpl
+// (Template), through img+".tmp", which it replaces if a process that
+// died creating it left one.
+func Create(img, tpl string) error {
 	tmp := img + ".tmp"
 	_ = os.Remove(tmp) // left by a process that died creating it
 	if err := copySparse(tmp, tpl); err != nil {
@@ -91,20 +67,17 @@ func createImage(dir, stateDir string, sizeMB int64) error {
 	return os.Rename(tmp, img)
 }
 
-// diskTemplate returns the template image of sizeMB MiB in stateDir,
-// formatting it first when there is none.
-func diskTemplate(stateDir string, sizeMB int64) (string, error) {
-	dir := filepath.Join(stateDir, templatesDir)
+// Template returns the template image of sizeMB MiB in the folder dir
+// (ext4-<size>M.img), formatting it first when there is none. Concurrent
+// callers, in any process, each format one and one wins.
+func Template(dir string, sizeMB int64) (string, error) {
 	tpl := filepath.Join(dir, fmt.Sprintf("ext4-%dM.img", sizeMB))
 	if _, err := os.Stat(tpl); err == nil {
 		return tpl, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", stateDirError(stateDir, err)
-	}
 	f, err := os.CreateTemp(dir, ".format-*")
 	if err != nil {
-		return "", stateDirError(stateDir, err)
+		return "", fmt.Errorf("create disk template: %w", err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
@@ -139,27 +112,37 @@ func copySparse(dst, src string) error {
 		return err
 	}
 	defer in.Close()
+	return CopyFile(dst, in)
+}
+
+// CopyFile copies the regular file in, open at its start, to the new file
+// dst (mode 0600; a link there is not followed), only its data
+// (CopyData): its holes stay holes.
+func CopyFile(dst string, in *os.File) error {
 	fi, err := in.Stat()
 	if err != nil {
 		return err
 	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("copy %s: not a regular file any more", in.Name())
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
-	defer out.Close()
-	if err := copyData(out, in, fi.Size()); err != nil {
+	if err := CopyData(out, in, fi.Size()); err != nil {
+		out.Close()
 		return err
 	}
 	return out.Close()
 }
 
-// copyData copies the size bytes of the regular file in to the empty
+// CopyData copies the size bytes of the regular file in to the empty
 // file out, only its data (SEEK_DATA, SEEK_HOLE): its holes stay holes,
 // so a sparse file of 64 GB apparent size costs what it holds. The data
 // goes by copy_file_range (a reflink or an in-kernel copy), or read and
 // write across file systems that do not support it.
-func copyData(out, in *os.File, size int64) error {
+func CopyData(out, in *os.File, size int64) error {
 	for off := int64(0); off < size; {
 		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) {
@@ -200,11 +183,11 @@ func copyRange(out, in *os.File, from, to int64) error {
 	return nil
 }
 
-// mountDisk attaches the disk image of the sandbox folder dir to a loop
-// device and mounts it, detached: it returns the mount's root, which only
-// its descriptors keep alive.
-func mountDisk(dir string) (*os.File, error) {
-	img := filepath.Join(dir, diskImage)
+// Mount attaches the disk image img to a loop device and mounts it,
+// detached (in no mount namespace): it returns the mount's root, which
+// only its descriptors keep alive; once they are closed the kernel
+// unmounts it and clears the device.
+func Mount(img string) (*os.File, error) {
 	dev, err := attachLoop(img)
 	if err != nil {
 		return nil, fmt.Errorf("disk image %s: %w", img, err)
@@ -272,14 +255,14 @@ func attachLoop(img string) (*os.File, error) {
 	}
 }
 
-// waitDiskReleased waits until no loop device holds the disk image of the
-// sandbox folder dir: its init has ended, and the kernel unmounts the
-// file system and clears the device right after.
-func waitDiskReleased(ctx context.Context, dir string) error {
-	img := filepath.Join(dir, diskImage)
+// WaitReleased waits, up to 10 seconds, until no loop device holds the
+// disk image img: its last mount's descriptors are closed (the sandbox's
+// init has ended), and the kernel unmounts the file system and clears the
+// device right after.
+func WaitReleased(ctx context.Context, img string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		dev := loopOf(img)
+		dev := LoopOf(img)
 		if dev == "" {
 			return nil
 		}
@@ -290,8 +273,8 @@ func waitDiskReleased(ctx context.Context, dir string) error {
 	}
 }
 
-// loopOf returns the loop device backed by the file img, or "".
-func loopOf(img string) string {
+// LoopOf returns the loop device (loopN) backed by the file img, or "".
+func LoopOf(img string) string {
 	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	for _, d := range devs {
 		b, err := os.ReadFile(d)

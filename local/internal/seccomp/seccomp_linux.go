@@ -1,17 +1,30 @@
-package local
+package seccomp
 
 import (
 	"fmt"
 	"slices"
 	"unsafe"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
+	bpfseccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
-// The system call filter of a sandbox's commands (see Confinement): a deny
+// Profile says what the filter lets commands do beyond the default deny
+// list (a sandbox's Confinement, as the filter needs it).
+type Profile struct {
+	// Unconfined: no deny list; only AllowFUSE's calls are filtered.
+	Unconfined bool
+	// AllowNestedNamespaces lets commands create namespaces, mount and
+	// setns.
+	AllowNestedNamespaces bool
+	// AllowFUSE hands mount and umount2 to a supervisor reading the
+	// filter's notification descriptor, which Load returns.
+	AllowFUSE bool
+}
+
+// The system call filter of a sandbox's commands (see Profile): a deny
 // list modelled on Docker's default seccomp profile, which allows what it
 // does not name. Docker allows some of these calls to a container holding
 // the matching capability; commands hold none, so they are refused
@@ -47,13 +60,13 @@ var deniedWhereDefined = []string{
 }
 
 // namespaceSyscalls are refused with EPERM unless
-// Confinement.AllowNestedNamespaces: entering namespaces and mounting.
+// Profile.AllowNestedNamespaces: entering namespaces and mounting.
 var namespaceSyscalls = []string{
 	"setns", "mount", "umount2", "pivot_root", "move_mount", "open_tree", "open_tree_attr",
 	"fsopen", "fsmount", "fsconfig", "fspick", "mount_setattr",
 }
 
-// fuseSyscalls are the calls Confinement.AllowFUSE hands to the init's
+// fuseSyscalls are the calls Profile.AllowFUSE hands to the init's
 // FUSE supervisor rather than refusing them.
 var fuseSyscalls = []string{"mount", "umount2"}
 
@@ -76,20 +89,20 @@ var harmlessPersonalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
 const afVsock = unix.AF_VSOCK
 
 // actionENOSYS refuses a call as if the kernel did not have it.
-const actionENOSYS = seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)
+const actionENOSYS = bpfseccomp.ActionErrno | bpfseccomp.Action(unix.ENOSYS)
 
 // syscallPolicy returns the filter's policy for c on the architecture a.
 // Calls of deniedWhereDefined that a lacks are left out; any other name a
 // lacks is an error.
-func syscallPolicy(c Confinement, a *arch.Info) seccomp.Policy {
-	var notify []seccomp.SyscallGroup
+func syscallPolicy(c Profile, a *arch.Info) bpfseccomp.Policy {
+	var notify []bpfseccomp.SyscallGroup
 	if c.AllowFUSE {
 		// mount and umount2 go to the init's FUSE supervisor
-		// (fuse_linux.go), which does what it allows and refuses the rest.
-		notify = append(notify, seccomp.SyscallGroup{Names: fuseSyscalls, Action: seccomp.ActionUserNotify})
+		// (package fuse), which does what it allows and refuses the rest.
+		notify = append(notify, bpfseccomp.SyscallGroup{Names: fuseSyscalls, Action: bpfseccomp.ActionUserNotify})
 	}
 	if c.Unconfined {
-		return seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: notify}
+		return bpfseccomp.Policy{DefaultAction: bpfseccomp.ActionAllow, Syscalls: notify}
 	}
 	deny := append([]string(nil), deniedSyscalls...)
 	for _, n := range deniedWhereDefined {
@@ -97,22 +110,22 @@ func syscallPolicy(c Confinement, a *arch.Info) seccomp.Policy {
 			deny = append(deny, n)
 		}
 	}
-	var conditional []seccomp.NameWithConditions
+	var conditional []bpfseccomp.NameWithConditions
 	// personality: refused unless its argument is one of the harmless
 	// ones (all conditions of one entry must hold).
-	var notHarmless seccomp.ArgumentConditions
+	var notHarmless bpfseccomp.ArgumentConditions
 	for _, p := range harmlessPersonalities {
-		notHarmless = append(notHarmless, seccomp.Condition{Argument: 0, Operation: seccomp.NotEqual, Value: p})
+		notHarmless = append(notHarmless, bpfseccomp.Condition{Argument: 0, Operation: bpfseccomp.NotEqual, Value: p})
 	}
 	conditional = append(conditional,
-		seccomp.NameWithConditions{Name: "personality", Conditions: notHarmless},
+		bpfseccomp.NameWithConditions{Name: "personality", Conditions: notHarmless},
 		// socket(AF_VSOCK, …). The kernel reads the family as an int, so
 		// only the low 32 bits are compared: they equal 40 when bits 3
 		// and 5 are set and no other is.
-		seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{
-			{Argument: 0, Operation: seccomp.BitsSet, Value: 1 << 3},
-			{Argument: 0, Operation: seccomp.BitsSet, Value: 1 << 5},
-			{Argument: 0, Operation: seccomp.BitsNotSet, Value: 0xffffffff &^ afVsock},
+		bpfseccomp.NameWithConditions{Name: "socket", Conditions: bpfseccomp.ArgumentConditions{
+			{Argument: 0, Operation: bpfseccomp.BitsSet, Value: 1 << 3},
+			{Argument: 0, Operation: bpfseccomp.BitsSet, Value: 1 << 5},
+			{Argument: 0, Operation: bpfseccomp.BitsNotSet, Value: 0xffffffff &^ afVsock},
 		}},
 	)
 	groups := notify
@@ -123,20 +136,20 @@ func syscallPolicy(c Confinement, a *arch.Info) seccomp.Policy {
 			}
 		}
 		conditional = append(conditional,
-			seccomp.NameWithConditions{Name: "unshare", Conditions: seccomp.ArgumentConditions{
-				{Argument: 0, Operation: seccomp.BitsSet, Value: unshareNamespaceFlags},
+			bpfseccomp.NameWithConditions{Name: "unshare", Conditions: bpfseccomp.ArgumentConditions{
+				{Argument: 0, Operation: bpfseccomp.BitsSet, Value: unshareNamespaceFlags},
 			}},
 			// The flags are the first argument of clone on amd64 and arm64
 			// (not on s390x, which is not supported).
-			seccomp.NameWithConditions{Name: "clone", Conditions: seccomp.ArgumentConditions{
-				{Argument: 0, Operation: seccomp.BitsSet, Value: newNamespaceFlags},
+			bpfseccomp.NameWithConditions{Name: "clone", Conditions: bpfseccomp.ArgumentConditions{
+				{Argument: 0, Operation: bpfseccomp.BitsSet, Value: newNamespaceFlags},
 			}},
 		)
 		// clone3 passes its flags in memory, out of the filter's sight.
-		groups = append(groups, seccomp.SyscallGroup{Names: []string{"clone3"}, Action: actionENOSYS})
+		groups = append(groups, bpfseccomp.SyscallGroup{Names: []string{"clone3"}, Action: actionENOSYS})
 	}
-	groups = append(groups, seccomp.SyscallGroup{Names: deny, NamesWithCondtions: conditional, Action: seccomp.ActionErrno})
-	return seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
+	groups = append(groups, bpfseccomp.SyscallGroup{Names: deny, NamesWithCondtions: conditional, Action: bpfseccomp.ActionErrno})
+	return bpfseccomp.Policy{DefaultAction: bpfseccomp.ActionAllow, Syscalls: groups}
 }
 
 // nativeArch returns go-seccomp-bpf's description of the running
@@ -157,7 +170,7 @@ func nativeArch() (*arch.Info, error) {
 // checks its own), so a guard in front answers ENOSYS to every call whose
 // audit architecture is not the native one: 32-bit calls (int 0x80 on
 // amd64, AArch32 on arm64) would otherwise bypass the deny list.
-func filterProgram(c Confinement) ([]bpf.Instruction, error) {
+func filterProgram(c Profile) ([]bpf.Instruction, error) {
 	a, err := nativeArch()
 	if err != nil {
 		return nil, err
@@ -180,13 +193,13 @@ func filterProgram(c Confinement) ([]bpf.Instruction, error) {
 // args[6]; }.
 const seccompDataArch = 4
 
-// loadSyscallFilter installs the filter for c on the calling OS thread
+// Load installs the filter for c on the calling OS thread
 // only (no TSYNC): the threads it creates and the processes it forks
 // inherit it, across execve. The thread must hold CAP_SYS_ADMIN in its
 // user namespace or have no_new_privs set. With c.AllowFUSE it returns the
 // filter's notification descriptor (close-on-exec), from which the FUSE
 // supervisor takes the calls the filter hands it; otherwise -1.
-func loadSyscallFilter(c Confinement) (int, error) {
+func Load(c Profile) (notifyFD int, err error) {
 	insts, err := filterProgram(c)
 	if err != nil {
 		return -1, err

@@ -1,10 +1,10 @@
-package local
+package seccomp
 
 import (
 	"encoding/binary"
 	"testing"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
+	bpfseccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -16,7 +16,7 @@ import (
 // missing: the policy leaves them out).
 func TestSyscallNamesOnEveryArch(t *testing.T) {
 	for _, a := range []*arch.Info{arch.X86_64, arch.AARCH64} {
-		for _, c := range []Confinement{{}, {AllowNestedNamespaces: true}} {
+		for _, c := range []Profile{{}, {AllowNestedNamespaces: true}} {
 			p := syscallPolicy(c, a)
 			for _, g := range p.Syscalls {
 				names := g.Names
@@ -80,8 +80,8 @@ func TestSyscallFilterProgram(t *testing.T) {
 		return c
 	}
 	const (
-		allow  = uint32(seccomp.ActionAllow)
-		eperm  = uint32(seccomp.ActionErrno) | uint32(unix.EPERM)
+		allow  = uint32(bpfseccomp.ActionAllow)
+		eperm  = uint32(bpfseccomp.ActionErrno) | uint32(unix.EPERM)
 		enosys = uint32(actionENOSYS)
 	)
 	compat := arch.I386
@@ -129,7 +129,7 @@ func TestSyscallFilterProgram(t *testing.T) {
 			want, nest uint32
 		}{"an x32 call", call{arch: uint32(native.ID), nr: x32 | 0x40000000}, enosys, enosys})
 	}
-	for _, c := range []Confinement{{}, {AllowNestedNamespaces: true}} {
+	for _, c := range []Profile{{}, {AllowNestedNamespaces: true}} {
 		prog, err := filterProgram(c)
 		if err != nil {
 			t.Fatal(err)
