@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
 	"github.com/agentbox-dev/agentbox/internal/spectest"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -100,18 +100,11 @@ func removeLeft(t *testing.T, stateDir string) {
 	}
 }
 
-// needRoot skips the test unless it runs as root (the local engine's
-// default network needs it), and fails it under AGENTBOX_REQUIRE_ALL=1.
+// needRoot needs the test to run as root (see testenv.NeedRoot): the local
+// engine's default network needs it.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	why := "needs root: agentbox serve's sandboxes use the local engine's default network and limits"
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
-	}
-	t.Skip(why)
+	testenv.NeedRoot(t, "needs root: agentbox serve's sandboxes use the local engine's default network and limits")
 }
 
 // noDaytonaEnv clears the Daytona variables of the environment and moves

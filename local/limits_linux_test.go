@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -268,12 +269,7 @@ func BenchmarkDiskImage(b *testing.B) {
 // of other state dirs.
 func TestSweepCgroups(t *testing.T) {
 	h := probeCgroups()
-	if h.version == 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("cannot run (AGENTBOX_REQUIRE_ALL=1): needs root and cgroups")
-		}
-		t.Skip("needs root and cgroups")
-	}
+	testenv.Need(t, h.version != 0, "needs root and cgroups")
 	stateDir := t.TempDir()
 	if err := os.Chmod(stateDir, 0o700); err != nil {
 		t.Fatal(err)
