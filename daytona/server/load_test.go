@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -169,6 +170,7 @@ type loadConfig struct {
 // returns what it measured.
 func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 	tb.Helper()
+	spectest.Dir(tb) // before the server starts: without the spec files the run skips here
 	dir := tb.TempDir()
 	var eng engine = localEngine{stateDir: dir}
 	if cfg.fake {

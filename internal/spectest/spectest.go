@@ -5,7 +5,10 @@
 // The specification files are never copied into this module; they are read
 // from the folder named by the environment variable AGENTBOX_DAYTONA_SPEC_DIR
 // or, by default, from ../shared/daytona-api beside the module root (the
-// folder holding go.mod). Load and New read two documents:
+// folder holding go.mod). Tests that need them skip when the default folder
+// is missing and the variable unset, as in a plain clone of the module,
+// and fail instead under AGENTBOX_REQUIRE_ALL=1 (see Dir). Load and New
+// read two documents:
 //
 //   - toolbox.json: the toolbox API as Daytona's cloud serves it today
 //     (Swagger 2.0, converted to OpenAPI 3 with openapi2conv);
