@@ -127,8 +127,6 @@ type Resources struct {
 	CPU, Memory, Disk int
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // domainName matches an entry of a domain allow list. Compiled at first
 // use: its bounded repetitions make a large program, which every process
 // that links this package (a sandbox's init too) would otherwise compile
@@ -163,12 +161,12 @@ func (o Options) normalize() (Options, error) {
 		o.AutoStopInterval = DefaultAutoStopInterval
 	}
 	for k := range o.Env {
-		if !envName.MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			return Options{}, fmt.Errorf("daytona: Invalid environment variable name: %q: %w", k, sandbox.ErrInvalidEnv)
 		}
 	}
 	for k := range o.MountEnv {
-		if !envName.MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			return Options{}, fmt.Errorf("daytona: MountEnv: invalid environment variable name %q: use letters, digits and underscores, not starting with a digit: %w", k, sandbox.ErrInvalidEnv)
 		}
 	}
