@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/agentbox-dev/agentbox/internal/redact"
 )
 
 // An error answer that is not JSON and too long for a message is cut on a
@@ -18,5 +20,17 @@ func TestAPIErrorCutsTextOnRuneBoundary(t *testing.T) {
 	}
 	if len(kept) != maxErrorMessage-1 {
 		t.Errorf("kept %d bytes, want %d (the last whole rune before byte %d)", len(kept), maxErrorMessage-1, maxErrorMessage)
+	}
+}
+
+// An API URL refused shows no user information, the user name included
+// (a token is often given as one), with redact's marker in its place.
+func TestConfigErrorRedactsURLUser(t *testing.T) {
+	for _, u := range []string{"https://tok-user@example.com/api?x=1", "https://tok-user:pw@example.com/api?x=1", "https://tok-user@exa mple.com/api"} {
+		c := Config{APIKey: "k", APIURL: u}
+		err := c.check()
+		if err == nil || strings.Contains(err.Error(), "tok-user") || strings.Contains(err.Error(), "pw@") || !strings.Contains(err.Error(), redact.Marker) {
+			t.Errorf("check(APIURL %q) = %v, want an error showing %s for the user information", u, err, redact.Marker)
+		}
 	}
 }

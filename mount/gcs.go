@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/agentbox-dev/agentbox/internal/redact"
 )
 
 // GCSFilesystem is a Google Cloud Storage bucket.
@@ -99,7 +101,7 @@ func (fs GCSFilesystem) toJSON(secrets bool) gcsJSON {
 	j := gcsJSON{Bucket: fs.Bucket, ProjectID: fs.ProjectID, Credentials: string(fs.Credentials), Prefix: fs.Prefix, ReadOnly: fs.ReadOnly, Endpoint: fs.Endpoint}
 	if !secrets {
 		j.Credentials = mask(j.Credentials)
-		j.Endpoint = redactURL(j.Endpoint)
+		j.Endpoint = redact.URL(j.Endpoint)
 	}
 	return j
 }

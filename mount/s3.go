@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/agentbox-dev/agentbox/internal/redact"
 )
 
 // S3Filesystem is a bucket of AWS S3 or of an S3-compatible service
@@ -85,7 +87,7 @@ func describe(scheme, bucket, prefix, endpoint string, readOnly bool) string {
 	}
 	var notes []string
 	if endpoint != "" {
-		notes = append(notes, redactURL(endpoint))
+		notes = append(notes, redact.URL(endpoint))
 	}
 	if readOnly {
 		notes = append(notes, "read-only")
@@ -115,7 +117,7 @@ func (fs S3Filesystem) toJSON(secrets bool) s3JSON {
 	j := s3JSON(fs)
 	if !secrets {
 		j.AccessKeyID, j.SecretAccessKey, j.SessionToken = mask(j.AccessKeyID), mask(j.SecretAccessKey), mask(j.SessionToken)
-		j.Endpoint = redactURL(j.Endpoint)
+		j.Endpoint = redact.URL(j.Endpoint)
 	}
 	return j
 }
@@ -158,7 +160,7 @@ func (fs S3Filesystem) Validate() error {
 			return err
 		}
 		if !fs.hasKeys() {
-			return invalid("S3-compatible storage at %s needs credentials (public buckets without credentials work only on AWS S3)", redactURL(fs.Endpoint))
+			return invalid("S3-compatible storage at %s needs credentials (public buckets without credentials work only on AWS S3)", redact.URL(fs.Endpoint))
 		}
 	}
 	if strings.ContainsAny(fs.Region, " /\\:\x00\n") {
@@ -172,10 +174,10 @@ func (fs S3Filesystem) Validate() error {
 func checkEndpoint(e string) error {
 	u, err := url.Parse(e)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalid("endpoint %q is not an http:// or https:// URL", redactURL(e))
+		return invalid("endpoint %q is not an http:// or https:// URL", redact.URL(e))
 	}
 	if u.User != nil {
-		return invalid("endpoint %s: credentials belong in their own fields, not in the URL", redactURL(e))
+		return invalid("endpoint %s: credentials belong in their own fields, not in the URL", redact.URL(e))
 	}
 	return nil
 }
@@ -185,22 +187,7 @@ func mask(s string) string {
 	if s == "" {
 		return ""
 	}
-	return "REDACTED"
-}
-
-// redactURL removes the user information of a URL.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		if strings.Contains(s, "@") {
-			return "REDACTED"
-		}
-		return s
-	}
-	if u.User != nil {
-		u.User = url.User("REDACTED")
-	}
-	return u.String()
+	return redact.Marker
 }
 
 // normalizePrefix strips the slashes around a prefix.
