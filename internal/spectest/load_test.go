@@ -66,35 +66,28 @@ func inCloneWithoutShared(t *testing.T) {
 }
 
 // In a clone without ../shared, Load, LoadControlPlane and Dir skip the
-// test with a message naming AGENTBOX_DAYTONA_SPEC_DIR.
-func TestLoadSkipsWithoutSpecFiles(t *testing.T) {
-	inCloneWithoutShared(t)
-	t.Setenv(testenv.EnvRequireAll, "")
-	for name, f := range map[string]func(testing.TB){
-		"Load":             func(tb testing.TB) { spectest.Load(tb) },
-		"LoadControlPlane": func(tb testing.TB) { spectest.LoadControlPlane(tb) },
-		"Dir":              func(tb testing.TB) { spectest.Dir(tb) },
-	} {
-		e := ending(t, f)
-		if e.failed != "" || !strings.Contains(e.skipped, spectest.EnvSpecDir) {
-			t.Errorf("%s: skipped %q, failed %q; want a skip naming %s", name, e.skipped, e.failed, spectest.EnvSpecDir)
-		}
-	}
-}
-
-// Under AGENTBOX_REQUIRE_ALL=1 (CI) the same tests fail instead.
-func TestLoadFailsWithoutSpecFilesUnderRequireAll(t *testing.T) {
-	inCloneWithoutShared(t)
-	t.Setenv(testenv.EnvRequireAll, "1")
-	for name, f := range map[string]func(testing.TB){
-		"Load":             func(tb testing.TB) { spectest.Load(tb) },
-		"LoadControlPlane": func(tb testing.TB) { spectest.LoadControlPlane(tb) },
-		"Dir":              func(tb testing.TB) { spectest.Dir(tb) },
-	} {
-		e := ending(t, f)
-		if e.skipped != "" || !strings.Contains(e.failed, spectest.EnvSpecDir) {
-			t.Errorf("%s: skipped %q, failed %q; want a failure naming %s", name, e.skipped, e.failed, spectest.EnvSpecDir)
-		}
+// test with a message naming AGENTBOX_DAYTONA_SPEC_DIR; under
+// AGENTBOX_REQUIRE_ALL=1 (CI) they fail it instead.
+func TestLoadWithoutSpecFiles(t *testing.T) {
+	for _, requireAll := range []string{"", "1"} {
+		t.Run("AGENTBOX_REQUIRE_ALL="+requireAll, func(t *testing.T) {
+			inCloneWithoutShared(t)
+			t.Setenv(testenv.EnvRequireAll, requireAll)
+			for name, f := range map[string]func(testing.TB){
+				"Load":             func(tb testing.TB) { spectest.Load(tb) },
+				"LoadControlPlane": func(tb testing.TB) { spectest.LoadControlPlane(tb) },
+				"Dir":              func(tb testing.TB) { spectest.Dir(tb) },
+			} {
+				e := ending(t, f)
+				ended, other := e.skipped, e.failed
+				if requireAll == "1" {
+					ended, other = e.failed, e.skipped
+				}
+				if other != "" || !strings.Contains(ended, spectest.EnvSpecDir) {
+					t.Errorf("%s: skipped %q, failed %q; want one of them (a failure under AGENTBOX_REQUIRE_ALL=1), naming %s", name, e.skipped, e.failed, spectest.EnvSpecDir)
+				}
+			}
+		})
 	}
 }
 
