@@ -50,13 +50,7 @@ func GCSFromEnv(getenv func(string) string) (*GCSFilesystem, error) {
 	if len(fs.Credentials) == 0 {
 		fs.Credentials = nil
 	}
-	if fs.Bucket == "" {
-		return nil, invalid("%s is not set", EnvGCSBucket)
-	}
-	if err := fs.Validate(); err != nil {
-		return nil, err
-	}
-	return fs, nil
+	return fromEnv(fs, fs.Bucket, EnvGCSBucket)
 }
 
 // Kind returns "gcs".
@@ -72,17 +66,7 @@ func (fs GCSFilesystem) String() string {
 func (fs GCSFilesystem) GoString() string { return "mount.GCSFilesystem(" + fs.String() + ")" }
 
 // Format keeps fmt's other verbs (%v, %+v, %s, %q) from printing fields.
-func (fs GCSFilesystem) Format(f fmt.State, verb rune) {
-	if verb == 'q' {
-		fmt.Fprintf(f, "%q", fs.String())
-		return
-	}
-	if verb == 'v' && f.Flag('#') {
-		_, _ = f.Write([]byte(fs.GoString()))
-		return
-	}
-	_, _ = f.Write([]byte(fs.String()))
-}
+func (fs GCSFilesystem) Format(f fmt.State, verb rune) { format(f, verb, fs.String(), fs.GoString()) }
 
 // LogValue is the filesystem in slog records: its String.
 func (fs GCSFilesystem) LogValue() slog.Value { return slog.StringValue(fs.String()) }

@@ -59,13 +59,7 @@ func S3FromEnv(getenv func(string) string) (*S3Filesystem, error) {
 		SessionToken:    getenv(EnvS3SessionToken),
 		Endpoint:        getenv(EnvS3Endpoint),
 	}
-	if fs.Bucket == "" {
-		return nil, invalid("%s is not set", EnvS3Bucket)
-	}
-	if err := fs.Validate(); err != nil {
-		return nil, err
-	}
-	return fs, nil
+	return fromEnv(fs, fs.Bucket, EnvS3Bucket)
 }
 
 // Kind returns "s3".
@@ -214,14 +208,30 @@ func checkPrefix(p string) (string, error) {
 }
 
 // Format keeps fmt's other verbs (%v, %+v, %s, %q) from printing fields.
-func (fs S3Filesystem) Format(f fmt.State, verb rune) {
-	if verb == 'q' {
-		fmt.Fprintf(f, "%q", fs.String())
-		return
+func (fs S3Filesystem) Format(f fmt.State, verb rune) { format(f, verb, fs.String(), fs.GoString()) }
+
+// format is the Format of a filesystem described by s (its String) and
+// goString: %q quotes s, %#v writes goString, every other verb s.
+func format(f fmt.State, verb rune, s, goString string) {
+	switch {
+	case verb == 'q':
+		fmt.Fprintf(f, "%q", s)
+	case verb == 'v' && f.Flag('#'):
+		_, _ = f.Write([]byte(goString))
+	default:
+		_, _ = f.Write([]byte(s))
 	}
-	if verb == 'v' && f.Flag('#') {
-		_, _ = f.Write([]byte(fs.GoString()))
-		return
+}
+
+// fromEnv returns fs, read from the environment, once its bucket (named
+// by the variable bucketEnv) is set and it validates.
+func fromEnv[F interface{ Validate() error }](fs F, bucket, bucketEnv string) (F, error) {
+	var none F
+	if bucket == "" {
+		return none, invalid("%s is not set", bucketEnv)
 	}
-	_, _ = f.Write([]byte(fs.String()))
+	if err := fs.Validate(); err != nil {
+		return none, err
+	}
+	return fs, nil
 }
