@@ -6,7 +6,8 @@ package errbody
 import (
 	"fmt"
 	"io"
-	"unicode/utf8"
+
+	"github.com/agentbox-dev/agentbox/internal/utf8cut"
 )
 
 // Max is how much of an error answer's body Read keeps, in bytes.
@@ -26,9 +27,6 @@ func Cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := max(n, 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
+	cut := utf8cut.Before(s, n)
 	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
 }
