@@ -220,9 +220,7 @@ func TestResourcesBounds(t *testing.T) {
 // its removal (waiting for the loop device to clear), against os/exec of
 // `true` in the same run.
 func BenchmarkDiskImage(b *testing.B) {
-	if probeDisk() != nil {
-		b.Skip("disk images need root, loop devices and mkfs.ext4")
-	}
+	testenv.Need(b, probeDisk() == nil, "disk images need root, loop devices and mkfs.ext4")
 	stateDir := b.TempDir()
 	truePath, err := exec.LookPath("true")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbox-dev/agentbox/internal/spectest"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -392,9 +393,7 @@ func BenchmarkServeLoad(b *testing.B) {
 	for _, eng := range []string{"local", "fake"} {
 		for _, mode := range []string{"under-lock", "grouped"} {
 			b.Run(eng+"/"+mode, func(b *testing.B) {
-				if eng == "local" && os.Geteuid() != 0 {
-					b.Skip("needs root: the local engine's default network and limits")
-				}
+				testenv.Need(b, eng != "local" || os.Geteuid() == 0, "needs root: the local engine's default network and limits")
 				cfg := loadConfig{clients: loadClients, n: loadSandboxes, fake: eng == "fake", writesUnderLock: mode == "under-lock"}
 				var create, exec []time.Duration
 				var total time.Duration
