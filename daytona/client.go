@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/redact"
 )
 
 // Client is a client of Daytona's control-plane API. It is safe for
@@ -153,7 +155,7 @@ func (c *Client) send(ctx context.Context, method, u string, body []byte) (*http
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return nil, fmt.Errorf("daytona: %s %s: %w", method, redactURL(u), err)
+		return nil, fmt.Errorf("daytona: %s %s: %w", method, redact.URL(u), err)
 	}
 	c.setHeaders(req.Header)
 	if body != nil {
@@ -163,9 +165,9 @@ func (c *Client) send(ctx context.Context, method, u string, body []byte) (*http
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("daytona: %s %s: %w", method, redactURL(u), context.Cause(ctx))
+			return nil, fmt.Errorf("daytona: %s %s: %w", method, redact.URL(u), context.Cause(ctx))
 		}
-		return nil, fmt.Errorf("daytona: cannot reach the Daytona API at %s (check DAYTONA_API_URL or Config.APIURL, and the network): %s %s: %w", c.base, method, redactURL(u), unwrapURLError(err))
+		return nil, fmt.Errorf("daytona: cannot reach the Daytona API at %s (check DAYTONA_API_URL or Config.APIURL, and the network): %s %s: %w", c.base, method, redact.URL(u), unwrapURLError(err))
 	}
 	return resp, nil
 }

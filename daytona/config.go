@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/redact"
 	"github.com/joho/godotenv"
 )
 
@@ -136,7 +137,7 @@ func (c *Config) check() error {
 	}
 	u, err := url.Parse(c.APIURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
-		return fmt.Errorf("daytona: API URL %q is not an http(s) URL without credentials or query, such as %s: fix DAYTONA_API_URL or Config.APIURL", redactURL(c.APIURL), DefaultAPIURL)
+		return fmt.Errorf("daytona: API URL %q is not an http(s) URL without credentials or query, such as %s: fix DAYTONA_API_URL or Config.APIURL", redact.URL(c.APIURL), DefaultAPIURL)
 	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = DefaultMaxRetries
@@ -151,14 +152,4 @@ func (c *Config) check() error {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
 	return nil
-}
-
-// redactURL returns raw without the password of its user info, for
-// messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

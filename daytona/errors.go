@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/errbody"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -33,7 +34,7 @@ type APIError struct {
 	// Found"); "" when the body had none.
 	Code string
 	// Message is the body's message, or the body itself when it is not
-	// JSON (at most 512 bytes).
+	// JSON (at most 512 bytes, cut on a rune boundary).
 	Message string
 	// RetryAfter is the answer's Retry-After, 0 when it had none.
 	RetryAfter time.Duration
@@ -86,6 +87,10 @@ type errorBody struct {
 	Message   json.RawMessage `json:"message"`
 }
 
+// maxErrorMessage is how much of a body that is not JSON an APIError's
+// Message keeps, in bytes.
+const maxErrorMessage = 512
+
 // parseAPIError returns the *APIError of an error answer with body.
 func parseAPIError(method, path string, resp *http.Response, body []byte) *APIError {
 	e := &APIError{Method: method, Path: path, StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
@@ -102,11 +107,7 @@ func parseAPIError(method, path string, resp *http.Response, body []byte) *APIEr
 		}
 	}
 	if e.Message == "" && e.Code == "" {
-		text := strings.TrimSpace(string(body))
-		if len(text) > 512 {
-			text = text[:512] + "…"
-		}
-		e.Message = text
+		e.Message = errbody.Cut(strings.TrimSpace(string(body)), maxErrorMessage)
 	}
 	return e
 }

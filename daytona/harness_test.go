@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
 	"github.com/agentbox-dev/agentbox/internal/spectest"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -39,6 +39,8 @@ type serve struct {
 // gone) by the test's cleanup.
 func newServe(t *testing.T, knobs *server.Knobs) *serve {
 	t.Helper()
+	cp := spectest.LoadControlPlane(t).WithBasePath("/api") // first: it may skip the test
+	tb := spectest.Load(t).ResponsesOnly()
 	dir := t.TempDir()
 	t.Cleanup(func() { removeLeft(t, dir) })
 	// team/base:1, which tests save in the store, is published to tenants.
@@ -46,8 +48,6 @@ func newServe(t *testing.T, knobs *server.Knobs) *serve {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := spectest.LoadControlPlane(t).WithBasePath("/api")
-	tb := spectest.Load(t).ResponsesOnly()
 	hs := httptest.NewServer(spectest.ServerHandler(t, cp, tb, srv))
 	t.Cleanup(func() {
 		hs.Close()
@@ -100,30 +100,22 @@ func removeLeft(t *testing.T, stateDir string) {
 	}
 }
 
-// needRoot skips the test unless it runs as root (the local engine's
-// default network needs it), and fails it under AGENTBOX_REQUIRE_ALL=1.
+// needRoot needs the test to run as root (see testenv.NeedRoot): the local
+// engine's default network needs it.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	why := "needs root: agentbox serve's sandboxes use the local engine's default network and limits"
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
-	}
-	t.Skip(why)
+	testenv.NeedRoot(t, "needs root: agentbox serve's sandboxes use the local engine's default network and limits")
 }
 
 // noDaytonaEnv clears the Daytona variables of the environment and moves
 // to an empty folder (no .env file) for the test.
 func noDaytonaEnv(t *testing.T) {
 	t.Helper()
-	// The spec files are found from the working directory: pin them.
-	dir, err := spectest.SpecDir()
-	if err != nil {
-		t.Fatal(err)
+	// The spec files are found from the working directory: pin them. A
+	// test that needs missing ones skips when it loads them (spectest.Load).
+	if dir, err := spectest.SpecDir(); err == nil {
+		t.Setenv(spectest.EnvSpecDir, dir)
 	}
-	t.Setenv(spectest.EnvSpecDir, dir)
 	for _, k := range []string{EnvAPIKey, EnvJWTToken, EnvOrganizationID, EnvAPIURL, EnvTarget, envServerURL} {
 		t.Setenv(k, "")
 	}

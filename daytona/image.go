@@ -109,7 +109,7 @@ func (i Image) Env(vars map[string]string) Image {
 	b.WriteString("ENV")
 	var err error
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		if !envName.MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			err = fmt.Errorf("environment variable name %q is invalid: use letters, digits and _, not starting with a digit", k)
 			break
 		}

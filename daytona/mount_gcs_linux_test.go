@@ -10,7 +10,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mount"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -86,13 +86,8 @@ func serviceAccountKey(t *testing.T, tokenURI string) []byte {
 func TestEngineMountGCS(t *testing.T) {
 	needRoot(t)
 	noDaytonaEnv(t)
-	bin, err := exec.LookPath("gcsfuse")
-	if !local.FUSEAvailable() || err != nil {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("cannot run (AGENTBOX_REQUIRE_ALL=1): needs /dev/fuse and gcsfuse")
-		}
-		t.Skip("needs /dev/fuse and gcsfuse")
-	}
+	testenv.Need(t, local.FUSEAvailable(), "sandboxes cannot have FUSE here (needs /dev/fuse and root)")
+	bin := testenv.NeedTool(t, "gcsfuse", "gcsfuse")
 	ctx := context.Background()
 	s := newServe(t, &server.Knobs{})
 	g := &gcsInSandbox{}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mount"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -134,13 +134,8 @@ func (b *bucketInSandbox) listen(pid int) error {
 func TestEngineMountS3(t *testing.T) {
 	needRoot(t)
 	noDaytonaEnv(t)
-	_, err := exec.LookPath("s3fs")
-	if !local.FUSEAvailable() || err != nil {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("cannot run (AGENTBOX_REQUIRE_ALL=1): needs /dev/fuse and s3fs")
-		}
-		t.Skip("needs /dev/fuse and s3fs")
-	}
+	testenv.Need(t, local.FUSEAvailable(), "sandboxes cannot have FUSE here (needs /dev/fuse and root)")
+	testenv.NeedTool(t, "s3fs", "s3fs")
 	ctx := context.Background()
 	s := newServe(t, &server.Knobs{})
 	bucket := newBucketInSandbox(t)

@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/big"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -140,8 +139,6 @@ func wireResources(r sandbox.Resources) (cpu, memoryGiB, diskGiB int, err error)
 	return int(r.CPUCores), int(mem), int(disk), nil
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // normalize checks o and fills in its defaults. Errors match
 // sandbox.ErrInvalidArgument (sandbox.ErrInvalidEnv for an env name).
 func (o Options) normalize() (Options, error) {
@@ -168,12 +165,12 @@ func (o Options) normalize() (Options, error) {
 		o.AutoStopInterval = DefaultAutoStopInterval
 	}
 	for k := range o.Env {
-		if !envName.MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			return Options{}, fmt.Errorf("daytona: Invalid environment variable name: %q: %w", k, sandbox.ErrInvalidEnv)
 		}
 	}
 	for k := range o.MountEnv {
-		if !envName.MatchString(k) {
+		if !sandbox.ValidEnvName(k) {
 			return Options{}, fmt.Errorf("daytona: MountEnv: invalid environment variable name %q: use letters, digits and underscores, not starting with a digit: %w", k, sandbox.ErrInvalidEnv)
 		}
 	}

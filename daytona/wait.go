@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/errbody"
 )
 
 // The polling cadence of WaitForState, as Daytona's SDKs poll: every
@@ -134,7 +136,7 @@ func (c *Client) streamLogs(ctx context.Context, u string, w io.Writer) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		body := errbody.Read(resp.Body)
 		return parseAPIError("GET", "build logs", resp, body)
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {

@@ -2,12 +2,11 @@ package daytona
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mount"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -22,12 +21,8 @@ import (
 func TestWorkspaceMounts(t *testing.T) {
 	needRoot(t)
 	noDaytonaEnv(t)
-	if _, err := exec.LookPath("s3fs"); !local.FUSEAvailable() || err != nil {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("cannot run (AGENTBOX_REQUIRE_ALL=1): needs /dev/fuse and s3fs")
-		}
-		t.Skip("needs /dev/fuse and s3fs")
-	}
+	testenv.Need(t, local.FUSEAvailable(), "sandboxes cannot have FUSE here (needs /dev/fuse and root)")
+	testenv.NeedTool(t, "s3fs", "s3fs")
 	ctx := context.Background()
 	s := newServe(t, &server.Knobs{})
 	bucket := newBucketInSandbox(t)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/local/image"
 )
@@ -75,7 +76,7 @@ const (
 // image (testRootfs) as benchImage.
 func imageStateDir(b *testing.B) string {
 	b.Helper()
-	skipUnless(b, os.Geteuid() == 0, "needs root: a root made of an image is an overlay the host mounts")
+	testenv.NeedRoot(b, "needs root: a root made of an image is an overlay the host mounts")
 	stateDir := newStateDir(b)
 	if _, err := local.SaveImage(context.Background(), stateDir, &image.Image{Names: []string{benchImage}, Layers: []string{testRootfs(b)}}); err != nil {
 		b.Fatal(err)
@@ -122,7 +123,7 @@ func BenchmarkCreateToFirstCommandSnapshotPool(b *testing.B) {
 
 // benchPooled is benchCreateIn with a Pool of the state dir.
 func benchPooled(b *testing.B, stateDir string, c local.Config) {
-	skipUnless(b, os.Geteuid() == 0, "needs root: a Pool's spare inits get uid ranges and network namespaces of their own")
+	testenv.NeedRoot(b, "needs root: a Pool's spare inits get uid ranges and network namespaces of their own")
 	pool, err := local.NewPool(local.PoolOptions{StateDir: stateDir})
 	if err != nil {
 		b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -119,7 +120,7 @@ func TestUnsafeStateDir(t *testing.T) {
 			}
 		}, "sandboxes is a symbolic link"},
 		{"owned by another user", func(t *testing.T, dir string) {
-			skipUnless(t, os.Geteuid() == 0, "needs root to give a folder to another user")
+			testenv.NeedRoot(t, "needs root to give a folder to another user")
 			if err := os.Chown(dir, 2001, 2001); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -26,9 +27,7 @@ const downloadSize = 64 << 20
 // the rates curl measures (its time_total) and x-direct, the proxy's rate
 // over the direct one.
 func BenchmarkDomainProxyDownload(b *testing.B) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		b.Skip("curl is not installed")
-	}
+	testenv.NeedTool(b, "curl", "curl")
 	srv := httptest.NewServer(payloadHandler())
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())

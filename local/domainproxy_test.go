@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -42,7 +43,7 @@ var testHosts = map[string]string{
 // proxy resolves testHosts and reaches loopback when allowNonPublic.
 func domainSandbox(t *testing.T, allow string, allowNonPublic bool) *local.Sandbox {
 	t.Helper()
-	skipUnless(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
+	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
 	sb := openSandbox(t, local.Options{Config: local.Config{Network: netPolicy(t, false, "", allow)}})
 	local.SetEgressTestHooks(sb, testHosts, allowNonPublic)
 	if _, err := sb.Start(context.Background()); err != nil {
@@ -337,7 +338,7 @@ func TestEgressProxyLifetime(t *testing.T) {
 // process involved. (The interval leaves a race-enabled build time to
 // start the proxy before the sandbox idles.)
 func TestEgressProxyEndsWithIdleInit(t *testing.T) {
-	skipUnless(t, haveCurl(), "curl is not installed")
+	testenv.Need(t, haveCurl(), "curl is not installed")
 	sb := openSandbox(t, local.Options{Config: local.Config{Network: netPolicy(t, false, "", "allowed.test"), AutoStopInterval: 1500 * time.Millisecond}})
 	if _, err := sb.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -360,7 +361,7 @@ func TestEgressProxyEndsWithIdleInit(t *testing.T) {
 func TestEgressProxyShared(t *testing.T) {
 	port := originServer(t)
 	one := domainSandbox(t, "allowed.test", true)
-	skipUnless(t, haveCurl(), "curl is not installed")
+	testenv.Need(t, haveCurl(), "curl is not installed")
 	two := openSandbox(t, local.Options{StateDir: one.StateDir(), Config: local.Config{Network: netPolicy(t, false, "", "other.test")}})
 	local.SetEgressTestHooks(two, testHosts, true)
 	if _, err := two.Start(context.Background()); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -111,7 +112,7 @@ func warmThreads(n int) {
 // sandboxes started by root have.
 func needRoot(t *testing.T) {
 	t.Helper()
-	skipUnless(t, os.Geteuid() == 0, "needs root: only sandboxes started by root get host id ranges of their own")
+	testenv.NeedRoot(t, "needs root: only sandboxes started by root get host id ranges of their own")
 }
 
 // idRange is a range of host ids.
@@ -432,7 +433,7 @@ func TestIdentityInotifySeparate(t *testing.T) {
 	needRoot(t)
 	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
 	limit, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	skipUnless(t, err == nil && limit > 0 && limit <= 8192, fmt.Sprintf("fs.inotify.max_user_instances is %q: too many to exhaust in a test", b))
+	testenv.Need(t, err == nil && limit > 0 && limit <= 8192, fmt.Sprintf("fs.inotify.max_user_instances is %q: too many to exhaust in a test", b))
 	stateDir := newStateDir(t)
 	installProbes(t, stateDir)
 	a := newSandbox(t, local.Options{ID: "a", StateDir: stateDir, Config: probeConfig(local.Confinement{})})

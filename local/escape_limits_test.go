@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -29,7 +30,7 @@ import (
 // settings), as root.
 func limitedSandbox(t *testing.T, r local.Resources, c local.Config) *local.Sandbox {
 	t.Helper()
-	skipUnless(t, os.Geteuid() == 0, "resource limits need root")
+	testenv.NeedRoot(t, "resource limits need root")
 	c.Resources = r
 	return newSandbox(t, local.Options{Config: c})
 }
@@ -323,7 +324,7 @@ func allocatedMB(t *testing.T, path string) int64 {
 func TestLimitDiskFill(t *testing.T) {
 	const diskMB = 64
 	stateDir := newStateDir(t)
-	skipUnless(t, os.Geteuid() == 0, "disk limits need root")
+	testenv.NeedRoot(t, "disk limits need root")
 	c := local.Config{WorkingDirectory: "/workspace", Resources: local.Resources{DiskMiB: diskMB}}
 	sb := newSandbox(t, local.Options{StateDir: stateDir, Config: c})
 	other := newSandbox(t, local.Options{StateDir: stateDir, Config: c})
@@ -430,7 +431,7 @@ func TestLimitDiskLeavesNothing(t *testing.T) {
 // defaults included.
 func TestLimitsInfo(t *testing.T) {
 	ctx := context.Background()
-	skipUnless(t, os.Geteuid() == 0, "resource limits need root")
+	testenv.NeedRoot(t, "resource limits need root")
 	sb := newSandbox(t, local.Options{})
 	info, err := sb.Info(ctx)
 	if err != nil {

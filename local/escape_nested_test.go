@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -80,7 +81,7 @@ func TestEscapeNestedNamespaces(t *testing.T) {
 	})
 	t.Run("bwrap", func(t *testing.T) {
 		_, err := exec.LookPath("bwrap")
-		skipUnless(t, err == nil, "bwrap is not installed (Debian package bubblewrap)")
+		testenv.Need(t, err == nil, "bwrap is not installed (Debian package bubblewrap)")
 		const cmd = "bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev -- /bin/sh -c 'echo $$; readlink /proc/self/ns/pid'"
 		if r := run(t, sb, cmd); r.ExitCode == 0 {
 			t.Errorf("bwrap ran by default: %q", r.Stdout)
@@ -138,7 +139,7 @@ func tablesOf(pid int) ([]string, error) {
 // of the host, nor of a neighbour sandbox (which, as root, has host ids
 // of its own anyway: escape_identity_test.go).
 func TestEscapeProcKeys(t *testing.T) {
-	skipUnless(t, os.Geteuid() == 0, "needs root: the neighbour's key is checked as its host uid")
+	testenv.NeedRoot(t, "needs root: the neighbour's key is checked as its host uid")
 	hostKey := fmt.Sprintf("agentbox-escape-host-%d", os.Getpid())
 	id, err := unix.AddKey("user", hostKey, []byte("host secret"), unix.KEY_SPEC_PROCESS_KEYRING)
 	if err != nil {

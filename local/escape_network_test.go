@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -439,7 +440,7 @@ func TestNetworkHostNetwork(t *testing.T) {
 // host's own namespace. Its targets are this host's own addresses, which
 // the host routes to itself (checked first), so nothing leaves.
 func TestNetworkHostUplink(t *testing.T) {
-	skipUnless(t, os.Geteuid() == 0, "needs root: the sandbox's link")
+	testenv.NeedRoot(t, "needs root: the sandbox's link")
 	ln, err := net.Listen("tcp", ":0")
 	must(t, err)
 	defer ln.Close()
@@ -654,7 +655,7 @@ func TestPublishPort(t *testing.T) {
 // a new list reaches the running proxy (SIGHUP); switched back, the
 // proxy ends and the variables go.
 func TestNetworkLiveDomainSwitch(t *testing.T) {
-	skipUnless(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
+	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
 	port := originServer(t)
 	lab := newNetLab(t)
 	stateDir := newStateDir(t)

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -288,7 +289,7 @@ func compatABIAvailable(t *testing.T) bool {
 // TestEscapeSyscallsUnprivileged runs the syscallCases in a sandbox that an
 // ordinary user (uid 2001) made: the confinement is the same.
 func TestEscapeSyscallsUnprivileged(t *testing.T) {
-	skipUnless(t, os.Geteuid() == 0, "needs root to switch to another uid; as a non-root user TestEscapeSyscalls is the unprivileged case")
+	testenv.NeedRoot(t, "needs root to switch to another uid; as a non-root user TestEscapeSyscalls is the unprivileged case")
 	cases := applicableCases(t)
 	stateDir := newSharedStateDir(t, "agentbox-escape-unpriv-")
 	installProbes(t, stateDir)

@@ -19,6 +19,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -75,9 +76,8 @@ var objectMeta = map[string]string{"Last-Modified": "Tue, 01 Dec 2026 03:00:00 G
 // no s3fs.
 func requireFUSE(t *testing.T) {
 	t.Helper()
-	skipUnless(t, local.FUSEAvailable(), "sandboxes cannot have FUSE here (needs /dev/fuse and root)")
-	_, err := exec.LookPath("s3fs")
-	skipUnless(t, err == nil, "s3fs is not installed (Debian package s3fs)")
+	testenv.Need(t, local.FUSEAvailable(), "sandboxes cannot have FUSE here (needs /dev/fuse and root)")
+	testenv.NeedTool(t, "s3fs", "s3fs")
 }
 
 // fuseMounts lists the FUSE mounts inside sb (their mount points and
@@ -188,7 +188,7 @@ print("OK" if r == 0 else errno.errorcode[ctypes.get_errno()])
 func TestFUSERefused(t *testing.T) {
 	requireFUSE(t)
 	_, err := exec.LookPath("python3")
-	skipUnless(t, err == nil, "python3 is not installed")
+	testenv.Need(t, err == nil, "python3 is not installed")
 	runProbe := func(sb *local.Sandbox, program, stdin string, args ...string) string {
 		t.Helper()
 		mustRun(t, sb, "mkdir -p /tmp/p /tmp/q && cat > /tmp/probe.py << 'EOF'\n"+program+"EOF")
@@ -288,7 +288,7 @@ print(" ".join(out))
 func TestFUSEMountFromThread(t *testing.T) {
 	requireFUSE(t)
 	_, err := exec.LookPath("python3")
-	skipUnless(t, err == nil, "python3 is not installed")
+	testenv.Need(t, err == nil, "python3 is not installed")
 	sb := newSandbox(t, local.Options{Config: local.Config{Confinement: local.Confinement{AllowFUSE: true}}})
 	mustRun(t, sb, "cat > /tmp/probe.py << 'EOF'\n"+threadMountProbe+"EOF")
 	for i := range 5 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/local/image"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -196,7 +197,7 @@ func TestSnapshotKeepsHoles(t *testing.T) {
 // naming the sizes, with nothing made (no folder, no host id range); a
 // default disk shrinks to what is left.
 func TestDiskBudget(t *testing.T) {
-	skipUnless(t, os.Geteuid() == 0, "disk limits need root")
+	testenv.NeedRoot(t, "disk limits need root")
 	ctx := context.Background()
 	state := newStateDir(t)
 	opts := func(id string, diskMB int64) local.Options {

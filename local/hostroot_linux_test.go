@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -21,7 +22,7 @@ import (
 // of the host's folders, which needs root.
 func needHostRoot(t *testing.T) {
 	t.Helper()
-	skipUnless(t, os.Geteuid() == 0, "needs root: a writable root is an overlay the host mounts, with ID-mapped layers")
+	testenv.NeedRoot(t, "needs root: a writable root is an overlay the host mounts, with ID-mapped layers")
 }
 
 // debPackage is a shell script making /tmp/hello.deb, a Debian package
@@ -39,9 +40,7 @@ dpkg-deb --build /tmp/pkg /tmp/hello.deb >/dev/null`
 // host nor another sandbox.
 func TestHostRootInstallsPackages(t *testing.T) {
 	needHostRoot(t)
-	if _, err := os.Stat("/usr/bin/dpkg"); err != nil {
-		t.Skip("the host has no dpkg")
-	}
+	testenv.NeedFile(t, "/usr/bin/dpkg", "the host has no dpkg (Debian package dpkg)")
 	ctx := context.Background()
 	state := newStateDir(t)
 	sb := newSandbox(t, local.Options{StateDir: state})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -260,7 +261,7 @@ func TestNetworkBlockAll(t *testing.T) {
 // single-uid user namespace (and loopback only: the default network needs
 // root, which a default sandbox's start says).
 func TestUnprivileged(t *testing.T) {
-	skipUnless(t, os.Geteuid() == 0, "needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
+	testenv.NeedRoot(t, "needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
 	stateDir := newSharedStateDir(t, "agentbox-unpriv-")
 	if err := os.Chown(stateDir, 2001, 2001); err != nil {
 		t.Fatal(err)

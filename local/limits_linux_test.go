@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local/internal/cgroup"
-
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -122,9 +122,7 @@ func TestResourcesBounds(t *testing.T) {
 // its removal (waiting for the loop device to clear), against os/exec of
 // `true` in the same run.
 func BenchmarkDiskImage(b *testing.B) {
-	if probeDisk() != nil {
-		b.Skip("disk images need root, loop devices and mkfs.ext4")
-	}
+	testenv.Need(b, probeDisk() == nil, "disk images need root, loop devices and mkfs.ext4")
 	stateDir := b.TempDir()
 	truePath, err := exec.LookPath("true")
 	if err != nil {
@@ -171,12 +169,7 @@ func BenchmarkDiskImage(b *testing.B) {
 // of other state dirs.
 func TestSweepCgroups(t *testing.T) {
 	h := probeCgroups()
-	if h.Version == 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("cannot run (AGENTBOX_REQUIRE_ALL=1): needs root and cgroups")
-		}
-		t.Skip("needs root and cgroups")
-	}
+	testenv.Need(t, h.Version != 0, "needs root and cgroups")
 	stateDir := t.TempDir()
 	if err := os.Chmod(stateDir, 0o700); err != nil {
 		t.Fatal(err)

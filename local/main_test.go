@@ -121,19 +121,6 @@ func poll(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
-// skipUnless skips the test, saying why, unless ok; under
-// AGENTBOX_REQUIRE_ALL=1 (CI) it fails the test instead.
-func skipUnless(t testing.TB, ok bool, why string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
-	}
-	t.Skip(why)
-}
-
 // waitAutoStop waits until the init of sb has stopped itself, failing the
 // test after 5s.
 func waitAutoStop(t testing.TB, sb *local.Sandbox) {

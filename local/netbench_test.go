@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -21,12 +22,8 @@ import (
 // alternately in the same run. It reports the rates curl measures and
 // x-direct, the sandbox's rate over the direct one.
 func BenchmarkEgressDownload(b *testing.B) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		b.Skip("curl is not installed")
-	}
-	if _, err := exec.LookPath("nsenter"); err != nil {
-		b.Skip("nsenter is not installed")
-	}
+	testenv.NeedTool(b, "curl", "curl")
+	testenv.NeedTool(b, "nsenter", "util-linux")
 	lab := newNetLab(b)
 	ln := listenIn(b, lab.inet, "tcp", addrPort(labPublic4, 0))
 	srv := &http.Server{Handler: payloadHandler()}

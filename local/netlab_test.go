@@ -24,6 +24,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 )
 
@@ -82,7 +83,7 @@ func mapValues(m map[string]netip.Addr) []netip.Addr {
 // newNetLab builds the lab; everything goes when the test ends.
 func newNetLab(t testing.TB) *netLab {
 	t.Helper()
-	skipUnless(t, os.Geteuid() == 0, "needs root: the lab's namespaces and the sandboxes' links")
+	testenv.NeedRoot(t, "needs root: the lab's namespaces and the sandboxes' links")
 	lab := &netLab{uplink: newNetns(t), inet: newNetns(t)}
 	lab.UplinkPath = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), lab.uplink.Fd())
 	up, in := nlHandle(t, lab.uplink), nlHandle(t, lab.inet)

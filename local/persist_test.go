@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -119,7 +120,7 @@ func TestReconnectAfterKill9(t *testing.T) {
 // (the CLI creates a sandbox in one process and runs commands in
 // others), and another process that finds it dead starts it again.
 func TestEgressProxyOutlivesEngine(t *testing.T) {
-	skipUnless(t, haveCurl(), "curl is not installed: the probe runs it inside the sandbox")
+	testenv.Need(t, haveCurl(), "curl is not installed: the probe runs it inside the sandbox")
 	port := originServer(t)
 	stateDir := newStateDir(t)
 	id := "egress-outlives"

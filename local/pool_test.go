@@ -18,6 +18,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -270,7 +271,7 @@ func TestSparePoolClose(t *testing.T) {
 // TestSparePoolBadInput: bad sizes and a pool of another state dir are
 // refused before anything starts.
 func TestSparePoolBadInput(t *testing.T) {
-	skipUnless(t, os.Geteuid() == 0, "needs root: a Pool does")
+	testenv.NeedRoot(t, "needs root: a Pool does")
 	for _, size := range []int{-1, local.MaxPoolSize + 1} {
 		if _, err := local.NewPool(local.PoolOptions{StateDir: t.TempDir(), Size: size}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("size %d: %v", size, err)
@@ -328,7 +329,7 @@ func readIDPool(t *testing.T, stateDir string) map[string]int {
 // spare, loses its link and reaches the listed name through the egress
 // proxy only.
 func TestSparePoolDomainAllowList(t *testing.T) {
-	skipUnless(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
+	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
 	port := originServer(t)
 	pl := newPoolLab(t, 1)
 	spare := local.PoolSpares(pl.pool)[0]

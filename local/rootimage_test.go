@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/local/image"
@@ -34,7 +35,7 @@ func newImageSandbox(t *testing.T) (stateDir, rootfs string, sb *local.Sandbox) 
 // needImages skips (or fails, in CI) a test of images, which need root.
 func needImages(t *testing.T) {
 	t.Helper()
-	skipUnless(t, os.Geteuid() == 0, "needs root: a root made of an image is an overlay the host mounts, with ID-mapped layers")
+	testenv.NeedRoot(t, "needs root: a root made of an image is an overlay the host mounts, with ID-mapped layers")
 }
 
 // TestImageRoot: a sandbox made of an image sees the image's files, not

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -70,7 +71,7 @@ func TestReadOnlyStateDir(t *testing.T) {
 	if os.Geteuid() == 0 {
 		// Root ignores permission bits: make the folder a read-only mount.
 		err := unix.Mount(dir, dir, "", unix.MS_BIND, "")
-		skipUnless(t, err == nil, fmt.Sprintf("as root, needs a read-only bind mount to make the state dir unwritable, and mount fails: %v", err))
+		testenv.Need(t, err == nil, fmt.Sprintf("as root, needs a read-only bind mount to make the state dir unwritable, and mount fails: %v", err))
 		defer unix.Unmount(dir, unix.MNT_DETACH)
 		if err := unix.Mount("", dir, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
 			t.Fatal(err)

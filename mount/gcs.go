@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/agentbox-dev/agentbox/internal/redact"
 )
 
 // GCSFilesystem is a Google Cloud Storage bucket.
@@ -48,13 +50,7 @@ func GCSFromEnv(getenv func(string) string) (*GCSFilesystem, error) {
 	if len(fs.Credentials) == 0 {
 		fs.Credentials = nil
 	}
-	if fs.Bucket == "" {
-		return nil, invalid("%s is not set", EnvGCSBucket)
-	}
-	if err := fs.Validate(); err != nil {
-		return nil, err
-	}
-	return fs, nil
+	return fromEnv(fs, fs.Bucket, EnvGCSBucket)
 }
 
 // Kind returns "gcs".
@@ -70,17 +66,7 @@ func (fs GCSFilesystem) String() string {
 func (fs GCSFilesystem) GoString() string { return "mount.GCSFilesystem(" + fs.String() + ")" }
 
 // Format keeps fmt's other verbs (%v, %+v, %s, %q) from printing fields.
-func (fs GCSFilesystem) Format(f fmt.State, verb rune) {
-	if verb == 'q' {
-		fmt.Fprintf(f, "%q", fs.String())
-		return
-	}
-	if verb == 'v' && f.Flag('#') {
-		_, _ = f.Write([]byte(fs.GoString()))
-		return
-	}
-	_, _ = f.Write([]byte(fs.String()))
-}
+func (fs GCSFilesystem) Format(f fmt.State, verb rune) { format(f, verb, fs.String(), fs.GoString()) }
 
 // LogValue is the filesystem in slog records: its String.
 func (fs GCSFilesystem) LogValue() slog.Value { return slog.StringValue(fs.String()) }
@@ -99,7 +85,7 @@ func (fs GCSFilesystem) toJSON(secrets bool) gcsJSON {
 	j := gcsJSON{Bucket: fs.Bucket, ProjectID: fs.ProjectID, Credentials: string(fs.Credentials), Prefix: fs.Prefix, ReadOnly: fs.ReadOnly, Endpoint: fs.Endpoint}
 	if !secrets {
 		j.Credentials = mask(j.Credentials)
-		j.Endpoint = redactURL(j.Endpoint)
+		j.Endpoint = redact.URL(j.Endpoint)
 	}
 	return j
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/agentbox-dev/agentbox/internal/redact"
 )
 
 // S3Filesystem is a bucket of AWS S3 or of an S3-compatible service
@@ -57,13 +59,7 @@ func S3FromEnv(getenv func(string) string) (*S3Filesystem, error) {
 		SessionToken:    getenv(EnvS3SessionToken),
 		Endpoint:        getenv(EnvS3Endpoint),
 	}
-	if fs.Bucket == "" {
-		return nil, invalid("%s is not set", EnvS3Bucket)
-	}
-	if err := fs.Validate(); err != nil {
-		return nil, err
-	}
-	return fs, nil
+	return fromEnv(fs, fs.Bucket, EnvS3Bucket)
 }
 
 // Kind returns "s3".
@@ -85,7 +81,7 @@ func describe(scheme, bucket, prefix, endpoint string, readOnly bool) string {
 	}
 	var notes []string
 	if endpoint != "" {
-		notes = append(notes, redactURL(endpoint))
+		notes = append(notes, redact.URL(endpoint))
 	}
 	if readOnly {
 		notes = append(notes, "read-only")
@@ -115,7 +111,7 @@ func (fs S3Filesystem) toJSON(secrets bool) s3JSON {
 	j := s3JSON(fs)
 	if !secrets {
 		j.AccessKeyID, j.SecretAccessKey, j.SessionToken = mask(j.AccessKeyID), mask(j.SecretAccessKey), mask(j.SessionToken)
-		j.Endpoint = redactURL(j.Endpoint)
+		j.Endpoint = redact.URL(j.Endpoint)
 	}
 	return j
 }
@@ -158,7 +154,7 @@ func (fs S3Filesystem) Validate() error {
 			return err
 		}
 		if !fs.hasKeys() {
-			return invalid("S3-compatible storage at %s needs credentials (public buckets without credentials work only on AWS S3)", redactURL(fs.Endpoint))
+			return invalid("S3-compatible storage at %s needs credentials (public buckets without credentials work only on AWS S3)", redact.URL(fs.Endpoint))
 		}
 	}
 	if strings.ContainsAny(fs.Region, " /\\:\x00\n") {
@@ -172,10 +168,10 @@ func (fs S3Filesystem) Validate() error {
 func checkEndpoint(e string) error {
 	u, err := url.Parse(e)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalid("endpoint %q is not an http:// or https:// URL", redactURL(e))
+		return invalid("endpoint %q is not an http:// or https:// URL", redact.URL(e))
 	}
 	if u.User != nil {
-		return invalid("endpoint %s: credentials belong in their own fields, not in the URL", redactURL(e))
+		return invalid("endpoint %s: credentials belong in their own fields, not in the URL", redact.URL(e))
 	}
 	return nil
 }
@@ -185,22 +181,7 @@ func mask(s string) string {
 	if s == "" {
 		return ""
 	}
-	return "REDACTED"
-}
-
-// redactURL removes the user information of a URL.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		if strings.Contains(s, "@") {
-			return "REDACTED"
-		}
-		return s
-	}
-	if u.User != nil {
-		u.User = url.User("REDACTED")
-	}
-	return u.String()
+	return redact.Marker
 }
 
 // normalizePrefix strips the slashes around a prefix.
@@ -227,14 +208,30 @@ func checkPrefix(p string) (string, error) {
 }
 
 // Format keeps fmt's other verbs (%v, %+v, %s, %q) from printing fields.
-func (fs S3Filesystem) Format(f fmt.State, verb rune) {
-	if verb == 'q' {
-		fmt.Fprintf(f, "%q", fs.String())
-		return
+func (fs S3Filesystem) Format(f fmt.State, verb rune) { format(f, verb, fs.String(), fs.GoString()) }
+
+// format is the Format of a filesystem described by s (its String) and
+// goString: %q quotes s, %#v writes goString, every other verb s.
+func format(f fmt.State, verb rune, s, goString string) {
+	switch {
+	case verb == 'q':
+		fmt.Fprintf(f, "%q", s)
+	case verb == 'v' && f.Flag('#'):
+		_, _ = f.Write([]byte(goString))
+	default:
+		_, _ = f.Write([]byte(s))
 	}
-	if verb == 'v' && f.Flag('#') {
-		_, _ = f.Write([]byte(fs.GoString()))
-		return
+}
+
+// fromEnv returns fs, read from the environment, once its bucket (named
+// by the variable bucketEnv) is set and it validates.
+func fromEnv[F interface{ Validate() error }](fs F, bucket, bucketEnv string) (F, error) {
+	var none F
+	if bucket == "" {
+		return none, invalid("%s is not set", bucketEnv)
 	}
-	_, _ = f.Write([]byte(fs.String()))
+	if err := fs.Validate(); err != nil {
+		return none, err
+	}
+	return fs, nil
 }

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/redact"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -94,7 +95,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("toolbox: BaseURL scheme must be http or https, not %q: %w", u.Scheme, sandbox.ErrInvalidArgument)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("toolbox: BaseURL %q has no host: %w", u.Redacted(), sandbox.ErrInvalidArgument)
+		return nil, fmt.Errorf("toolbox: BaseURL %q has no host: %w", redact.URL(base), sandbox.ErrInvalidArgument)
 	}
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("toolbox: BaseURL must not contain credentials, a query or a fragment; pass the token in ClientOptions.Token: %w", sandbox.ErrInvalidArgument)

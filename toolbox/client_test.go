@@ -79,6 +79,14 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// A BaseURL refused shows no user information, the user name included.
+func TestNewClientErrorRedactsURLUser(t *testing.T) {
+	_, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://tok-user@"})
+	if err == nil || strings.Contains(err.Error(), "tok-user") || !strings.Contains(err.Error(), "REDACTED") {
+		t.Fatalf("NewClient = %v, want an error with REDACTED for the user name", err)
+	}
+}
+
 func TestNewClientValidation(t *testing.T) {
 	for _, o := range []toolbox.ClientOptions{
 		{},

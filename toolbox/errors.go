@@ -1,21 +1,18 @@
 package toolbox
 
 import (
+	"github.com/agentbox-dev/agentbox/internal/errbody"
 	"github.com/agentbox-dev/agentbox/internal/redact"
 
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
-
-// maxErrorBody is how much of an error answer is read and kept.
-const maxErrorBody = 64 << 10
 
 // maxErrorMessage is how long a message may be in Error().
 const maxErrorMessage = 512
@@ -62,7 +59,7 @@ func (e *APIError) Error() string {
 	}
 	if msg := e.Message; msg != "" && msg != http.StatusText(e.StatusCode) {
 		b.WriteString(": ")
-		b.WriteString(truncate(msg, maxErrorMessage))
+		b.WriteString(errbody.Cut(msg, maxErrorMessage))
 	}
 	return b.String()
 }
@@ -82,7 +79,7 @@ func (e *APIError) Is(target error) bool {
 
 // newAPIError reads (a bounded part of) resp's body and parses it.
 func (c *Client) newAPIError(req *http.Request, resp *http.Response) *APIError {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	body := errbody.Read(resp.Body)
 	e := parseAPIError(resp.StatusCode, body)
 	e.Method = req.Method
 	e.Path = req.URL.Path
@@ -175,16 +172,4 @@ func isNumber(s string) bool {
 		}
 	}
 	return true
-}
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
 }

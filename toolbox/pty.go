@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentbox-dev/agentbox/internal/errbody"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -122,7 +123,7 @@ func (c *Client) ConnectPty(ctx context.Context, id string) (*Pty, error) {
 	typ, data, err := conn.Read(ctx)
 	var ctl PtyControl
 	if err == nil && (typ != websocket.MessageText || json.Unmarshal(data, &ctl) != nil || ctl.Type != PtyControlType) {
-		err = fmt.Errorf("the server's first message is not a control message: %q", truncate(string(data), 200))
+		err = fmt.Errorf("the server's first message is not a control message: %q", errbody.Cut(string(data), 200))
 	}
 	if err == nil && ctl.Status != PtyStatusConnected {
 		err = fmt.Errorf("%s", ctl.Error)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -25,7 +26,7 @@ import (
 // --id) and runs in it as Daytona's user; spawn, ps, logs and kill reach
 // its background processes; sandbox ls, info, stop and rm manage it.
 func TestDaytonaEngine(t *testing.T) {
-	requireOrSkip(t, os.Geteuid() == 0, "needs root: agentbox serve's sandboxes present as Daytona's user")
+	testenv.NeedRoot(t, "needs root: agentbox serve's sandboxes present as Daytona's user")
 	e := newEnv(t)
 	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}})
 	if err != nil {
@@ -90,7 +91,7 @@ func TestDaytonaEngine(t *testing.T) {
 // of it; ls and rm manage it; a failing build exits non-zero with the
 // builder's reason; --from (a sandbox's root) is refused.
 func TestDaytonaSnapshotCLI(t *testing.T) {
-	requireOrSkip(t, os.Geteuid() == 0, "needs root: agentbox serve builds images in local sandboxes")
+	testenv.NeedRoot(t, "needs root: agentbox serve builds images in local sandboxes")
 	e := newEnv(t)
 	st, err := local.OpenImageStore(e.stateDir)
 	if err != nil {

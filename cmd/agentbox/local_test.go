@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -381,12 +382,7 @@ func pipeCount(b *testing.B, cmd *exec.Cmd) int64 {
 // with the git the sandbox sees in the host's /usr. The clone itself is
 // the init's (go-git), which needs no git binary.
 func TestGitCloneLocal(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatalf("git is required to prepare the test repository (Debian package git): %v", err)
-		}
-		t.Skipf("git not found (Debian package git); it prepares the test repository: %v", err)
-	}
+	testenv.NeedTool(t, "git", "git") // it prepares the test repository
 	e := newEnv(t)
 	e.must("exec", "--", "sh", "-c", `mkdir src && cd src && git init -q -b main && echo hi > f.txt && git add f.txt &&
 		git -c user.name=Ann -c user.email=ann@example.com commit -qm one`)
@@ -410,7 +406,7 @@ func TestGitCloneLocal(t *testing.T) {
 // gives the sandbox /dev/fuse; asking an existing sandbox for another root
 // is refused, saying which setting differs.
 func TestExecRootFlags(t *testing.T) {
-	requireOrSkip(t, os.Geteuid() == 0, "needs root: a writable root and FUSE need it")
+	testenv.NeedRoot(t, "needs root: a writable root and FUSE need it")
 	e := newEnv(t)
 	const probe = "/usr/agentbox-exec-flag-probe"
 	e.must("exec", "--id", "rw", "--", "touch "+probe)

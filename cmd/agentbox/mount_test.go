@@ -2,20 +2,20 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/internal/s3test"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // TestMountLocal: agentbox mount with credentials from a file, the bucket
 // in the sandbox, sandbox info listing it, agentbox unmount.
 func TestMountLocal(t *testing.T) {
-	_, err := exec.LookPath("s3fs")
-	requireOrSkip(t, os.Geteuid() == 0 && err == nil, "needs root and s3fs")
+	testenv.NeedRoot(t, "needs root: a bucket mount is a FUSE mount")
+	testenv.NeedTool(t, "s3fs", "s3fs")
 	srv := s3test.Start(t, "data")
 	e := newEnv(t)
 	e.must("exec", "--", "true")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -20,11 +21,10 @@ type tmux struct {
 
 // newTmux starts a tmux server running command in a detached 80×24
 // session "s"; it is killed when the test ends. Without tmux the test is
-// skipped, or fails under AGENTBOX_REQUIRE_ALL=1.
+// skipped, or fails under AGENTBOX_REQUIRE_ALL=1 (see testenv.NeedTool).
 func newTmux(t *testing.T, command string) *tmux {
 	t.Helper()
-	_, err := exec.LookPath("tmux")
-	requireOrSkip(t, err == nil, "tmux is not installed (Debian package tmux)")
+	testenv.NeedTool(t, "tmux", "tmux")
 	m := &tmux{t: t, sock: filepath.Join(t.TempDir(), "tmux.sock")}
 	m.run("-f", "/dev/null", "new-session", "-d", "-s", "s", "-x", "80", "-y", "24", command)
 	t.Cleanup(func() { _ = m.cmd("kill-server").Run() })
@@ -72,19 +72,6 @@ func (m *tmux) paneMatches(re string, wait time.Duration) (string, bool) {
 		}
 	}
 	return pane, false
-}
-
-// requireOrSkip skips the test, saying why, unless ok; under
-// AGENTBOX_REQUIRE_ALL=1 (CI) it fails the test instead.
-func requireOrSkip(t *testing.T, ok bool, why string) {
-	t.Helper()
-	switch {
-	case ok:
-	case os.Getenv("AGENTBOX_REQUIRE_ALL") == "1":
-		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
-	default:
-		t.Skip(why)
-	}
 }
 
 // TestShellTmux drives `agentbox shell` in a real terminal (tmux) against a

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -296,6 +297,7 @@ func TestKeysChangeWhileServing(t *testing.T) {
 // A server that had keys when it started refuses every request once they
 // are all removed; one that had none requires one once a key is created.
 func TestKeysAllRemovedWhileServing(t *testing.T) {
+	spectest.Dir(t) // before the servers start: without the spec files the test skips here
 	ctx := context.Background()
 	for _, keyedAtStart := range []bool{true, false} {
 		dir := t.TempDir()

@@ -59,6 +59,7 @@ type harnessOptions struct {
 // newHarness starts a Server over eng, ended by the test's cleanup.
 func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 	t.Helper()
+	spectest.Dir(t) // before the server starts: a test without the spec files skips here
 	if o.now == nil {
 		o.now = time.Now
 	}

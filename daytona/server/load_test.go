@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/internal/spectest"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -169,6 +171,7 @@ type loadConfig struct {
 // returns what it measured.
 func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 	tb.Helper()
+	spectest.Dir(tb) // before the server starts: without the spec files the run skips here
 	dir := tb.TempDir()
 	var eng engine = localEngine{stateDir: dir}
 	if cfg.fake {
@@ -390,9 +393,7 @@ func BenchmarkServeLoad(b *testing.B) {
 	for _, eng := range []string{"local", "fake"} {
 		for _, mode := range []string{"under-lock", "grouped"} {
 			b.Run(eng+"/"+mode, func(b *testing.B) {
-				if eng == "local" && os.Geteuid() != 0 {
-					b.Skip("needs root: the local engine's default network and limits")
-				}
+				testenv.Need(b, eng != "local" || os.Geteuid() == 0, "needs root: the local engine's default network and limits")
 				cfg := loadConfig{clients: loadClients, n: loadSandboxes, fake: eng == "fake", writesUnderLock: mode == "under-lock"}
 				var create, exec []time.Duration
 				var total time.Duration

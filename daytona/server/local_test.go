@@ -12,24 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
-// needRoot skips the test unless it runs as root (the local engine's
-// default network needs it), and fails it under AGENTBOX_REQUIRE_ALL=1.
+// needRoot needs the test to run as root (see testenv.NeedRoot): the local
+// engine's default network needs it.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	why := "needs root: the local engine's default network and limits"
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
-	}
-	t.Skip(why)
+	testenv.NeedRoot(t, "needs root: the local engine's default network and limits")
 }
 
 // newLocalStateDir returns a state dir whose sandboxes are all removed

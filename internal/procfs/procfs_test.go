@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 func TestParseStat(t *testing.T) {
@@ -54,9 +56,7 @@ func TestParseStatMalformed(t *testing.T) {
 // requireProc skips on systems without /proc.
 func requireProc(t *testing.T) {
 	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skipf("%s has no /proc", runtime.GOOS)
-	}
+	testenv.Need(t, runtime.GOOS == "linux", runtime.GOOS+" has no /proc")
 }
 
 func TestReadStatSelf(t *testing.T) {

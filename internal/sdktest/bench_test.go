@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/daytona"
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
 	agentbox "github.com/agentbox-dev/agentbox/sandbox"
@@ -38,7 +39,7 @@ var benchModes = []struct {
 func benchServe(b *testing.B, knobs server.Knobs) (*server.Server, string) {
 	b.Helper()
 	if os.Geteuid() != 0 {
-		unavailable(b, "agentbox serve's sandboxes need root here (the local engine's default network)")
+		testenv.Skipf(b, "agentbox serve's sandboxes need root here (the local engine's default network)")
 	}
 	dir := b.TempDir()
 	st, err := local.OpenImageStore(dir)
@@ -100,7 +101,7 @@ func benchEngine(b *testing.B, base, id string) *daytona.Sandbox {
 func BenchmarkMastraCommands(b *testing.B) {
 	p := findNode(b)
 	if _, err := os.Stat(filepath.Join(p.dir, "node_modules", "@mastra", "daytona", "package.json")); err != nil {
-		unavailable(b, "Mastra's @mastra/daytona is not installed (%v): run scripts/test.sh, or npm ci --ignore-scripts --prefix %s", err, p.dir)
+		testenv.Skipf(b, "Mastra's @mastra/daytona is not installed (%v): run scripts/test.sh, or npm ci --ignore-scripts --prefix %s", err, p.dir)
 	}
 	for _, mode := range benchModes {
 		// Once per mode: b.Run calls its function again for each b.N.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // gitRepo is a repository the test serves over smart HTTP on the stub's
@@ -21,11 +23,7 @@ type gitRepo struct {
 // AGENTBOX_REQUIRE_ALL=1).
 func gitPath(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("git")
-	if err != nil {
-		unavailable(t, "git is not installed (Debian package git): %v", err)
-	}
-	return p
+	return testenv.NeedTool(t, "git", "git")
 }
 
 // hostGit runs the host's git in dir, with no user or system config, and

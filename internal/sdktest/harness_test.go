@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/spectest"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox/daemon"
 )
 
@@ -35,17 +36,6 @@ const sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // driverTimeout bounds one run of testdata/node/driver.mjs; each step has 30 s.
 const driverTimeout = 3 * time.Minute
 
-// unavailable fails the test under AGENTBOX_REQUIRE_ALL=1 (as in CI) and
-// skips it otherwise, saying why.
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	why := fmt.Sprintf(format, args...)
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
-	}
-	t.Skip(why)
-}
-
 // nodeProject is node and the npm project of the feature scripts.
 type nodeProject struct {
 	node     string
@@ -59,7 +49,7 @@ func findNode(t testing.TB) nodeProject {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		unavailable(t, "node is not installed (Debian package nodejs): %v", err)
+		testenv.Skipf(t, "node is not installed (Debian package nodejs): %v", err)
 	}
 	dir, err := filepath.Abs(filepath.Join("testdata", "node"))
 	if err != nil {
@@ -69,7 +59,7 @@ func findNode(t testing.TB) nodeProject {
 	for _, alias := range aliases {
 		data, err := os.ReadFile(filepath.Join(dir, "node_modules", alias, "package.json"))
 		if err != nil {
-			unavailable(t, "the Daytona SDK is not installed (%v): run scripts/test.sh, or npm ci --ignore-scripts --prefix %s", err, dir)
+			testenv.Skipf(t, "the Daytona SDK is not installed (%v): run scripts/test.sh, or npm ci --ignore-scripts --prefix %s", err, dir)
 		}
 		var pkg struct{ Version string }
 		if err := json.Unmarshal(data, &pkg); err != nil || pkg.Version == "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
 	"github.com/agentbox-dev/agentbox/internal/spectest"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
 )
@@ -42,7 +43,7 @@ func serveWithImage(t *testing.T) (string, *collector) {
 func startServe(t *testing.T, stateDir string, wrap func(http.Handler) http.Handler) (string, *collector) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		unavailable(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
+		testenv.Skipf(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
 	}
 	t.Cleanup(func() { removeLeftSandboxes(t, stateDir) })
 	// The base image of the tests is the operator's, published to tenants.
@@ -161,7 +162,7 @@ func TestTypeScriptSDKServeImages(t *testing.T) {
 func TestMastraServe(t *testing.T) {
 	p := findNode(t)
 	if _, err := os.Stat(filepath.Join(p.dir, "node_modules", "@mastra", "daytona", "package.json")); err != nil {
-		unavailable(t, "Mastra's @mastra/daytona is not installed (%v): run scripts/test.sh, or npm ci --ignore-scripts --prefix %s", err, p.dir)
+		testenv.Skipf(t, "Mastra's @mastra/daytona is not installed (%v): run scripts/test.sh, or npm ci --ignore-scripts --prefix %s", err, p.dir)
 	}
 	base, offSpec := serveWithImage(t)
 	const name = "sdktest-mastra"

@@ -334,10 +334,7 @@ func TestDefaultSpecDir(t *testing.T) {
 	if os.Getenv(spectest.EnvSpecDir) != "" {
 		t.Skip("spec dir set explicitly")
 	}
-	dir, err := spectest.SpecDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := spectest.Dir(t)
 	if filepath.Base(dir) != "daytona-api" {
 		t.Fatalf("default spec dir %s", dir)
 	}

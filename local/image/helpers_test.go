@@ -29,19 +29,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // requireRoot skips a test that needs root (unpacking keeps the image's
 // file owners), or fails it under AGENTBOX_REQUIRE_ALL=1.
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatal("this test needs root: unpacking layers keeps their owners (AGENTBOX_REQUIRE_ALL=1)")
-	}
-	t.Skip("needs root: unpacking layers keeps their owners")
+	testenv.NeedRoot(t, "needs root: unpacking layers keeps their owners")
 }
 
 func testStore(t testing.TB) *Store {

@@ -14,7 +14,6 @@ package mounttest_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -66,19 +65,6 @@ func newSandbox(t testing.TB, opts local.Options) *local.Sandbox {
 		t.Fatalf("start: %v", err)
 	}
 	return sb
-}
-
-// skipUnless skips the test unless ok, or fails it when
-// AGENTBOX_REQUIRE_ALL=1 (CI), where every test must run.
-func skipUnless(t testing.TB, ok bool, why string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): %s", why)
-	}
-	t.Skip(why)
 }
 
 // run runs command in sb and returns its result.

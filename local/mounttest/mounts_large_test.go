@@ -7,13 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/internal/s3test"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mount/bucket"
 )
@@ -55,9 +54,8 @@ func TestMountS3LargeFile(t *testing.T) {
 // through an s3fs mount in a sandbox with the bucket API (minio-go) on the
 // same loopback S3 server.
 func BenchmarkMountS3(b *testing.B) {
-	if _, err := exec.LookPath("s3fs"); err != nil || os.Geteuid() != 0 {
-		b.Skip("needs root and s3fs")
-	}
+	testenv.NeedRoot(b, "bucket mounts need root")
+	testenv.NeedTool(b, "s3fs", "s3fs")
 	ctx := context.Background()
 	srv := s3test.Start(b, "data")
 	sb := newSandbox(b, local.Options{ID: "mount-bench", StateDir: newStateDir(b)})

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/procfs"
 	"github.com/agentbox-dev/agentbox/internal/s3test"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mount"
 	"github.com/agentbox-dev/agentbox/mount/bucket"
@@ -27,11 +27,9 @@ import (
 // runs as root with the FUSE tool and /dev/fuse.
 func needFUSE(t *testing.T, tool string) {
 	t.Helper()
-	skipUnless(t, os.Geteuid() == 0, "bucket mounts need root")
-	_, err := exec.LookPath(tool)
-	skipUnless(t, err == nil, tool+" is not installed")
-	_, err = os.Stat("/dev/fuse")
-	skipUnless(t, err == nil, "/dev/fuse is missing")
+	testenv.NeedRoot(t, "bucket mounts need root")
+	testenv.NeedTool(t, tool, tool)
+	testenv.NeedFile(t, "/dev/fuse", "bucket mounts need /dev/fuse")
 }
 
 func s3Filesystem(srv *s3test.Server, bucket string) *mount.S3Filesystem {

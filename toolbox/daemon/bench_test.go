@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -134,9 +135,7 @@ func BenchmarkStdoutThroughput(b *testing.B) {
 // the same code (a new python3 each time) in the same loop: the ratio is
 // "x-code-run" (lower is better).
 func BenchmarkInterpreter(b *testing.B) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		b.Skip("python3 is not installed (Debian package python3)")
-	}
+	testenv.NeedTool(b, "python3", "python3")
 	e := newEnv(b, false)
 	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: baseURL, HTTPClient: e.client})
 	if err != nil {

@@ -9,23 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
-// needTool returns the path of tool, skipping t (failing it under
-// AGENTBOX_REQUIRE_ALL=1) when the host lacks it.
 // debianPath is Debian's default PATH, which a local sandbox's commands
 // get: a developer's shell may have other interpreters first in its PATH.
 const debianPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-func needTool(t *testing.T, tool, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(tool)
-	if err != nil {
-		skipUnlessRequired(t, tool+" is not installed (Debian package "+pkg+")")
-	}
-	return p
-}
 
 func (e *testEnv) codeRun(req toolbox.CodeRunRequest) toolbox.CodeRunResponse {
 	e.t.Helper()
@@ -41,7 +31,7 @@ func (e *testEnv) codeRun(req toolbox.CodeRunRequest) toolbox.CodeRunResponse {
 }
 
 func TestCodeRunPython(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newEnv(t, true)
 	r := e.codeRun(toolbox.CodeRunRequest{Code: "print(1+1)", Language: "python"})
 	if r.ExitCode != 0 || r.Result != "2\n" || len(r.Artifacts.Charts) != 0 {
@@ -73,7 +63,7 @@ func TestCodeRunPython(t *testing.T) {
 // (the host need not have it): plt.show() records each figure, and a
 // figure the runner cannot read still yields a chart.
 func TestCodeRunCharts(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	fake := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(fake, "matplotlib"), 0o755); err != nil {
 		t.Fatal(err)
@@ -116,7 +106,7 @@ func TestCodeRunMatplotlib(t *testing.T) {
 	py := exec.Command("/usr/bin/env", "python3", "-c", "import matplotlib") // env looks python3 up in debianPath
 	py.Env = []string{"PATH=" + debianPath}
 	if err := py.Run(); err != nil {
-		skipUnlessRequired(t, "python3 with matplotlib is not installed (Debian package python3-matplotlib): "+err.Error())
+		testenv.Skip(t, "python3 with matplotlib is not installed (Debian package python3-matplotlib): "+err.Error())
 	}
 	e := newEnv(t, true, func(o *Options) { o.Env = []string{"PATH=" + debianPath, "HOME=" + o.WorkDir, "LANG=C"} })
 	r := e.codeRun(toolbox.CodeRunRequest{Language: "python",
@@ -132,7 +122,7 @@ func TestCodeRunMatplotlib(t *testing.T) {
 }
 
 func TestCodeRunJavaScript(t *testing.T) {
-	needTool(t, "node", "nodejs")
+	testenv.NeedTool(t, "node", "nodejs")
 	e := newEnv(t, true)
 	r := e.codeRun(toolbox.CodeRunRequest{Language: "javascript", Argv: []string{"Daytona"}, Envs: map[string]string{"FOO": "BAR"},
 		Code: "console.log(`Hello, ${process.argv[2]}!`); console.error(`FOO: ${process.env.FOO}`); process.exit(3)"})
@@ -145,7 +135,7 @@ func TestCodeRunJavaScript(t *testing.T) {
 // 22.6 or newer, tsx or ts-node), and otherwise checks the 400 that says
 // what is missing.
 func TestCodeRunTypeScript(t *testing.T) {
-	node := needTool(t, "node", "nodejs")
+	node := testenv.NeedTool(t, "node", "nodejs")
 	req := toolbox.CodeRunRequest{Language: "typescript", Code: "const x: number = 5; console.log(x)"}
 	// Debian's PATH, where only node is: it runs TypeScript itself from
 	// Node.js 22.6 on; before, the answer says what is missing.
@@ -173,7 +163,7 @@ func TestCodeRunTypeScript(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(bin, "tsx")); err != nil {
-			skipUnlessRequired(t, "tsx is not installed: run npm ci --ignore-scripts --prefix internal/sdktest/testdata/node")
+			testenv.Skip(t, "tsx is not installed: run npm ci --ignore-scripts --prefix internal/sdktest/testdata/node")
 		}
 		e := newEnv(t, true, func(o *Options) { o.Env = []string{"PATH=" + bin + ":" + debianPath, "HOME=" + o.WorkDir} })
 		if r := e.codeRun(req); r.ExitCode != 0 || r.Result != "5\n" {
@@ -183,7 +173,7 @@ func TestCodeRunTypeScript(t *testing.T) {
 }
 
 func TestCodeRunTimeout(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newEnv(t, true)
 	e.expectError(http.StatusRequestTimeout, codeRequestTimeout, "POST", "/process/code-run",
 		toolbox.CodeRunRequest{Language: "python", Code: "import time\ntime.sleep(30)", Timeout: 1})

@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -457,7 +458,7 @@ func TestEscapeThroughPlantedLinks(t *testing.T) {
 	for _, rt := range escapeRoutes() {
 		t.Run(rt.name+"/control", func(t *testing.T) {
 			if rt.name == "interpreter-cwd" {
-				needTool(t, "python3", "python3")
+				testenv.NeedTool(t, "python3", "python3")
 			}
 			st, body := rt.probe(t, f.e, rt.control)
 			if !rt.ok(st, body) {

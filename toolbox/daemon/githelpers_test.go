@@ -11,22 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// requireGit returns the path of the git binary, which tests use to
-// prepare and serve repositories (the server itself needs none). Without
-// it the test fails under AGENTBOX_REQUIRE_ALL=1 and is skipped otherwise.
-func requireGit(t testing.TB) string {
-	t.Helper()
-	p, err := exec.LookPath("git")
-	if err != nil {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatalf("git is required to prepare test repositories (Debian package git): %v", err)
-		}
-		t.Skipf("git not found (Debian package git); it prepares the test repositories: %v", err)
-	}
-	return p
-}
+	"github.com/agentbox-dev/agentbox/internal/testenv"
+)
 
 // runGit runs git in dir with a fixed identity and no user configuration.
 func runGit(t testing.TB, dir string, args ...string) string {
@@ -55,7 +42,7 @@ type testRepo struct {
 
 func newTestRepo(t testing.TB) *testRepo {
 	t.Helper()
-	requireGit(t)
+	testenv.NeedTool(t, "git", "git")
 	root := t.TempDir()
 	work := filepath.Join(root, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
@@ -102,7 +89,7 @@ func serveGit(t testing.TB, root, user, password string) string {
 // gitHandler is the handler serveGit serves.
 func gitHandler(t testing.TB, root, user, password string) http.Handler {
 	t.Helper()
-	gitBin := requireGit(t)
+	gitBin := testenv.NeedTool(t, "git", "git")
 	backend := &cgi.Handler{
 		Path:   gitBin,
 		Args:   []string{"http-backend"},

@@ -355,14 +355,3 @@ func killRunning(t *testing.T, pid int) {
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 }
-
-// skipUnlessRequired skips t on a developer machine that lacks what it
-// needs, and fails it where everything must run (AGENTBOX_REQUIRE_ALL=1, as
-// in CI).
-func skipUnlessRequired(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatal(why + " (AGENTBOX_REQUIRE_ALL=1)")
-	}
-	t.Skip(why)
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentbox-dev/agentbox/internal/utf8cut"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -305,7 +306,7 @@ func (o *interpOut) output(stream int, data []byte) {
 		data = append(o.carry[stream], data...)
 		o.carry[stream] = nil
 	}
-	n := completeUTF8(data)
+	n := utf8cut.Complete(data)
 	if n < len(data) {
 		o.carry[stream] = append([]byte(nil), data[n:]...)
 	}
@@ -321,18 +322,4 @@ func (o *interpOut) flush(stream int) {
 		o.carry[stream] = nil
 		o.send(toolbox.InterpreterMessage{Type: streamType(stream), Text: string(c)})
 	}
-}
-
-// completeUTF8 returns the length of b without a trailing incomplete UTF-8
-// sequence.
-func completeUTF8(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(b[i]) {
-			if utf8.FullRune(b[i:]) {
-				return len(b)
-			}
-			return i
-		}
-	}
-	return len(b)
 }

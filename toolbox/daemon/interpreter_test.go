@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -38,7 +39,7 @@ func runCode(t *testing.T, c *toolbox.Client, ctxID, code string) *toolbox.Execu
 }
 
 func TestInterpreterContexts(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newEnv(t, true)
 	c := interpClient(t, e)
 	ctx := t.Context()
@@ -81,7 +82,7 @@ func TestInterpreterContexts(t *testing.T) {
 }
 
 func TestInterpreterExecute(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newEnv(t, true)
 	c := interpClient(t, e)
 	// Variables, imports and functions last between executions.
@@ -149,7 +150,7 @@ func TestInterpreterExecute(t *testing.T) {
 // TestInterpreterTimeout: code that outlives its timeout is interrupted
 // and the context keeps its variables.
 func TestInterpreterTimeout(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newEnv(t, true)
 	c := interpClient(t, e)
 	runCode(t, c, "", "kept = 42")
@@ -228,7 +229,7 @@ func readMessages(t *testing.T, conn *websocket.Conn) ([]toolbox.InterpreterMess
 // TestInterpreterWebSocket checks the wire: Daytona's message types, the
 // control message and the close codes.
 func TestInterpreterWebSocket(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newEnv(t, true)
 	conn := dialExecute(t, e, "", map[string]any{"code": "print('hi')\n6*7"})
 	msgs, ce := readMessages(t, conn)
@@ -265,7 +266,7 @@ func TestInterpreterWebSocket(t *testing.T) {
 // TestInterpreterUnknownContext: named in the query (as our client does),
 // an unknown context is a 404 before the upgrade.
 func TestInterpreterUnknownContext(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newErrEnv(t)
 	c := interpClient(t, e)
 	_, err := c.RunCode(t.Context(), toolbox.InterpreterExecuteRequest{Code: "1", ContextID: "nope"}, nil)
@@ -280,7 +281,7 @@ func TestInterpreterUnknownContext(t *testing.T) {
 // TestInterpreterClientGone: a client that leaves mid-execution has its
 // code interrupted; the context serves the next one.
 func TestInterpreterClientGone(t *testing.T) {
-	needTool(t, "python3", "python3")
+	testenv.NeedTool(t, "python3", "python3")
 	e := newEnv(t, true)
 	c := interpClient(t, e)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -27,20 +28,10 @@ func TestPermissionsSetMode(t *testing.T) {
 	}
 }
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("this test needs root (AGENTBOX_REQUIRE_ALL=1)")
-		}
-		t.Skip("changing a file's owner needs root")
-	}
-}
-
 // Owner and group change, by number or by name, and a set-user-ID mode
 // asked for in the same request survives the change of owner.
 func TestPermissionsSetOwner(t *testing.T) {
-	requireRoot(t)
+	testenv.NeedRoot(t, "changing a file's owner needs root")
 	e := newEnv(t, true)
 	writeTree(t, e.work, map[string]string{"a": ""})
 	p := filepath.Join(e.work, "a")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -815,9 +816,7 @@ func TestStdinBase64AndGone(t *testing.T) {
 // user's `bash -c` does.
 func TestReadyShellCommandLine(t *testing.T) {
 	e := newEnv(t, true)
-	if !e.srv.bash {
-		t.Skip("bash is not installed: the ready shells are sh")
-	}
+	testenv.Need(t, e.srv.bash, "bash is not installed (Debian package bash): the ready shells are sh")
 	e.createSession("ps")
 	ss, err := e.srv.session("ps")
 	if err != nil {
@@ -846,9 +845,7 @@ func TestReadyShellCommandLine(t *testing.T) {
 // A one-shot execution's errors read as with a user's `bash -c`.
 func TestExecuteErrorsReadAsBashC(t *testing.T) {
 	e := newEnv(t, true)
-	if !e.srv.bash {
-		t.Skip("bash is not installed")
-	}
+	testenv.Need(t, e.srv.bash, "bash is not installed (Debian package bash)")
 	for _, c := range []string{"cd /nonexistent", "true\nnosuch"} {
 		ref := exec.Command("bash", "-c", c)
 		ref.Env, ref.Dir = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.work, "LANG=C"}, e.work // as newEnv's server

@@ -16,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -318,9 +319,7 @@ func TestPtyLeftovers(t *testing.T) {
 // TestPtyDropCapabilities: a PTY session's shell starts through the
 // server's starter, so DropCapabilities confines it as it does commands.
 func TestPtyDropCapabilities(t *testing.T) {
-	if os.Geteuid() != 0 {
-		skipUnlessRequired(t, "needs root: an unprivileged process has no capabilities to drop")
-	}
+	testenv.NeedRoot(t, "needs root: an unprivileged process has no capabilities to drop")
 	e, ctx := newPtyEnv(t, func(o *Options) { o.DropCapabilities = true })
 	e.expect(http.StatusCreated, "POST", "/process/pty", toolbox.PtyCreateRequest{ID: "caps", LazyStart: true,
 		Command: "grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -s '\\t ' ' ' | tr '\\n' ';'"})

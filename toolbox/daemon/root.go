@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -56,4 +57,14 @@ type walkEntry struct {
 type walkOptions struct {
 	maxDepth   int  // 0: no limit
 	skipPseudo bool // do not descend into /proc, /sys … met on the way
+}
+
+// dirNames returns up to n (n <= 0: all) names of the open folder d; the
+// end of the folder is no error.
+func dirNames(d *os.File, n int) ([]string, error) {
+	names, err := d.Readdirnames(n)
+	if err == io.EOF {
+		err = nil
+	}
+	return names, err
 }

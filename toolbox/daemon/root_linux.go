@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -444,11 +443,7 @@ func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {
 		return nil, err
 	}
 	defer d.Close()
-	names, err := d.Readdirnames(n)
-	if err == io.EOF {
-		err = nil
-	}
-	return names, err
+	return dirNames(d, n)
 }
 
 // emptyDir removes what the folder p (followed inside the root) holds,

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -91,11 +90,7 @@ func (r *fsRoot) readDirNames(p string, n int) ([]string, error) {
 		return nil, err
 	}
 	defer d.Close()
-	names, err := d.Readdirnames(n)
-	if err == io.EOF {
-		err = nil
-	}
-	return names, err
+	return dirNames(d, n)
 }
 
 func (r *fsRoot) emptyDir(p string) {

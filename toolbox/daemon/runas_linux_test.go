@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -20,9 +21,7 @@ const runAsUID = 4321
 // capabilities dropped as in a sandbox, and a work dir of that user's.
 func newRunAsEnv(t *testing.T) *testEnv {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		skipUnlessRequired(t, "needs root: only root can run commands as another user")
-	}
+	testenv.NeedRoot(t, "needs root: only root can run commands as another user")
 	base, err := os.MkdirTemp("", "runas")
 	if err != nil {
 		t.Fatal(err)

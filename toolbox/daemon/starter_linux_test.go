@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -19,9 +20,7 @@ import (
 // the bounding, permitted and effective sets of a root command) and
 // no_new_privs, while the server process keeps its own.
 func TestDropCapabilities(t *testing.T) {
-	if os.Geteuid() != 0 {
-		skipUnlessRequired(t, "needs root: an unprivileged process has no capabilities to drop")
-	}
+	testenv.NeedRoot(t, "needs root: an unprivileged process has no capabilities to drop")
 	const probe = "grep -E '^(CapPrm|CapEff|CapBnd|CapInh|CapAmb|NoNewPrivs):' /proc/self/status"
 	for _, keep := range [][]int{nil, {unix.CAP_SETFCAP}} {
 		e := newEnv(t, true, func(o *Options) { o.DropCapabilities, o.KeepCapabilities = true, keep })
@@ -77,9 +76,7 @@ func TestDropCapabilities(t *testing.T) {
 // every command, session or one-shot, sees, while the rest of the process
 // keeps the host's. A failing hook fails New.
 func TestStartThreadSetup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		skipUnlessRequired(t, "needs root: unsharing a UTS namespace takes CAP_SYS_ADMIN")
-	}
+	testenv.NeedRoot(t, "needs root: unsharing a UTS namespace takes CAP_SYS_ADMIN")
 	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/agentbox-dev/agentbox/internal/utf8cut"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -406,7 +406,7 @@ func (m *Manager) copyStdin(ctx context.Context, sid, cid string, r io.Reader) e
 		n += carry
 		send := n
 		if rerr == nil && !ext.Stdin {
-			send = completeRunes(buf[:n])
+			send = utf8cut.Complete(buf[:n])
 		}
 		if send > 0 {
 			if err := m.sendInput(ctx, sid, cid, buf[:send]); err != nil {
@@ -445,20 +445,6 @@ func (m *Manager) sendInput(ctx context.Context, sid, cid string, data []byte) e
 		}
 		delay = min(2*delay, 100*time.Millisecond)
 	}
-}
-
-// completeRunes returns the length of the longest prefix of b that does
-// not end inside a UTF-8 sequence.
-func completeRunes(b []byte) int {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if utf8.FullRune(b[i:]) {
-				return len(b)
-			}
-			return i
-		}
-	}
-	return len(b)
 }
 
 // stdinFailure turns the error of copyStdin into one worth reporting:

@@ -766,19 +766,6 @@ func TestResetAndNoPool(t *testing.T) {
 	}
 }
 
-func TestCompleteRunes(t *testing.T) {
-	s := []byte("aé日😀")
-	for n := 0; n <= len(s); n++ {
-		got := completeRunes(s[:n])
-		if !bytes.Equal(s[:got], []byte(string([]rune(string(s[:got]))))) || got > n || n-got > 3 {
-			t.Errorf("completeRunes(%q) = %d", s[:n], got)
-		}
-	}
-	if completeRunes([]byte{0xff}) != 1 {
-		t.Error("invalid byte held back")
-	}
-}
-
 // A command whose output is collected into the result costs, client and
 // server together, about one allocation of the output's size: the answer
 // is raw (the binary extension), read into strings of their exact size,

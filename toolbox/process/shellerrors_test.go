@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -20,9 +21,7 @@ import (
 // goes through eval in a subshell, whose quoted argument bash numbers from
 // its last line: there only commands of one line read exactly so.
 func TestShellErrorsReadAsBashC(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash is not installed: the daemon's shell is sh")
-	}
+	testenv.NeedTool(t, "bash", "bash")
 	commands := []string{
 		"cd /nonexistent",
 		"nosuchbinary",

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local/image"
 )
 
@@ -94,18 +95,7 @@ func writeTarGz(t *testing.T, name string) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		skip(t, "building layers needs root (chown of copied files)")
-	}
-}
-
-// skip skips t saying why, or fails it under AGENTBOX_REQUIRE_ALL=1.
-func skip(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-		t.Fatal(why + " (AGENTBOX_REQUIRE_ALL=1)")
-	}
-	t.Skip(why)
+	testenv.NeedRoot(t, "building layers needs root (chown of copied files)")
 }
 
 // testBuild builds ctxDir with a fake store and runner sharing cacheDir.

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // writeTar writes a plain tar of hdrs, each regular file holding its
@@ -101,7 +102,7 @@ func TestRootViewWhiteoutsAndOpaqueFolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := unix.Setxattr(filepath.Join(high, "b"), "trusted.overlay.opaque", []byte("y"), 0); err != nil {
-		skip(t, fmt.Sprintf("no trusted xattrs on %s: %v", high, err))
+		testenv.Skipf(t, "no trusted xattrs on %s: %v", high, err)
 	}
 	v := rootView{layers: []string{low, high}}
 	for p, want := range map[string]string{"/a/keep": "low", "/b/new": "high", "/c": "high-c"} {

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/agentbox-dev/agentbox/local/image"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // step is one planned instruction, its variables substituted.
@@ -256,7 +257,7 @@ func (p *planner) expandAll(in Instruction, words []string) ([]string, error) {
 func (p *planner) arg(in Instruction) error {
 	for _, w := range in.Args {
 		name, def, hasDef := strings.Cut(w, "=")
-		if !validName(name) {
+		if !sandbox.ValidEnvName(name) {
 			return &LineError{Line: in.Line, Instruction: in.Cmd, Err: fmt.Errorf("invalid name %q: names match [A-Za-z_][A-Za-z0-9_]*", name)}
 		}
 		var v *string
@@ -308,7 +309,7 @@ func (p *planner) env(in Instruction) error {
 		}
 	}
 	for _, kv := range pairs {
-		if !validName(kv[0]) {
+		if !sandbox.ValidEnvName(kv[0]) {
 			return fmt.Errorf("invalid variable name %q: names match [A-Za-z_][A-Za-z0-9_]*", kv[0])
 		}
 		p.cfg.Env = setEnv(p.cfg.Env, kv[0], kv[1])
@@ -325,15 +326,6 @@ func setEnv(env []string, name, value string) []string {
 		}
 	}
 	return append(env, name+"="+value)
-}
-
-func validName(n string) bool {
-	for i, r := range n {
-		if !isNameRune(r, i == 0) {
-			return false
-		}
-	}
-	return n != ""
 }
 
 var portRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+(-[0-9]+)?(/(tcp|udp|sctp))?$`) })

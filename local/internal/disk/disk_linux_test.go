@@ -3,12 +3,15 @@ package disk
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // TestCopyDataKeepsHoles: a sparse file's data is copied byte for byte,
@@ -56,12 +59,8 @@ func TestCopyDataKeepsHoles(t *testing.T) {
 // copied from it mounts as ext4 that takes files, and closing the mount
 // releases the loop device.
 func TestImageLifecycle(t *testing.T) {
-	if err := Available(); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatalf("cannot run (AGENTBOX_REQUIRE_ALL=1): needs root and %v", err)
-		}
-		t.Skipf("needs root, loop devices, ext4 and mkfs.ext4: %v", err)
-	}
+	err := Available()
+	testenv.Need(t, err == nil && os.Geteuid() == 0, fmt.Sprintf("needs root, loop devices, ext4 and mkfs.ext4: %v", err))
 	dir := t.TempDir()
 	tpl, err := Template(dir, 64)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // TestFUSEOptions: the supervisor's checks of a FUSE mount's options, as
@@ -21,7 +23,7 @@ import (
 func TestFUSEOptions(t *testing.T) {
 	dev, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
 	if err != nil {
-		t.Skipf("no usable /dev/fuse: %v", err)
+		testenv.Skipf(t, "no usable /dev/fuse: %v", err)
 	}
 	defer dev.Close()
 	null, err := os.Open("/dev/null")

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentbox-dev/agentbox/internal/utf8cut"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -136,7 +137,7 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 		buf = append(c.pending, p...)
 		c.pending = nil
 	}
-	cut := len(buf) - incompleteTail(buf)
+	cut := utf8cut.Complete(buf)
 	if cut < len(buf) {
 		c.pending = append([]byte(nil), buf[cut:]...)
 	}
@@ -165,35 +166,4 @@ func chunk(name string, p []byte) chunkEvent {
 		return chunkEvent{Type: name, Data: string(p), Encoding: "utf-8"}
 	}
 	return chunkEvent{Type: name, Data: base64.StdEncoding.EncodeToString(p), Encoding: "base64"}
-}
-
-// incompleteTail returns how many bytes at the end of p start a UTF-8
-// character that the next bytes may complete: 0 when p ends on a
-// character boundary or with bytes no continuation can make valid.
-func incompleteTail(p []byte) int {
-	for n := 1; n <= utf8.UTFMax-1 && n <= len(p); n++ {
-		b := p[len(p)-n]
-		if utf8.RuneStart(b) {
-			if need := seqLen(b); need > n {
-				return n
-			}
-			return 0
-		}
-	}
-	return 0
-}
-
-// seqLen returns the length of the UTF-8 sequence that b starts (1 for an
-// invalid first byte).
-func seqLen(b byte) int {
-	switch {
-	case b >= 0xF0 && b <= 0xF4:
-		return 4
-	case b >= 0xE0 && b <= 0xEF:
-		return 3
-	case b >= 0xC2 && b <= 0xDF:
-		return 2
-	default:
-		return 1
-	}
 }

@@ -7,16 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local/image"
 )
 
 func TestImageCommands(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("AGENTBOX_REQUIRE_ALL") == "1" {
-			t.Fatal("needs root: the image store keeps the images' file owners (AGENTBOX_REQUIRE_ALL=1)")
-		}
-		t.Skip("needs root: the image store keeps the images' file owners")
-	}
+	testenv.NeedRoot(t, "needs root: the image store keeps the images' file owners")
 	h := newHarness(t)
 	root := filepath.Join(t.TempDir(), "rootfs")
 	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
