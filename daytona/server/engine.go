@@ -49,10 +49,10 @@ type spec struct {
 	user    string
 	env     map[string]string
 	network sandbox.NetworkPolicy
-	// cpu (cores), memoryGiB and diskGiB are 0 for the engine's default:
-	// Daytona's units, as the API takes them (limits gives them as
-	// sandbox.Resources).
-	cpu, memoryGiB, diskGiB int
+	// resources are the limits asked for; a zero field is the engine's
+	// default. (The API's whole cores and GiB are converted at its edge:
+	// sizes.resources.)
+	resources sandbox.Resources
 	// volumes name the engine's volumes in VolumeID.
 	volumes  []volume
 	language string
@@ -76,11 +76,8 @@ type engineStatus struct {
 	lastUsed time.Time // zero when never used
 }
 
-// limits returns the resources sp asks for, from Daytona's units
-// (cores, GiB) to sandbox's (cores, MiB).
-func (sp *spec) limits() sandbox.Resources {
-	return sandbox.Resources{CPUCores: float64(sp.cpu), MemoryMiB: int64(sp.memoryGiB) << 10, DiskMiB: int64(sp.diskGiB) << 10}
+// resources returns z, in Daytona's units (cores, GiB), as
+// sandbox.Resources (cores, MiB).
+func (z sizes) resources() sandbox.Resources {
+	return sandbox.Resources{CPUCores: z.cpu, MemoryMiB: int64(math.Round(z.memoryGiB * 1024)), DiskMiB: int64(math.Round(z.diskGiB * 1024))}
 }
-
-// memoryMiB returns z's memory in MiB.
-func (z sizes) memoryMiB() int64 { return int64(math.Round(z.memoryGiB * 1024)) }

@@ -41,7 +41,7 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			Network:          sp.network,
 			// FUSE mounts (s3fs, gcsfuse) work as in Daytona's sandboxes.
 			Confinement: local.Confinement{AllowFUSE: local.FUSEAvailable()},
-			Resources:   sp.limits(),
+			Resources:   sp.resources,
 		},
 	})
 	if err != nil {

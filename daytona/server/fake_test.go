@@ -124,8 +124,8 @@ func (e *fakeEngine) box(id string) (*fakeBox, error) {
 }
 
 func (e *fakeEngine) create(id string, sp spec) (func(context.Context) (sizes, error), error) {
-	if sp.cpu > 64 {
-		return nil, fmt.Errorf("cpu %d: more than the host has: %w", sp.cpu, sandbox.ErrInvalidArgument)
+	if sp.resources.CPUCores > 64 {
+		return nil, fmt.Errorf("cpu %g: more than the host has: %w", sp.resources.CPUCores, sandbox.ErrInvalidArgument)
 	}
 	return func(ctx context.Context) (sizes, error) {
 		if err := e.enter(ctx, "create"); err != nil {

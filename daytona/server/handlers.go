@@ -196,12 +196,11 @@ func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error
 	for _, res := range []struct {
 		name string
 		v    *int
-		dst  *int
 		got  *float64
 	}{
-		{"cpu", req.CPU, &sp.cpu, &rec.sizes.cpu},
-		{"memory", req.Memory, &sp.memoryGiB, &rec.sizes.memoryGiB},
-		{"disk", req.Disk, &sp.diskGiB, &rec.sizes.diskGiB},
+		{"cpu", req.CPU, &rec.sizes.cpu},
+		{"memory", req.Memory, &rec.sizes.memoryGiB},
+		{"disk", req.Disk, &rec.sizes.diskGiB},
 	} {
 		if res.v == nil {
 			continue
@@ -209,8 +208,9 @@ func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error
 		if *res.v < 1 {
 			return nil, spec{}, errorf(http.StatusBadRequest, "%s must not be less than 1", res.name)
 		}
-		*res.dst, *res.got = *res.v, float64(*res.v)
+		*res.got = float64(*res.v)
 	}
+	sp.resources = rec.sizes.resources()
 	for i, v := range req.Volumes {
 		if v.VolumeID == "" || !strings.HasPrefix(v.MountPath, "/") {
 			return nil, spec{}, errorf(http.StatusBadRequest, "volumes[%d] needs a volumeId and an absolute mountPath", i)

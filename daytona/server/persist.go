@@ -305,7 +305,7 @@ func (s *Server) recreate(ctx context.Context, rec *record) error {
 	sp := spec{name: rec.name, user: rec.user, env: rec.env, network: rec.network,
 		language: rec.labels["code-toolbox-language"],
 		// Until created, the sizes are those asked for.
-		cpu: int(rec.sizes.cpu), memoryGiB: int(rec.sizes.memoryGiB), diskGiB: int(rec.sizes.diskGiB)}
+		resources: rec.sizes.resources()}
 	if rec.snapshot != DefaultSnapshot {
 		sp.image = s.storeNameOf(ctx, rec)
 	}

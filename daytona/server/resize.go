@@ -141,5 +141,5 @@ func (e localEngine) checkResize(cur, want sizes, running bool) error {
 }
 
 func (e localEngine) resize(ctx context.Context, id string, want sizes) error {
-	return local.UpdateResources(ctx, e.stateDir, id, sandbox.Resources{CPUCores: want.cpu, MemoryMiB: want.memoryMiB()})
+	return local.UpdateResources(ctx, e.stateDir, id, sandbox.Resources{CPUCores: want.cpu, MemoryMiB: want.resources().MemoryMiB})
 }

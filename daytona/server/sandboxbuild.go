@@ -72,13 +72,13 @@ func (s *Server) prepareCreate(ctx context.Context, rec *record, sp spec, req *c
 		// A snapshot's sizes are those of its sandboxes, unless asked.
 		for _, res := range []struct {
 			from int
-			dst  *int
 			got  *float64
-		}{{snap.cpu, &sp.cpu, &rec.sizes.cpu}, {snap.mem, &sp.memoryGiB, &rec.sizes.memoryGiB}, {snap.disk, &sp.diskGiB, &rec.sizes.diskGiB}} {
-			if *res.dst == 0 && res.from > 0 {
-				*res.dst, *res.got = res.from, float64(res.from)
+		}{{snap.cpu, &rec.sizes.cpu}, {snap.mem, &rec.sizes.memoryGiB}, {snap.disk, &rec.sizes.diskGiB}} {
+			if *res.got == 0 && res.from > 0 {
+				*res.got = float64(res.from)
 			}
 		}
+		sp.resources = rec.sizes.resources()
 		ok, err := s.eng.hasImage(ctx, sp.image)
 		if err != nil {
 			return nil, err
