@@ -15,6 +15,25 @@ import (
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
+func (s *Server) handleGitRestore(w http.ResponseWriter, r *http.Request) error {
+	var req toolbox.GitRestoreRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	repo, wt, files, err := s.openFiles(req.Path, req.Files, "restore")
+	if err != nil {
+		return err
+	}
+	if !req.Staged && !req.Worktree {
+		req.Worktree = true // git restore's default
+	}
+	if err := repo.restore(wt, files, req); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
 // A restoreEntry is a file's content in a restore source.
 type restoreEntry struct {
 	name string

@@ -13,7 +13,7 @@ import (
 // the sandbox's to shape, so a symbolic link, a ".." or a /proc magic link
 // planted by a command must never lead the server (the sandbox's PID 1,
 // which may hold descriptors the sandbox's processes do not) to a file
-// outside the sandbox. On Linux (root_linux.go) every path is opened with
+// outside the sandbox. On Linux (root*_linux.go) every path is opened with
 // openat2 relative to a descriptor of the root, with RESOLVE_IN_ROOT (an
 // absolute link or a ".." resolves as if the root were "/") and
 // RESOLVE_NO_MAGICLINKS (/proc/*/fd/N, /proc/*/root, /proc/*/cwd are
