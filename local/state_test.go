@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -29,20 +30,20 @@ func TestBadInput(t *testing.T) {
 		if _, err := local.New(local.Options{ID: id, StateDir: stateDir}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("New(id %q): %v, want ErrInvalidArgument", id, err)
 		}
-		if _, err := local.Lookup(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		if _, err := localtest.Lookup(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("Lookup(%q): %v, want ErrInvalidArgument", id, err)
 		}
-		if err := local.Remove(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		if err := localtest.Destroy(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("Remove(%q): %v, want ErrInvalidArgument", id, err)
 		}
 	}
-	if _, err := local.Lookup(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := localtest.Lookup(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Lookup(unknown): %v, want ErrNotFound", err)
 	}
-	if err := local.Remove(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if err := localtest.Destroy(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Remove(unknown): %v, want ErrNotFound", err)
 	}
-	if err := local.StopByID(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if err := stopByID(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("StopByID(unknown): %v, want ErrNotFound", err)
 	}
 	for _, o := range []local.Options{
@@ -141,7 +142,7 @@ func TestConcurrentStartFromTwoProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := local.InitPID(sb)
-	if err := local.Remove(ctx, stateDir, id); err != nil {
+	if err := localtest.Destroy(ctx, stateDir, id); err != nil {
 		t.Fatal(err)
 	}
 	reapZombie(pid)
@@ -160,7 +161,7 @@ func TestAutoStopAndEphemeral(t *testing.T) {
 	mustRun(t, sb, "echo x > ~/f")
 	waitAutoStop(t, sb)
 	// The stopped ephemeral sandbox is gone as soon as anyone looks.
-	if _, err := local.Lookup(ctx, stateDir, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := localtest.Lookup(ctx, stateDir, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Lookup of an auto-stopped ephemeral sandbox: %v, want ErrNotFound", err)
 	}
 	if _, err := os.Stat(local.Dir(sb)); !os.IsNotExist(err) {
@@ -245,7 +246,7 @@ func TestAutoStopThenCommandRestarts(t *testing.T) {
 	sb := newSandbox(t, local.Options{Config: local.Config{AutoStopInterval: 1500 * time.Millisecond}})
 	mustRun(t, sb, "echo kept > ~/f")
 	waitAutoStop(t, sb)
-	info, err := local.Lookup(context.Background(), sb.StateDir(), sb.ID())
+	info, err := localtest.Lookup(context.Background(), sb.StateDir(), sb.ID())
 	if err != nil || info.Status != sandbox.StatusStopped {
 		t.Fatalf("Lookup after auto-stop: %+v %v", info, err)
 	}
@@ -262,7 +263,7 @@ func TestAutoDelete(t *testing.T) {
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.Lookup(ctx, stateDir, sb.ID()); err != nil {
+	if _, err := localtest.Lookup(ctx, stateDir, sb.ID()); err != nil {
 		t.Fatalf("Lookup right after stop: %v", err)
 	}
 	time.Sleep(150 * time.Millisecond)
@@ -370,7 +371,7 @@ func TestLastUsedAndTimeoutAt(t *testing.T) {
 	sb := newSandbox(t, local.Options{Config: local.Config{AutoStopInterval: time.Hour}})
 	lookup := func() *sandbox.Info {
 		t.Helper()
-		info, err := local.Lookup(ctx, sb.StateDir(), sb.ID())
+		info, err := localtest.Lookup(ctx, sb.StateDir(), sb.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
