@@ -40,52 +40,14 @@ func (localEngine) List(ctx context.Context, stateDir string) ([]sandbox.Info, e
 	return local.List(ctx, stateDir)
 }
 
-func (localEngine) Lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
-	sb, err := local.Open(ctx, stateDir, id)
+// Find returns the handle of the existing sandbox id: a *local.Sandbox
+// from local.Open, whose methods are the operations on it.
+func (localEngine) Find(ctx context.Context, stateDir, id string) (cli.Handle, error) {
+	s, err := local.Open(ctx, stateDir, id)
 	if err != nil {
 		return nil, err
 	}
-	return sb.Info(ctx)
-}
-
-func (localEngine) Remove(ctx context.Context, stateDir, id string) error {
-	sb, err := local.Open(ctx, stateDir, id)
-	if err != nil {
-		return err
-	}
-	return sb.Destroy(ctx)
-}
-
-func (localEngine) StopByID(ctx context.Context, stateDir, id string) error {
-	sb, err := local.Open(ctx, stateDir, id)
-	if err != nil {
-		return err
-	}
-	return sb.Stop(ctx)
-}
-
-func (localEngine) UpdateNetwork(ctx context.Context, stateDir, id string, p sandbox.NetworkPolicy) error {
-	sb, err := local.Open(ctx, stateDir, id)
-	if err != nil {
-		return err
-	}
-	return sb.UpdateNetworkSettings(ctx, p)
-}
-
-func (localEngine) PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
-	sb, err := local.Open(ctx, stateDir, id)
-	if err != nil {
-		return sandbox.PublishedPort{}, err
-	}
-	return sb.PublishPort(ctx, hostPort, sandboxPort)
-}
-
-func (localEngine) UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error {
-	sb, err := local.Open(ctx, stateDir, id)
-	if err != nil {
-		return err
-	}
-	return sb.UnpublishPort(ctx, hostPort)
+	return s, nil
 }
 
 // newServer returns the server of agentbox serve: Daytona's control plane
