@@ -465,3 +465,45 @@ func TestDefaultStateDir(t *testing.T) {
 		})
 	}
 }
+
+// TestOpen: Open finds an existing sandbox by id without starting it,
+// with the sandbox's own configuration and status; a handle from Open
+// restarts a stopped sandbox with that configuration, and stops it.
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	stateDir := newStateDir(t)
+	sb := newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{
+		Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked},
+		Labels:  map[string]string{"team": "a"},
+	}})
+	mustRun(t, sb, "echo kept > ~/file")
+	must(t, sb.Stop(ctx))
+
+	h, err := local.Open(ctx, stateDir, sb.ID())
+	must(t, err)
+	if h.Status() != sandbox.StatusStopped {
+		t.Errorf("status of a stopped sandbox's handle: %s, want stopped", h.Status())
+	}
+	if pid := local.InitPIDOf(stateDir, sb.ID()); pid != 0 {
+		t.Fatalf("Open started the sandbox: init %d", pid)
+	}
+	info, err := h.Info(ctx)
+	if err != nil || info.Status != sandbox.StatusStopped || info.Network.Mode != sandbox.NetworkBlocked || info.Metadata["team"] != "a" {
+		t.Fatalf("Info of the handle: %+v %v, want the stopped sandbox with its network and labels", info, err)
+	}
+	if out := mustRun(t, h, "cat ~/file"); out != "kept\n" {
+		t.Errorf("file through the handle, which restarts the sandbox: %q", out)
+	}
+	if info, err := h.Info(ctx); err != nil || info.Network.Mode != sandbox.NetworkBlocked {
+		t.Errorf("network after the restart: %+v %v, want blocked (the sandbox's own)", info, err)
+	}
+	must(t, h.Close(ctx)) // the sandbox keeps running
+	running := opened(t, stateDir, sb.ID())
+	if running.Status() != sandbox.StatusRunning {
+		t.Errorf("status of a running sandbox's handle: %s, want running", running.Status())
+	}
+	must(t, running.Stop(ctx))
+	if pid := local.InitPIDOf(stateDir, sb.ID()); pid != 0 {
+		t.Errorf("Stop of a handle from Open left init %d running", pid)
+	}
+}
