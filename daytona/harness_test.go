@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
@@ -42,7 +43,7 @@ func newServe(t *testing.T, knobs *server.Knobs) *serve {
 	cp := spectest.LoadControlPlane(t).WithBasePath("/api") // first: it may skip the test
 	tb := spectest.Load(t).ResponsesOnly()
 	dir := t.TempDir()
-	t.Cleanup(func() { removeLeft(t, dir) })
+	t.Cleanup(func() { localtest.CheckNoneLeft(t, dir) })
 	// team/base:1, which tests save in the store, is published to tenants.
 	srv, err := server.New(server.Options{StateDir: dir, APIKeys: []string{testKey}, Knobs: knobs, PublishedImages: []string{"team/base:1"}})
 	if err != nil {
@@ -82,22 +83,6 @@ func (s *serve) client(cfg Config) *Client {
 		s.t.Fatal(err)
 	}
 	return c
-}
-
-// removeLeft fails the test for every sandbox left in stateDir, and
-// removes it.
-func removeLeft(t *testing.T, stateDir string) {
-	ctx := context.Background()
-	infos, err := local.List(ctx, stateDir)
-	if err != nil {
-		t.Errorf("listing the sandboxes left: %v", err)
-	}
-	for _, info := range infos {
-		t.Errorf("sandbox %s left behind", info.ID)
-		if err := local.Remove(ctx, stateDir, info.ID); err != nil {
-			t.Errorf("removing %s: %v", info.ID, err)
-		}
-	}
 }
 
 // needRoot needs the test to run as root (see testenv.NeedRoot): the local

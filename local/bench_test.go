@@ -92,7 +92,7 @@ func snapshotStateDir(b *testing.B) string {
 	stateDir := imageStateDir(b)
 	sb := newSandbox(b, local.Options{ID: "snapshot-source", StateDir: stateDir, Config: local.Config{Image: benchImage}})
 	mustRun(b, sb, "mkdir -p /usr/share/bench && echo frozen > /usr/share/bench/file")
-	if _, err := local.CreateSnapshot(ctx, stateDir, sb.ID(), benchSnapshot); err != nil {
+	if _, err := sb.CreateSnapshot(ctx, benchSnapshot); err != nil {
 		b.Fatal(err)
 	}
 	if err := sb.Destroy(ctx); err != nil {

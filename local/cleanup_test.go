@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -145,7 +146,7 @@ func TestDestroyLeavesNothing(t *testing.T) {
 	if _, err := sb.Start(ctx); err == nil {
 		t.Error("a destroyed sandbox started again")
 	}
-	if _, err := local.Lookup(ctx, stateDir, sb.ID()); !errorsIs(err, sandbox.ErrNotFound) {
+	if _, err := localtest.Lookup(ctx, stateDir, sb.ID()); !errorsIs(err, sandbox.ErrNotFound) {
 		t.Errorf("Lookup after destroy: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -73,7 +74,7 @@ func TestConfigMismatch(t *testing.T) {
 		t.Errorf("command on the mismatched handle: %v, want ErrConfigMismatch", err)
 	}
 	// Nothing changed: the sandbox still has the default network.
-	if info, err := local.Lookup(ctx, stateDir, "shape"); err != nil || info.Network == nil || info.Network.Mode != sandbox.NetworkPublic || info.Identity.User != "alice" {
+	if info, err := localtest.Lookup(ctx, stateDir, "shape"); err != nil || info.Network == nil || info.Network.Mode != sandbox.NetworkPublic || info.Identity.User != "alice" {
 		t.Errorf("Lookup after the refused start: %+v, %v", info, err)
 	}
 	// Also when the sandbox is stopped: a restart would not apply it either.
@@ -149,10 +150,10 @@ func TestUnsafeStateDir(t *testing.T) {
 			check("Destroy", sb.Destroy(ctx))
 			_, err = local.List(ctx, dir)
 			check("List", err)
-			_, err = local.Lookup(ctx, dir, "x")
+			_, err = localtest.Lookup(ctx, dir, "x")
 			check("Lookup", err)
-			check("StopByID", local.StopByID(ctx, dir, "x"))
-			check("Remove", local.Remove(ctx, dir, "x"))
+			check("StopByID", stopByID(ctx, dir, "x"))
+			check("Remove", localtest.Destroy(ctx, dir, "x"))
 			if ents, _ := os.ReadDir(filepath.Join(dir, "sandboxes")); len(ents) != 0 {
 				t.Errorf("a refused state dir got sandboxes: %v", ents)
 			}
@@ -351,10 +352,10 @@ func TestStopDuringCommand(t *testing.T) {
 		stream bool
 		end    func(ctx context.Context, stateDir, id string) error
 	}{
-		{"stop", false, local.StopByID},
-		{"stop streaming", true, local.StopByID},
-		{"remove", false, local.Remove},
-		{"remove streaming", true, local.Remove},
+		{"stop", false, stopByID},
+		{"stop streaming", true, stopByID},
+		{"remove", false, localtest.Destroy},
+		{"remove streaming", true, localtest.Destroy},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stateDir := newStateDir(t)

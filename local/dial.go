@@ -6,19 +6,14 @@ import (
 	"net"
 )
 
-// DialToolbox connects to the toolbox server of the running sandbox id in
-// stateDir ("" is DefaultStateDir), over its unix socket: a server in
-// front of local sandboxes (such as agentbox serve's toolbox proxy) speaks
-// HTTP over the connection. It fails with an error matching
+// DialToolbox connects to the toolbox server of the running sandbox, over
+// its unix socket: a server in front of local sandboxes (such as agentbox
+// serve's toolbox proxy) speaks HTTP over the connection. It fails with an error matching
 // sandbox.ErrNotFound when there is no such sandbox, and with the dial's
 // error when it does not run.
-func DialToolbox(ctx context.Context, stateDir, id string) (net.Conn, error) {
-	stateDir, err := resolveID(stateDir, id)
-	if err != nil {
-		return nil, err
-	}
-	dir := sandboxDir(stateDir, id)
-	p, release, err := shortPath(dir, socketFile)
+func (s *Sandbox) DialToolbox(ctx context.Context) (net.Conn, error) {
+	stateDir, id := s.opts.StateDir, s.opts.ID
+	p, release, err := shortPath(s.dir, socketFile)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: toolbox socket: %w", id, err)
 	}
@@ -26,7 +21,7 @@ func DialToolbox(ctx context.Context, stateDir, id string) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", p)
 	if err != nil {
-		if _, lerr := Lookup(ctx, stateDir, id); lerr != nil {
+		if _, lerr := lookup(ctx, stateDir, id); lerr != nil {
 			return nil, lerr
 		}
 		return nil, fmt.Errorf("sandbox %q: toolbox socket: %w", id, err)

@@ -12,12 +12,12 @@ import (
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
-// DialPort connects to TCP port of the running sandbox id in stateDir
-// ("" is DefaultStateDir), at the address of the sandbox's interface, as
-// a host process reaching a published port would, but without publishing
-// anything: the socket is made inside the sandbox's network namespace (on
-// a thread that ends with the call), so no host port is taken, no
-// firewall rule is added, and nothing is left when the connection ends.
+// DialPort connects to TCP port of the running sandbox, at the address of
+// the sandbox's interface, as a host process reaching a published port
+// would, but without publishing anything: the socket is made inside the
+// sandbox's network namespace (on a thread that ends with the call), so no
+// host port is taken, no firewall rule is added, and nothing is left when
+// the connection ends.
 // The address is the host's record of the sandbox's link, never one the
 // sandbox names, and the sandbox cannot change where it leads (its
 // namespace's interfaces and routes are the host's).
@@ -28,17 +28,14 @@ import (
 // the public or allowList mode, whose network the host made (as root);
 // other sandboxes fail with an error matching sandbox.ErrInvalidArgument.
 // No such sandbox: an error matching sandbox.ErrNotFound.
-func DialPort(ctx context.Context, stateDir, id string, port int) (net.Conn, error) {
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
 		return nil, fmt.Errorf("%w: port %d: TCP ports are 1-65535", sandbox.ErrInvalidArgument, port)
 	}
-	stateDir, err := resolveID(stateDir, id)
-	if err != nil {
-		return nil, err
-	}
-	m, err := readMeta(sandboxDir(stateDir, id))
+	id := s.opts.ID
+	m, err := readMeta(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, notFound(stateDir, id)
+		return nil, notFound(s.opts.StateDir, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: read metadata: %w", id, err)

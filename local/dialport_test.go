@@ -26,7 +26,7 @@ func TestDialPort(t *testing.T) {
 	spawnProbe(t, sb, "listening", "listen", "127.0.0.1:8081")
 	_, own := linkAddrs(t, sb)
 
-	c, err := local.DialPort(ctx, sb.StateDir(), sb.ID(), 8080)
+	c, err := sb.DialPort(ctx, 8080)
 	must(t, err)
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
@@ -34,7 +34,7 @@ func TestDialPort(t *testing.T) {
 	if err != nil || line != "hello from "+own.String()+"\n" {
 		t.Fatalf("DialPort 8080: %q %v, want the greeting of the sandbox's interface", line, err)
 	}
-	if c, err := local.DialPort(ctx, sb.StateDir(), sb.ID(), 8081); !errors.Is(err, syscall.ECONNREFUSED) {
+	if c, err := sb.DialPort(ctx, 8081); !errors.Is(err, syscall.ECONNREFUSED) {
 		if c != nil {
 			c.Close()
 		}
@@ -47,19 +47,19 @@ func TestDialPort(t *testing.T) {
 	}
 
 	for _, bad := range []int{0, -1, 70000} {
-		if _, err := local.DialPort(ctx, sb.StateDir(), sb.ID(), bad); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		if _, err := sb.DialPort(ctx, bad); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("DialPort port %d: %v, want ErrInvalidArgument", bad, err)
 		}
 	}
-	if _, err := local.DialPort(ctx, sb.StateDir(), "nope", 8080); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := local.Open(ctx, sb.StateDir(), "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("DialPort to a sandbox that does not exist: %v, want ErrNotFound", err)
 	}
 	blocked := lab.sandbox(t, local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}})
-	if _, err := local.DialPort(ctx, blocked.StateDir(), blocked.ID(), 8080); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "loopback only") {
+	if _, err := blocked.DialPort(ctx, 8080); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "loopback only") {
 		t.Errorf("DialPort to a blocked sandbox: %v, want ErrInvalidArgument (loopback only)", err)
 	}
 	must(t, sb.Stop(ctx))
-	if _, err := local.DialPort(ctx, sb.StateDir(), sb.ID(), 8080); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "does not run") {
+	if _, err := sb.DialPort(ctx, 8080); !errors.Is(err, sandbox.ErrInvalidArgument) || !strings.Contains(err.Error(), "does not run") {
 		t.Errorf("DialPort to a stopped sandbox: %v, want ErrInvalidArgument (does not run)", err)
 	}
 }

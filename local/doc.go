@@ -37,7 +37,7 @@
 // of the host's folder, ID-mapped onto the sandbox's ids, and a copy of
 // the host's /etc holding only what every host user may read), or of an
 // image ([Config.Image], [Config.Snapshot]), whose changes
-// [CreateSnapshot] freezes into a snapshot that new sandboxes are made
+// [Sandbox.CreateSnapshot] freezes into a snapshot that new sandboxes are made
 // of; either way changes are kept across Stop and Start and stay in the
 // sandbox. Without root, the host's /usr and /etc (and the /bin, /lib …
 // links or folders) are read-only. /proc, /dev and
@@ -81,7 +81,7 @@
 // addresses), not the host's networks or any private, shared or
 // link-local range (cloud metadata at 169.254.169.254 included), not other
 // sandboxes; DNS works, through the host's resolver; nothing reaches the
-// sandbox but the ports published with [PublishPort] (on the host's
+// sandbox but the ports published with [Sandbox.PublishPort] (on the host's
 // loopback). As root, the host makes the sandbox's network namespace
 // (owned by the host's user namespace: the sandbox's root cannot change
 // its interfaces, routes or firewall), links it to the host with a veth
@@ -112,7 +112,7 @@
 // non-public addresses, and spoofed Host headers or TLS server names;
 // Info shows its last refusals (Network.PolicyLog). With both lists, the
 // ranges are reachable directly and the names through the proxy.
-// [Sandbox.UpdateNetworkSettings] (or [UpdateNetworkSettings] by id)
+// [Sandbox.UpdateNetworkSettings] (of a handle from [New] or [Open])
 // changes the policy of a running sandbox at once and records it.
 //
 // [Options] says which sandbox a handle is for (ID, StateDir) and holds the
@@ -136,7 +136,7 @@
 // (Daytona: -1 is never and 0 deletes at once). No process watches a
 // stopped sandbox: one past its AutoDeleteInterval, or a stopped
 // ephemeral one, is deleted when a host process next looks at the state
-// dir (Start of that id, [List], [Lookup]).
+// dir (Start of that id, [List], [Open]).
 //
 // State lives under a state dir (see [DefaultStateDir]):
 //
@@ -158,8 +158,10 @@
 // sandbox folders and their homes mode 0700. [DefaultStateDir] never falls
 // back to a folder users share.
 //
-// [List], [Lookup], [StopByID] and [Remove] work on a state dir by id, from
-// any process.
+// [List] describes the sandboxes of a state dir, from any process, and
+// [Open] returns the handle of one of them by id, without starting it: its
+// methods are every operation on that sandbox (Info, Stop, Destroy,
+// UpdateNetworkSettings, UpdateResources, PublishPort, DialToolbox, ...).
 //
 // A [Pool] keeps inits started ahead of time, each in its namespaces with
 // its uid range and network link made, waiting for a configuration: a new
@@ -176,7 +178,7 @@ package local
 //	client.go           the toolbox client of a sandbox's socket
 //	layout.go           names of the state dir's files and folders
 //	meta.go             meta.json: the persisted metadata (and its previous format), Info's fields
-//	state.go            locking a sandbox's folder; List, Lookup, StopByID, Remove
+//	state.go            locking a sandbox's folder; List, Open; stop and remove by id
 //	platform.go         the Linux check; other.go: stubs for other systems
 //	reexec.go           Init, the re-execution entry point
 //	launch_linux.go     host side of a start: fork the init in new namespaces, wait until it serves
@@ -193,7 +195,7 @@ package local
 //	                    RESOLVE_IN_ROOT, mkdirat), never through what it planted
 //	network.go          the network modes of Config.Network, local's checks of them,
 //	                    Instructions; netranges.go: the address ranges of the policy
-//	netapi.go           UpdateNetworkSettings, PublishPort, UnpublishPort (recorded in meta.json)
+//	netapi.go           the methods UpdateNetworkSettings, PublishPort, UnpublishPort (recorded in meta.json)
 //	network_linux.go    the network at a start (host side: namespace, link, firewall; init side:
 //	                    loopback, resolv.conf), live changes, teardown, Info's network state
 //	netns_linux.go      network namespaces the host makes; throwaway threads that enter them

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -242,7 +243,7 @@ timeout 5 cat <&3`
 			t.Errorf("Instructions: %s", ins)
 		}
 		// Another process finds the same by id.
-		found, err := local.Lookup(context.Background(), sb.StateDir(), sb.ID())
+		found, err := localtest.Lookup(context.Background(), sb.StateDir(), sb.ID())
 		if err != nil || !reflect.DeepEqual(found.Network, n) {
 			t.Errorf("Lookup: %v %v", err, found)
 		}

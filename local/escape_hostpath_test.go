@@ -380,7 +380,11 @@ func download(ctx context.Context, c *toolbox.Client, p string) ([]byte, error) 
 // does not offer) and returns the answer's body.
 func bulkDownloader(id, stateDir string) func(ctx context.Context, paths ...string) ([]byte, error) {
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return local.DialToolbox(ctx, stateDir, id)
+		sb, err := local.Open(ctx, stateDir, id)
+		if err != nil {
+			return nil, err
+		}
+		return sb.DialToolbox(ctx)
 	}}}
 	return func(ctx context.Context, paths ...string) ([]byte, error) {
 		body, _ := json.Marshal(toolbox.FilesDownloadRequest{Paths: paths})

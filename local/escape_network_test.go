@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -183,7 +184,7 @@ func TestNetworkPublic(t *testing.T) {
 		if _, err := lab.dialFromInet(addrPort(own, p)); err == nil {
 			t.Errorf("the internet reached the sandbox's listener at %s", own)
 		}
-		pp, err := local.PublishPort(context.Background(), sb.StateDir(), sb.ID(), 0, p)
+		pp, err := sb.PublishPort(context.Background(), 0, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +192,7 @@ func TestNetworkPublic(t *testing.T) {
 		if err != nil || g != "hello from "+own.String() {
 			t.Errorf("control: the published port %d: %q %v", pp.HostPort, g, err)
 		}
-		if err := local.UnpublishPort(context.Background(), sb.StateDir(), sb.ID(), pp.HostPort); err != nil {
+		if err := sb.UnpublishPort(context.Background(), pp.HostPort); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := lab.dial(net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort))); !errors.Is(err, unix.ECONNREFUSED) {
@@ -402,7 +403,7 @@ func TestNetworkLiveSwitch(t *testing.T) {
 		t.Errorf("DNS after default: %s", got)
 	}
 	// The policy is the sandbox's: recorded, and kept by a restart.
-	must(t, local.UpdateNetworkSettings(ctx, sb.StateDir(), sb.ID(), netPolicy(t, false, "203.0.113.0/24", "")))
+	must(t, opened(t, sb.StateDir(), sb.ID()).UpdateNetworkSettings(ctx, netPolicy(t, false, "203.0.113.0/24", "")))
 	must(t, sb.Stop(ctx))
 	if got := runProbe(t, sb, "tcp", v6); got != refusedTCP {
 		t.Errorf("IPv6 after a restart with allow-cidr: %s", got)
@@ -600,10 +601,10 @@ func TestNetworkBadInput(t *testing.T) {
 			t.Errorf("%+v: %v, want ErrInvalidArgument", p, err)
 		}
 	}
-	if info, _ := local.Lookup(context.Background(), sb.StateDir(), sb.ID()); info.Network.Mode != sandbox.NetworkBlocked {
+	if info, _ := localtest.Lookup(context.Background(), sb.StateDir(), sb.ID()); info.Network.Mode != sandbox.NetworkBlocked {
 		t.Errorf("after refused updates: mode %s", info.Network.Mode)
 	}
-	if err := local.UpdateNetworkSettings(context.Background(), t.TempDir(), "nope", sandbox.NetworkPolicy{}); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := local.Open(context.Background(), t.TempDir(), "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("updating a sandbox that does not exist: %v", err)
 	}
 }
@@ -675,7 +676,7 @@ func TestNetworkLiveDomainSwitch(t *testing.T) {
 		t.Errorf("a direct connection with the domain list: %s, want ENETUNREACH", got)
 	}
 	pid := local.EgressProxyPID(sb)
-	must(t, local.UpdateNetworkSettings(ctx, sb.StateDir(), sb.ID(), netPolicy(t, false, "", "other.test")))
+	must(t, opened(t, sb.StateDir(), sb.ID()).UpdateNetworkSettings(ctx, netPolicy(t, false, "", "other.test")))
 	if local.EgressProxyPID(sb) != pid {
 		t.Errorf("a new list started a new proxy instead of telling the running one")
 	}

@@ -4,6 +4,7 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -70,4 +71,49 @@ func ExamplePool() {
 		}
 		_ = sb.Destroy(ctx)
 	}
+}
+
+// Open returns the handle of an existing sandbox by id, as another process
+// (a CLI, a server) finds it: every operation on that sandbox is a method
+// of the handle. Open starts nothing.
+func ExampleOpen() {
+	ctx := context.Background()
+	stateDir, _ := os.MkdirTemp("", "agentbox-example-")
+	defer os.RemoveAll(stateDir)
+
+	sb, err := local.New(local.Options{ID: "worker", StateDir: stateDir, Config: local.Config{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := sb.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = sb.Close(ctx) // the sandbox keeps running
+
+	// Later, or in another process: find it by id.
+	h, err := local.Open(ctx, stateDir, "worker")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	info, _ := h.Info(ctx)
+	fmt.Println(info.ID, info.Status, info.Network.Mode)
+	if err := h.Stop(ctx); err != nil { // its processes end, its files stay
+		fmt.Println(err)
+		return
+	}
+	h, _ = local.Open(ctx, stateDir, "worker")
+	fmt.Println(h.Status())
+	if err := h.Destroy(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = local.Open(ctx, stateDir, "worker")
+	fmt.Println(errors.Is(err, sandbox.ErrNotFound))
+	// Output:
+	// worker running blocked
+	// stopped
+	// true
 }

@@ -158,3 +158,24 @@ func readLine(t *testing.T, r *bufio.Reader) string {
 		return ""
 	}
 }
+
+// stopByID stops the sandbox id of stateDir through a handle from
+// local.Open, as agentbox sandbox stop does.
+func stopByID(ctx context.Context, stateDir, id string) error {
+	sb, err := local.Open(ctx, stateDir, id)
+	if err != nil {
+		return err
+	}
+	return sb.Stop(ctx)
+}
+
+// opened returns a second handle of the sandbox id of stateDir, from
+// local.Open.
+func opened(t testing.TB, stateDir, id string) *local.Sandbox {
+	t.Helper()
+	sb, err := local.Open(context.Background(), stateDir, id)
+	if err != nil {
+		t.Fatalf("Open %s: %v", id, err)
+	}
+	return sb
+}

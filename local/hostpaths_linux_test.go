@@ -156,7 +156,7 @@ func TestImageMountPointNotThroughLink(t *testing.T) {
 // 64 GiB).
 func TestSnapshotKeepsHoles(t *testing.T) {
 	ctx := context.Background()
-	state, _, sb := newImageSandbox(t)
+	_, _, sb := newImageSandbox(t)
 	const size = 1 << 30
 	// The image has no dd: the file is made in the stopped sandbox's
 	// upper folder, as a command would have left it.
@@ -171,7 +171,7 @@ func TestSnapshotKeepsHoles(t *testing.T) {
 		must(t, err)
 		must(t, f.Close())
 	})
-	snap, err := local.CreateSnapshot(ctx, state, sb.ID(), "sparse")
+	snap, err := sb.CreateSnapshot(ctx, "sparse")
 	if err != nil {
 		t.Fatal(err)
 	}

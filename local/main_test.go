@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -68,7 +69,7 @@ func removeSandboxesAtEnd(t testing.TB, stateDir string) {
 				continue // a removal's leftover, deleted with the folder
 			}
 			pid := local.InitPIDOf(stateDir, id)
-			if err := local.Remove(context.Background(), stateDir, id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			if err := localtest.Destroy(context.Background(), stateDir, id); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				t.Errorf("remove sandbox %s left by the test: %v", id, err)
 			}
 			if pid != 0 {

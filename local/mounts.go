@@ -200,8 +200,7 @@ func (s *Sandbox) Unmount(ctx context.Context, path string) error {
 
 // Mounts lists the sandbox's bucket mounts with their states.
 func (s *Sandbox) Mounts(ctx context.Context) ([]sandbox.MountInfo, error) {
-	stateDir, id := s.opts.StateDir, s.opts.ID
-	info, err := Lookup(ctx, stateDir, id)
+	info, err := lookup(ctx, s.opts.StateDir, s.opts.ID)
 	if err != nil {
 		return nil, err
 	}

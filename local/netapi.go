@@ -49,13 +49,6 @@ func (s *Sandbox) UpdateNetworkSettings(ctx context.Context, p sandbox.NetworkPo
 	return err
 }
 
-// UpdateNetworkSettings changes the network policy of the sandbox id in
-// stateDir, as [Sandbox.UpdateNetworkSettings] does. It fails with an
-// error matching sandbox.ErrNotFound when there is no such sandbox.
-func UpdateNetworkSettings(ctx context.Context, stateDir, id string, p sandbox.NetworkPolicy) error {
-	return updateNetworkSettings(ctx, &Sandbox{opts: Options{StateDir: stateDir, ID: id}}, p)
-}
-
 // updateNetworkSettings applies p to the sandbox s names, through s (its
 // state dir and test hooks), and adopts the result into s.
 func updateNetworkSettings(ctx context.Context, s *Sandbox, p sandbox.NetworkPolicy) error {
@@ -107,18 +100,20 @@ func withLockedMeta(ctx context.Context, stateDir, id string, f func(dir string,
 const PublishedHost = "127.0.0.1"
 
 // PublishPort forwards TCP port hostPort of the host's loopback
-// (127.0.0.1; 0 picks a free port) to sandboxPort of the sandbox id in
-// stateDir, and returns the mapping. The sandbox's server must listen on
+// (127.0.0.1; 0 picks a free port) to sandboxPort of the sandbox, and
+// returns the mapping. The sandbox's server must listen on
 // all addresses (0.0.0.0) or on its interface's, not only on its own
 // loopback. Published ports are kept across stops. It needs root and a
 // sandbox in the public or allowList mode (one with an interface); the
 // port must be free on the host and published by no other sandbox.
-func PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
+// No such sandbox: an error matching sandbox.ErrNotFound.
+func (s *Sandbox) PublishPort(ctx context.Context, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
+	id := s.opts.ID
 	p := sandbox.PublishedPort{HostAddress: PublishedHost, HostPort: hostPort, SandboxPort: sandboxPort}
 	if hostPort < 0 || hostPort > 65535 || sandboxPort < 1 || sandboxPort > 65535 {
 		return p, fmt.Errorf("%w: ports are 1-65535 (host port 0: any free one); got %d:%d", sandbox.ErrInvalidArgument, hostPort, sandboxPort)
 	}
-	err := withLockedMeta(ctx, stateDir, id, func(dir string, m *meta) error {
+	err := withLockedMeta(ctx, s.opts.StateDir, id, func(dir string, m *meta) error {
 		if !m.Config.needsInterface() {
 			return fmt.Errorf("%w: sandbox %q is in the %s network mode, with loopback only: nothing can reach it from outside; publish ports of a sandbox in the default or allowList mode", sandbox.ErrInvalidArgument, id, networkMode(&m.Config))
 		}
@@ -142,9 +137,12 @@ func PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort
 	return p, err
 }
 
-// UnpublishPort stops forwarding hostPort to the sandbox id in stateDir.
-func UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error {
-	return withLockedMeta(ctx, stateDir, id, func(dir string, m *meta) error {
+// UnpublishPort stops forwarding hostPort to the sandbox. It fails with an
+// error matching sandbox.ErrNotFound when there is no such sandbox, or
+// when the sandbox does not publish hostPort.
+func (s *Sandbox) UnpublishPort(ctx context.Context, hostPort int) error {
+	id := s.opts.ID
+	return withLockedMeta(ctx, s.opts.StateDir, id, func(dir string, m *meta) error {
 		i := slices.IndexFunc(m.Ports, func(q sandbox.PublishedPort) bool { return q.HostPort == hostPort })
 		if i < 0 {
 			return fmt.Errorf("%w: host port %d is not published by sandbox %q", sandbox.ErrNotFound, hostPort, id)
@@ -155,14 +153,4 @@ func UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error
 		}
 		return nil
 	})
-}
-
-// PublishPort is [PublishPort] for this sandbox.
-func (s *Sandbox) PublishPort(ctx context.Context, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
-	return PublishPort(ctx, s.opts.StateDir, s.opts.ID, hostPort, sandboxPort)
-}
-
-// UnpublishPort is [UnpublishPort] for this sandbox.
-func (s *Sandbox) UnpublishPort(ctx context.Context, hostPort int) error {
-	return UnpublishPort(ctx, s.opts.StateDir, s.opts.ID, hostPort)
 }

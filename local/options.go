@@ -46,7 +46,7 @@ const (
 // naming each such field with both values, matching [ErrConfigMismatch] and
 // [sandbox.ErrInvalidArgument]. Remove the sandbox to create it anew, or
 // use another ID. The network policy of a sandbox changes with
-// [Sandbox.UpdateNetworkSettings] (or [UpdateNetworkSettings] by id), which
+// [Sandbox.UpdateNetworkSettings] (of a handle from [New] or [Open]), which
 // records it as the sandbox's Config.
 type Options struct {
 	// ID names the sandbox in its state dir. Default: a generated "sbx-…".
@@ -123,7 +123,7 @@ type Config struct {
 	WorkingDirectory string `json:"workingDirectory"`
 	// Ephemeral sandboxes are destroyed when they stop. One that stopped
 	// itself (AutoStopInterval) is removed as soon as a host process next
-	// looks at the state dir (New+Start, List, Lookup).
+	// looks at the state dir (New+Start, List, Open).
 	Ephemeral bool `json:"ephemeral,omitempty"`
 	// AutoStopInterval is the idle time (no toolbox request) after which
 	// the sandbox stops itself. 0 means 15 minutes; negative means never.
@@ -142,7 +142,7 @@ type Config struct {
 	// addresses), not its networks, not private, shared or link-local
 	// ranges (cloud metadata at 169.254.169.254 included), not other
 	// sandboxes; DNS works through the host's resolver; nothing reaches
-	// the sandbox but the ports published with [PublishPort]. See
+	// the sandbox but the ports published with [Sandbox.PublishPort]. See
 	// network.go for the details and what needs root.
 	// [Sandbox.UpdateNetworkSettings] changes the policy of a running
 	// sandbox.
@@ -196,7 +196,7 @@ type Config struct {
 	// the root is made of the host's system folders, writable as root
 	// (see ReadOnlyRoot and the package documentation).
 	Image string `json:"image,omitempty"`
-	// Snapshot creates the sandbox from a snapshot (see [CreateSnapshot])
+	// Snapshot creates the sandbox from a snapshot (see [Sandbox.CreateSnapshot])
 	// instead: its root is the snapshot's base image with the frozen
 	// writable layer on top. It wins over Image, as Daytona's snapshot
 	// wins over its image. Needs root.

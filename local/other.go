@@ -14,8 +14,8 @@ import (
 
 // Stubs of the Linux-only parts, for the package to build on other
 // systems. New fails there (checkPlatform), so no sandbox ever starts;
-// the state dir functions (List, Lookup, StopByID, Remove) still read and
-// remove what a state dir holds.
+// the state dir functions (List, Open, and a handle's Info, Stop and
+// Destroy) still read and remove what a state dir holds.
 
 // initMain does nothing: no process is a sandbox init here.
 func initMain() {}
@@ -92,7 +92,7 @@ func (s *Sandbox) healEgress(context.Context) {}
 func writableRootAvailable() bool { return false }
 
 // CreateSnapshot fails: local sandboxes need Linux.
-func CreateSnapshot(context.Context, string, string, string) (*image.Image, error) {
+func (*Sandbox) CreateSnapshot(context.Context, string) (*image.Image, error) {
 	return nil, checkPlatform(runtime.GOOS)
 }
 
@@ -125,6 +125,6 @@ func (*spare) alive() bool                           { return false }
 func (*spare) destroy(context.Context, string) error { return nil }
 
 // DialPort fails: local sandboxes need Linux.
-func DialPort(context.Context, string, string, int) (net.Conn, error) {
+func (*Sandbox) DialPort(context.Context, int) (net.Conn, error) {
 	return nil, checkPlatform(runtime.GOOS)
 }

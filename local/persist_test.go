@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -44,7 +45,7 @@ func TestStopStartKeepsFiles(t *testing.T) {
 	if _, alive := syscall.Getpgid(pid); alive == nil {
 		t.Errorf("init %d still alive after Stop", pid)
 	}
-	info, err := local.Lookup(ctx, sb.StateDir(), sb.ID())
+	info, err := localtest.Lookup(ctx, sb.StateDir(), sb.ID())
 	if err != nil || info.Status != sandbox.StatusStopped {
 		t.Fatalf("Lookup after stop: %v %v", info, err)
 	}
@@ -255,7 +256,7 @@ func TestOldMetadataLoads(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		info, err := local.Lookup(ctx, stateDir, "old")
+		info, err := localtest.Lookup(ctx, stateDir, "old")
 		if err != nil {
 			t.Fatalf("Lookup %s: %v", when, err)
 		}

@@ -8,18 +8,19 @@ import (
 )
 
 // UpdateResources changes the CPU and memory limits of the stopped
-// sandbox id in stateDir: r's CPUCores and MemoryMiB that are not 0 replace the
+// sandbox: r's CPUCores and MemoryMiB that are not 0 replace the
 // sandbox's (as [Resources] has them) in its Config, and its next start
 // enforces them. The disk's size is fixed when a sandbox is created and
 // the process count is not Daytona's to change: r with DiskMiB or PIDs set
 // is refused, and so is a running sandbox (stop it first), with errors
 // matching sandbox.ErrInvalidArgument. It fails with an error matching
 // sandbox.ErrNotFound when there is no such sandbox.
-func UpdateResources(ctx context.Context, stateDir, id string, r Resources) error {
+func (s *Sandbox) UpdateResources(ctx context.Context, r Resources) error {
+	id := s.opts.ID
 	if r.DiskMiB != 0 || r.PIDs != 0 {
 		return fmt.Errorf("%w: Resources: only CPUCores and MemoryMiB of a sandbox can change; its disk's size is fixed when it is created", sandbox.ErrInvalidArgument)
 	}
-	return withLockedMeta(ctx, stateDir, id, func(_ string, m *meta) error {
+	return withLockedMeta(ctx, s.opts.StateDir, id, func(_ string, m *meta) error {
 		if m.alive() {
 			return fmt.Errorf("%w: sandbox %q is running: stop it to change its CPU and memory", sandbox.ErrInvalidArgument, id)
 		}

@@ -17,19 +17,19 @@ func TestUpdateResources(t *testing.T) {
 	sb := limitedSandbox(t, local.Resources{CPUCores: 0.5, MemoryMiB: 256}, local.Config{})
 	ctx := context.Background()
 	dir, id := sb.StateDir(), sb.ID()
-	if err := local.UpdateResources(ctx, dir, id, local.Resources{CPUCores: 1}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+	if err := sb.UpdateResources(ctx, local.Resources{CPUCores: 1}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Fatalf("resizing a running sandbox: %v, want ErrInvalidArgument", err)
 	}
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := local.UpdateResources(ctx, dir, id, local.Resources{DiskMiB: 1024}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+	if err := sb.UpdateResources(ctx, local.Resources{DiskMiB: 1024}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Fatalf("resizing the disk: %v, want ErrInvalidArgument", err)
 	}
-	if err := local.UpdateResources(ctx, dir, id, local.Resources{MemoryMiB: 1}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+	if err := sb.UpdateResources(ctx, local.Resources{MemoryMiB: 1}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 		t.Fatalf("too little memory: %v, want ErrInvalidArgument", err)
 	}
-	if err := local.UpdateResources(ctx, dir, id, local.Resources{CPUCores: 1, MemoryMiB: 512}); err != nil {
+	if err := sb.UpdateResources(ctx, local.Resources{CPUCores: 1, MemoryMiB: 512}); err != nil {
 		t.Fatal(err)
 	}
 	// A handle that asks for no Config uses the sandbox as it is now.
@@ -48,7 +48,7 @@ func TestUpdateResources(t *testing.T) {
 	if l := info.Limits; l == nil || l.CPUCores != 1 || l.MemoryMB != 512 {
 		t.Fatalf("limits after the change: %+v, want 1 core and 512 MiB", l)
 	}
-	if err := local.UpdateResources(ctx, dir, "no-such-sandbox", local.Resources{CPUCores: 1}); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := local.Open(ctx, dir, "no-such-sandbox"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("an unknown sandbox: %v, want ErrNotFound", err)
 	}
 }

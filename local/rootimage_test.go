@@ -120,7 +120,7 @@ func TestSnapshot(t *testing.T) {
 	ctx := context.Background()
 	state, _, a := newImageSandbox(t)
 	mustRun(t, a, "mkdir -p /opt/tool && echo v1 > /opt/tool/version && chown -R 1000:1000 /opt/tool && rm /usr/share/marker && echo home > ~/notroot && ln -s /etc/shadow /etc/evil")
-	snap, err := local.CreateSnapshot(ctx, state, a.ID(), "snap1")
+	snap, err := a.CreateSnapshot(ctx, "snap1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestSnapshot(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(snap.Layers[len(snap.Layers)-1], "etc/evil")); err != nil || target != "/etc/shadow" {
 		t.Errorf("the snapshot's etc/evil: link to %q (%v), want the link to /etc/shadow kept as it is", target, err)
 	}
-	if _, err := local.CreateSnapshot(ctx, state, a.ID(), "snap1"); !errors.Is(err, image.ErrExists) {
+	if _, err := a.CreateSnapshot(ctx, "snap1"); !errors.Is(err, image.ErrExists) {
 		t.Errorf("second snapshot of the same name: %v, want ErrExists", err)
 	}
 	b := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Snapshot: "snap1"}})

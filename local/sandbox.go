@@ -24,7 +24,8 @@ import (
 // Sandbox is a local sandbox: commands run isolated on this machine under
 // an init that serves the toolbox API on a unix socket in the sandbox's
 // state folder. It implements [sandbox.Sandbox]. Create it with [New]; the
-// first command, or Start, starts it.
+// first command, or Start, starts it. [Open] returns the handle of an
+// existing sandbox: every operation on one sandbox is a method.
 type Sandbox struct {
 	*sandbox.Lifecycle
 	// opts are the normalized options of New. opts.Config is guarded by mu:
@@ -80,7 +81,13 @@ func New(opts Options) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	s := &Sandbox{opts: o, set: setFields(opts.Config), dir: sandboxDir(o.StateDir, o.ID)}
+	return newSandbox(o, setFields(opts.Config))
+}
+
+// newSandbox returns the handle of the sandbox of the normalized options
+// o; set are the fields of o.Config its caller set (setFields).
+func newSandbox(o Options, set []int) (*Sandbox, error) {
+	s := &Sandbox{opts: o, set: set, dir: sandboxDir(o.StateDir, o.ID)}
 	lc, err := sandbox.NewLifecycle(o.ID, driver{s}, o.Hooks, o.Env)
 	if err != nil {
 		return nil, err
@@ -116,8 +123,8 @@ func (s *Sandbox) Client() *toolbox.Client { return s.client }
 // sandbox, starting it first if needed.
 //
 // When the sandbox is stopped or removed while the command runs (by
-// another handle or process, e.g. StopByID), the command is killed and
-// the error matches [sandbox.ErrNotReady] and says so; the result, when
+// another handle or process, e.g. Stop of a handle from Open), the command
+// is killed and the error matches [sandbox.ErrNotReady] and says so; the result, when
 // the command's end was reported, comes with it.
 func (s *Sandbox) ExecuteCommand(ctx context.Context, command string, args []string, opts *sandbox.ExecOptions) (*sandbox.CommandResult, error) {
 	s.noticeDeath()
@@ -360,8 +367,8 @@ func (s *Sandbox) afterStart(restarted bool) {
 	s.started = true
 }
 
-// end closes the process manager, then runs stopOrRemove (StopByID or
-// Remove) on the sandbox, which may already be gone, and waits for the
+// end closes the process manager, then runs stopOrRemove (stopByID or
+// remove) on the sandbox, which may already be gone, and waits for the
 // inits this process started.
 func (s *Sandbox) end(ctx context.Context, stopOrRemove func(ctx context.Context, stateDir, id string) error) error {
 	_ = s.mgr.Close(ctx)
@@ -374,7 +381,7 @@ func (s *Sandbox) end(ctx context.Context, stopOrRemove func(ctx context.Context
 }
 
 func (s *Sandbox) release(ctx context.Context) error {
-	err := s.end(ctx, StopByID)
+	err := s.end(ctx, stopByID)
 	if err == nil && s.config().Ephemeral {
 		s.closeClient()
 	}
@@ -382,7 +389,7 @@ func (s *Sandbox) release(ctx context.Context) error {
 }
 
 func (s *Sandbox) teardown(ctx context.Context) error {
-	err := s.end(ctx, Remove)
+	err := s.end(ctx, remove)
 	s.closeClient()
 	return err
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
-// CreateSnapshot freezes the writable root of the sandbox id of stateDir
-// into the snapshot name: a new read-only layer, a copy of the sandbox's
+// CreateSnapshot freezes the writable root of the sandbox into the
+// snapshot name: a new read-only layer, a copy of the sandbox's
 // upper folder (the files it changed, made and deleted in its root, not
 // its home, /tmp or volumes) over the layers of its image. A running
 // sandbox is stopped first, so that the copy is consistent, and left
@@ -29,11 +29,12 @@ import (
 // from it. It fails with an error matching image.ErrExists when the name
 // is taken, and [sandbox.ErrInvalidArgument] when the sandbox was created
 // without an Image or Snapshot (its root is not made of an image).
-func CreateSnapshot(ctx context.Context, stateDir, id, name string) (*image.Image, error) {
+func (s *Sandbox) CreateSnapshot(ctx context.Context, name string) (*image.Image, error) {
 	if err := ValidateID(name); err != nil {
 		return nil, fmt.Errorf("snapshot name: %w", err)
 	}
-	stateDir, l, err := lockExisting(ctx, stateDir, id)
+	id := s.opts.ID
+	stateDir, l, err := lockExisting(ctx, s.opts.StateDir, id)
 	if err != nil {
 		return nil, err
 	}

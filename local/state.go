@@ -149,7 +149,7 @@ func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
 		if !e.IsDir() || ValidateID(e.Name()) != nil {
 			continue
 		}
-		info, err := Lookup(ctx, stateDir, e.Name())
+		info, err := lookup(ctx, stateDir, e.Name())
 		if err != nil {
 			continue
 		}
@@ -159,32 +159,81 @@ func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
 	return out, nil
 }
 
-// Lookup describes the sandbox id in stateDir. It fails with an error
-// matching sandbox.ErrNotFound when there is none.
-func Lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
-	stateDir, err := resolveID(stateDir, id)
+// Open returns a handle of the existing sandbox id in stateDir ("" is
+// DefaultStateDir). It is cheap: it reads the sandbox's metadata and
+// starts nothing, and the handle has the sandbox's own Config and, as its
+// status, the sandbox's (running or stopped). Every operation on one
+// sandbox is a method of the handle: Info, Stop, Destroy, Start, commands,
+// UpdateNetworkSettings, UpdateResources, PublishPort, UnpublishPort,
+// DialToolbox, DialPort, CreateSnapshot. A handle from Open holds no
+// connection until it runs a command; Close it when it did.
+//
+// It fails with an error matching sandbox.ErrNotFound when there is no
+// such sandbox, or when it was stopped past its AutoDeleteInterval (or
+// ephemeral), which Open removes as [List] does; with one matching
+// sandbox.ErrInvalidArgument for a malformed id. Use [New] to create a
+// sandbox, or to connect to one whether or not it exists.
+func Open(ctx context.Context, stateDir, id string) (*Sandbox, error) {
+	stateDir, m, err := openMeta(ctx, stateDir, id)
 	if err != nil {
 		return nil, err
+	}
+	o, err := Options{ID: id, StateDir: stateDir}.normalize()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSandbox(o, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.adopt(&m)
+	// A sandbox whose init is recorded counts as running, also when the
+	// init died: Stop then clears what it left (cgroups, network).
+	if m.Init != nil {
+		s.SetStatus(sandbox.StatusRunning)
+	} else {
+		s.SetStatus(sandbox.StatusStopped)
+	}
+	return s, nil
+}
+
+// openMeta resolves stateDir and reads the metadata of the existing
+// sandbox id. It fails with an error matching sandbox.ErrNotFound when
+// there is none, and removes the sandbox when it expired (see expired).
+func openMeta(ctx context.Context, stateDir, id string) (string, meta, error) {
+	stateDir, err := resolveID(stateDir, id)
+	if err != nil {
+		return stateDir, meta{}, err
 	}
 	dir := sandboxDir(stateDir, id)
 	m, err := readMeta(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, notFound(stateDir, id)
+			return stateDir, m, notFound(stateDir, id)
 		}
-		return nil, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
+		return stateDir, m, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
 	}
 	if expired(dir, &m) {
-		if err := Remove(ctx, stateDir, id); err == nil {
-			return nil, fmt.Errorf("sandbox %q in %s was deleted after it stopped: %w", id, stateDir, sandbox.ErrNotFound)
+		if err := remove(ctx, stateDir, id); err == nil {
+			return stateDir, m, fmt.Errorf("sandbox %q in %s was deleted after it stopped: %w", id, stateDir, sandbox.ErrNotFound)
 		}
 	}
-	return infoFrom(dir, &m), nil
+	return stateDir, m, nil
 }
 
-// StopByID stops the sandbox id in stateDir: every process ends, the files
-// stay. An ephemeral sandbox is removed.
-func StopByID(ctx context.Context, stateDir, id string) error {
+// lookup describes the sandbox id in stateDir from its metadata (see
+// openMeta).
+func lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
+	stateDir, m, err := openMeta(ctx, stateDir, id)
+	if err != nil {
+		return nil, err
+	}
+	return infoFrom(sandboxDir(stateDir, id), &m), nil
+}
+
+// stopByID stops the sandbox id in stateDir: every process ends, the files
+// stay. An ephemeral sandbox is removed. [Sandbox.Stop] runs it.
+func stopByID(ctx context.Context, stateDir, id string) error {
 	stateDir, l, err := lockExisting(ctx, stateDir, id)
 	if err != nil {
 		return err
@@ -203,7 +252,7 @@ func StopByID(ctx context.Context, stateDir, id string) error {
 		return err
 	}
 	if m.Config.Ephemeral {
-		return Remove(ctx, stateDir, id)
+		return remove(ctx, stateDir, id)
 	}
 	return nil
 }
@@ -252,10 +301,10 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 	return nil
 }
 
-// Remove destroys the sandbox id in stateDir: its processes, cgroups,
+// remove destroys the sandbox id in stateDir: its processes, cgroups,
 // mounts and folder. It fails with an error matching sandbox.ErrNotFound
-// when there is no such sandbox.
-func Remove(ctx context.Context, stateDir, id string) error {
+// when there is no such sandbox. [Sandbox.Destroy] runs it.
+func remove(ctx context.Context, stateDir, id string) error {
 	stateDir, l, err := lockExisting(ctx, stateDir, id)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -29,20 +30,20 @@ func TestBadInput(t *testing.T) {
 		if _, err := local.New(local.Options{ID: id, StateDir: stateDir}); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("New(id %q): %v, want ErrInvalidArgument", id, err)
 		}
-		if _, err := local.Lookup(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		if _, err := localtest.Lookup(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("Lookup(%q): %v, want ErrInvalidArgument", id, err)
 		}
-		if err := local.Remove(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		if err := localtest.Destroy(ctx, stateDir, id); !errors.Is(err, sandbox.ErrInvalidArgument) {
 			t.Errorf("Remove(%q): %v, want ErrInvalidArgument", id, err)
 		}
 	}
-	if _, err := local.Lookup(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := localtest.Lookup(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Lookup(unknown): %v, want ErrNotFound", err)
 	}
-	if err := local.Remove(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if err := localtest.Destroy(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Remove(unknown): %v, want ErrNotFound", err)
 	}
-	if err := local.StopByID(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if err := stopByID(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("StopByID(unknown): %v, want ErrNotFound", err)
 	}
 	for _, o := range []local.Options{
@@ -141,7 +142,7 @@ func TestConcurrentStartFromTwoProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := local.InitPID(sb)
-	if err := local.Remove(ctx, stateDir, id); err != nil {
+	if err := localtest.Destroy(ctx, stateDir, id); err != nil {
 		t.Fatal(err)
 	}
 	reapZombie(pid)
@@ -160,7 +161,7 @@ func TestAutoStopAndEphemeral(t *testing.T) {
 	mustRun(t, sb, "echo x > ~/f")
 	waitAutoStop(t, sb)
 	// The stopped ephemeral sandbox is gone as soon as anyone looks.
-	if _, err := local.Lookup(ctx, stateDir, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := localtest.Lookup(ctx, stateDir, sb.ID()); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("Lookup of an auto-stopped ephemeral sandbox: %v, want ErrNotFound", err)
 	}
 	if _, err := os.Stat(local.Dir(sb)); !os.IsNotExist(err) {
@@ -245,7 +246,7 @@ func TestAutoStopThenCommandRestarts(t *testing.T) {
 	sb := newSandbox(t, local.Options{Config: local.Config{AutoStopInterval: 1500 * time.Millisecond}})
 	mustRun(t, sb, "echo kept > ~/f")
 	waitAutoStop(t, sb)
-	info, err := local.Lookup(context.Background(), sb.StateDir(), sb.ID())
+	info, err := localtest.Lookup(context.Background(), sb.StateDir(), sb.ID())
 	if err != nil || info.Status != sandbox.StatusStopped {
 		t.Fatalf("Lookup after auto-stop: %+v %v", info, err)
 	}
@@ -262,7 +263,7 @@ func TestAutoDelete(t *testing.T) {
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.Lookup(ctx, stateDir, sb.ID()); err != nil {
+	if _, err := localtest.Lookup(ctx, stateDir, sb.ID()); err != nil {
 		t.Fatalf("Lookup right after stop: %v", err)
 	}
 	time.Sleep(150 * time.Millisecond)
@@ -370,7 +371,7 @@ func TestLastUsedAndTimeoutAt(t *testing.T) {
 	sb := newSandbox(t, local.Options{Config: local.Config{AutoStopInterval: time.Hour}})
 	lookup := func() *sandbox.Info {
 		t.Helper()
-		info, err := local.Lookup(ctx, sb.StateDir(), sb.ID())
+		info, err := localtest.Lookup(ctx, sb.StateDir(), sb.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -462,5 +463,47 @@ func TestDefaultStateDir(t *testing.T) {
 				t.Errorf("DefaultStateDir() = %q, %v; want %q", got, err, c.want)
 			}
 		})
+	}
+}
+
+// TestOpen: Open finds an existing sandbox by id without starting it,
+// with the sandbox's own configuration and status; a handle from Open
+// restarts a stopped sandbox with that configuration, and stops it.
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	stateDir := newStateDir(t)
+	sb := newSandbox(t, local.Options{StateDir: stateDir, Config: local.Config{
+		Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked},
+		Labels:  map[string]string{"team": "a"},
+	}})
+	mustRun(t, sb, "echo kept > ~/file")
+	must(t, sb.Stop(ctx))
+
+	h, err := local.Open(ctx, stateDir, sb.ID())
+	must(t, err)
+	if h.Status() != sandbox.StatusStopped {
+		t.Errorf("status of a stopped sandbox's handle: %s, want stopped", h.Status())
+	}
+	if pid := local.InitPIDOf(stateDir, sb.ID()); pid != 0 {
+		t.Fatalf("Open started the sandbox: init %d", pid)
+	}
+	info, err := h.Info(ctx)
+	if err != nil || info.Status != sandbox.StatusStopped || info.Network.Mode != sandbox.NetworkBlocked || info.Metadata["team"] != "a" {
+		t.Fatalf("Info of the handle: %+v %v, want the stopped sandbox with its network and labels", info, err)
+	}
+	if out := mustRun(t, h, "cat ~/file"); out != "kept\n" {
+		t.Errorf("file through the handle, which restarts the sandbox: %q", out)
+	}
+	if info, err := h.Info(ctx); err != nil || info.Network.Mode != sandbox.NetworkBlocked {
+		t.Errorf("network after the restart: %+v %v, want blocked (the sandbox's own)", info, err)
+	}
+	must(t, h.Close(ctx)) // the sandbox keeps running
+	running := opened(t, stateDir, sb.ID())
+	if running.Status() != sandbox.StatusRunning {
+		t.Errorf("status of a running sandbox's handle: %s, want running", running.Status())
+	}
+	must(t, running.Stop(ctx))
+	if pid := local.InitPIDOf(stateDir, sb.ID()); pid != 0 {
+		t.Errorf("Stop of a handle from Open left init %d running", pid)
 	}
 }

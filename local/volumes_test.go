@@ -61,7 +61,7 @@ func TestDialToolbox(t *testing.T) {
 	ctx := context.Background()
 	stateDir := newStateDir(t)
 	newSandbox(t, local.Options{ID: "dial", StateDir: stateDir})
-	c, err := local.DialToolbox(ctx, stateDir, "dial")
+	c, err := opened(t, stateDir, "dial").DialToolbox(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestDialToolbox(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /version through DialToolbox: %s", resp.Status)
 	}
-	if _, err := local.DialToolbox(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := local.Open(ctx, stateDir, "nope"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("DialToolbox of an unknown sandbox = %v; want ErrNotFound", err)
 	}
 }

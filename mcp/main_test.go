@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/mcp"
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -94,7 +95,7 @@ func newServer(stateDir string, opts *mcp.Options) (srv *mcp.Server, closeAll fu
 // case a server process did not.
 func removeAtEnd(t *testing.T, stateDir string) {
 	t.Cleanup(func() {
-		if err := local.Remove(context.Background(), stateDir, "mcp"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		if err := localtest.Destroy(context.Background(), stateDir, "mcp"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("removing the test sandbox: %v", err)
 		}
 	})

@@ -40,28 +40,14 @@ func (localEngine) List(ctx context.Context, stateDir string) ([]sandbox.Info, e
 	return local.List(ctx, stateDir)
 }
 
-func (localEngine) Lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
-	return local.Lookup(ctx, stateDir, id)
-}
-
-func (localEngine) Remove(ctx context.Context, stateDir, id string) error {
-	return local.Remove(ctx, stateDir, id)
-}
-
-func (localEngine) StopByID(ctx context.Context, stateDir, id string) error {
-	return local.StopByID(ctx, stateDir, id)
-}
-
-func (localEngine) UpdateNetwork(ctx context.Context, stateDir, id string, p sandbox.NetworkPolicy) error {
-	return local.UpdateNetworkSettings(ctx, stateDir, id, p)
-}
-
-func (localEngine) PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
-	return local.PublishPort(ctx, stateDir, id, hostPort, sandboxPort)
-}
-
-func (localEngine) UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error {
-	return local.UnpublishPort(ctx, stateDir, id, hostPort)
+// Find returns the handle of the existing sandbox id: a *local.Sandbox
+// from local.Open, whose methods are the operations on it.
+func (localEngine) Find(ctx context.Context, stateDir, id string) (cli.Handle, error) {
+	s, err := local.Open(ctx, stateDir, id)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // newServer returns the server of agentbox serve: Daytona's control plane
@@ -103,7 +89,11 @@ func (localEngine) CreateSnapshot(ctx context.Context, stateDir, name string, sr
 	if src.CPU != 0 || src.Memory != 0 || src.Disk != 0 {
 		return nil, fmt.Errorf("%w: a local snapshot has no sizes (--cpu, --memory, --disk): give them to the sandboxes", sandbox.ErrUnsupported)
 	}
-	img, err := local.CreateSnapshot(ctx, stateDir, src.Sandbox, name)
+	sb, err := local.Open(ctx, stateDir, src.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	img, err := sb.CreateSnapshot(ctx, name)
 	if err != nil {
 		return nil, err
 	}

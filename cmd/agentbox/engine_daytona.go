@@ -69,9 +69,21 @@ func (daytonaEngine) List(ctx context.Context, _ string) ([]sandbox.Info, error)
 	})
 }
 
-func (daytonaEngine) Lookup(ctx context.Context, _, id string) (*sandbox.Info, error) {
+// Find returns the handle of the sandbox named id. It asks the control
+// plane nothing: each of the handle's methods is one call, which fails
+// with an error matching sandbox.ErrNotFound when there is no such
+// sandbox.
+func (daytonaEngine) Find(_ context.Context, _, id string) (cli.Handle, error) {
+	return daytonaHandle{id: id}, nil
+}
+
+// daytonaHandle is a cli.Handle of the daytona engine: the sandbox named
+// id, each operation a control-plane call.
+type daytonaHandle struct{ id string }
+
+func (h daytonaHandle) Info(ctx context.Context) (*sandbox.Info, error) {
 	return withClient(func(c *daytona.Client) (*sandbox.Info, error) {
-		sb, err := c.GetSandbox(ctx, id)
+		sb, err := c.GetSandbox(ctx, h.id)
 		if err != nil {
 			return nil, err
 		}
@@ -79,31 +91,31 @@ func (daytonaEngine) Lookup(ctx context.Context, _, id string) (*sandbox.Info, e
 	})
 }
 
-func (daytonaEngine) Remove(ctx context.Context, _, id string) error {
-	_, err := withClient(func(c *daytona.Client) (struct{}, error) { return struct{}{}, c.DeleteAndWait(ctx, id) })
+func (h daytonaHandle) Destroy(ctx context.Context) error {
+	_, err := withClient(func(c *daytona.Client) (struct{}, error) { return struct{}{}, c.DeleteAndWait(ctx, h.id) })
 	return err
 }
 
-func (daytonaEngine) StopByID(ctx context.Context, _, id string) error {
-	_, err := withClient(func(c *daytona.Client) (*daytona.SandboxDTO, error) { return c.StopAndWait(ctx, id, false) })
+func (h daytonaHandle) Stop(ctx context.Context) error {
+	_, err := withClient(func(c *daytona.Client) (*daytona.SandboxDTO, error) { return c.StopAndWait(ctx, h.id, false) })
 	return err
 }
 
-func (daytonaEngine) UpdateNetwork(ctx context.Context, _, id string, p sandbox.NetworkPolicy) error {
+func (h daytonaHandle) UpdateNetworkSettings(ctx context.Context, p sandbox.NetworkPolicy) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
 	_, err := withClient(func(c *daytona.Client) (*daytona.SandboxDTO, error) {
-		return c.UpdateNetworkSettings(ctx, id, daytona.NetworkSettingsOf(p))
+		return c.UpdateNetworkSettings(ctx, h.id, daytona.NetworkSettingsOf(p))
 	})
 	return err
 }
 
-func (daytonaEngine) PublishPort(context.Context, string, string, int, int) (sandbox.PublishedPort, error) {
+func (daytonaHandle) PublishPort(context.Context, int, int) (sandbox.PublishedPort, error) {
 	return sandbox.PublishedPort{}, errPreviewPorts
 }
 
-func (daytonaEngine) UnpublishPort(context.Context, string, string, int) error {
+func (daytonaHandle) UnpublishPort(context.Context, int) error {
 	return errPreviewPorts
 }
 

@@ -16,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/rodir"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
-	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +59,7 @@ func newEnv(t testing.TB) *env {
 			t.Errorf("list sandboxes to clean up: %v", err)
 		}
 		for _, in := range infos {
-			if err := local.Remove(ctx, e.stateDir, in.ID); err != nil {
+			if err := localtest.Destroy(ctx, e.stateDir, in.ID); err != nil {
 				t.Errorf("remove sandbox %s: %v", in.ID, err)
 			}
 		}
@@ -229,7 +231,7 @@ func TestSandboxCommandsLocal(t *testing.T) {
 	if r := e.must("sandbox", "stop", "one"); r.stdout != "stopped one\n" {
 		t.Errorf("stop: %q", r.stdout)
 	}
-	if in, err := local.Lookup(context.Background(), e.stateDir, "one"); err != nil || in.Status != sandbox.StatusStopped {
+	if in, err := localtest.Lookup(context.Background(), e.stateDir, "one"); err != nil || in.Status != sandbox.StatusStopped {
 		t.Errorf("after stop: %v, %v", in, err)
 	}
 	if r := e.must("exec", "--id", "one", "--", "cat ~/file"); r.stdout != "kept\n" {
@@ -238,7 +240,7 @@ func TestSandboxCommandsLocal(t *testing.T) {
 	if r := e.must("sandbox", "rm", "one"); r.stdout != "removed one\n" {
 		t.Errorf("rm: %q", r.stdout)
 	}
-	if _, err := local.Lookup(context.Background(), e.stateDir, "one"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := localtest.Lookup(context.Background(), e.stateDir, "one"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("lookup after rm: %v", err)
 	}
 }

@@ -36,7 +36,7 @@
 // (with the sandbox's token in X-Daytona-Preview-Token unless it is public)
 // or a signed one, http://{port}-{token}.{domain}, go to that port of the
 // sandbox's interface, over connections made on demand from inside the
-// sandbox's network namespace (local.DialPort: nothing is published on
+// sandbox's network namespace (local.Sandbox.DialPort: nothing is published on
 // the host), kept 30 s when idle, at most 128 per sandbox (previewconn.go,
 // preview.go); the domain is localhost when clients reach the server by IP
 // address, since browsers resolve every name under localhost to loopback.

@@ -93,15 +93,27 @@ func (e localEngine) start(ctx context.Context, id string, env map[string]string
 }
 
 func (e localEngine) stop(ctx context.Context, id string) error {
-	return local.StopByID(ctx, e.stateDir, id)
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
+		return err
+	}
+	return sb.Stop(ctx)
 }
 
 func (e localEngine) remove(ctx context.Context, id string) error {
-	return local.Remove(ctx, e.stateDir, id)
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
+		return err
+	}
+	return sb.Destroy(ctx)
 }
 
 func (e localEngine) status(ctx context.Context, id string) (engineStatus, error) {
-	info, err := local.Lookup(ctx, e.stateDir, id)
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
+		return engineStatus{}, err
+	}
+	info, err := sb.Info(ctx)
 	if err != nil {
 		return engineStatus{}, err
 	}
@@ -109,11 +121,19 @@ func (e localEngine) status(ctx context.Context, id string) (engineStatus, error
 }
 
 func (e localEngine) setNetwork(ctx context.Context, id string, n sandbox.NetworkPolicy) error {
-	return local.UpdateNetworkSettings(ctx, e.stateDir, id, n)
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
+		return err
+	}
+	return sb.UpdateNetworkSettings(ctx, n)
 }
 
 func (e localEngine) dialPort(ctx context.Context, id string, port int) (net.Conn, error) {
-	return local.DialPort(ctx, e.stateDir, id, port)
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
+		return nil, err
+	}
+	return sb.DialPort(ctx, port)
 }
 
 // removeVolume deletes the named volume and its files.
@@ -123,7 +143,11 @@ func (e localEngine) removeVolume(ctx context.Context, name string) error {
 
 // dial connects to the toolbox server of sandbox id.
 func (e localEngine) dial(ctx context.Context, id string) (net.Conn, error) {
-	return local.DialToolbox(ctx, e.stateDir, id)
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
+		return nil, err
+	}
+	return sb.DialToolbox(ctx)
 }
 
 // errNotFound reports whether err says that the engine has no such

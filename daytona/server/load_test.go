@@ -17,9 +17,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
-	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
 
@@ -179,17 +179,7 @@ func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 	} else {
 		// Run last: whatever a failed run left is removed.
 		tb.Cleanup(func() {
-			ctx := context.Background()
-			infos, err := local.List(ctx, dir)
-			if err != nil {
-				tb.Errorf("listing the sandboxes left: %v", err)
-			}
-			for _, info := range infos {
-				tb.Errorf("sandbox %s left behind", info.ID)
-				if err := local.Remove(ctx, dir, info.ID); err != nil {
-					tb.Errorf("removing %s: %v", info.ID, err)
-				}
-			}
+			localtest.CheckNoneLeft(tb, dir)
 		})
 	}
 	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: dir, MaxSandboxesPerOrg: 10 * loadSandboxes}, eng, defaultReconcileInterval, time.Now)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/local/image"
@@ -109,7 +110,7 @@ func TestLocalResize(t *testing.T) {
 	}
 	h.call("POST", "/sandbox/resized/start", nil, nil)
 	h.waitState(sb.ID, stateStarted)
-	info, err := local.Lookup(context.Background(), dir, sb.ID)
+	info, err := localtest.Lookup(context.Background(), dir, sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

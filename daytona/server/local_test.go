@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
-	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -32,17 +32,7 @@ func newLocalStateDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() {
-		ctx := context.Background()
-		infos, err := local.List(ctx, dir)
-		if err != nil {
-			t.Errorf("listing the sandboxes left: %v", err)
-		}
-		for _, info := range infos {
-			t.Errorf("sandbox %s left behind", info.ID)
-			if err := local.Remove(ctx, dir, info.ID); err != nil {
-				t.Errorf("removing %s: %v", info.ID, err)
-			}
-		}
+		localtest.CheckNoneLeft(t, dir)
 	})
 	return dir
 }
@@ -129,7 +119,7 @@ func TestLocalEngine(t *testing.T) {
 				t.Fatalf("preview served %q", body)
 			}
 			// Nothing was published on the host for it.
-			if info, err := local.Lookup(ctx, dir, sb.ID); err != nil || len(info.Network.Ports) != 0 {
+			if info, err := localtest.Lookup(ctx, dir, sb.ID); err != nil || len(info.Network.Ports) != 0 {
 				t.Fatalf("host ports published by a preview: %+v %v, want none", info.Network.Ports, err)
 			}
 			break
@@ -142,7 +132,7 @@ func TestLocalEngine(t *testing.T) {
 
 	h.call("POST", "/sandbox/real/stop", nil, nil)
 	h.waitState(sb.ID, stateStopped)
-	if info, err := local.Lookup(context.Background(), dir, sb.ID); err != nil || info.Status != sandbox.StatusStopped {
+	if info, err := localtest.Lookup(context.Background(), dir, sb.ID); err != nil || info.Status != sandbox.StatusStopped {
 		t.Fatalf("local engine after stop: %v %v", info, err)
 	}
 	h.call("POST", "/sandbox/real/start", nil, nil)
@@ -154,7 +144,7 @@ func TestLocalEngine(t *testing.T) {
 
 	h.call("DELETE", "/sandbox/real", nil, nil)
 	h.waitState(sb.ID, "gone")
-	if _, err := local.Lookup(context.Background(), dir, sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := localtest.Lookup(context.Background(), dir, sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("local engine after delete: %v, want not found", err)
 	}
 	if _, err := c.Version(context.Background()); err == nil || !strings.Contains(err.Error(), "not found") {

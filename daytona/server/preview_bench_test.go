@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/toolbox"
 )
@@ -63,7 +64,7 @@ func BenchmarkPreview(b *testing.B) {
 	}
 	var sb apiSandbox
 	api("POST", "/sandbox", map[string]any{}, &sb)
-	defer local.Remove(context.Background(), dir, sb.ID)
+	defer localtest.Destroy(context.Background(), dir, sb.ID)
 	for deadline := time.Now().Add(time.Minute); sb.State != stateStarted; {
 		if time.Now().After(deadline) {
 			b.Fatalf("sandbox: %+v", sb)
@@ -88,11 +89,15 @@ func BenchmarkPreview(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	h, err := local.Open(ctx, dir, sb.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, mode := range []struct {
 		name string
 		port int
 	}{{"keepalive", 8080}, {"close", 8081}} {
-		pp, err := local.PublishPort(ctx, dir, sb.ID, 0, mode.port)
+		pp, err := h.PublishPort(ctx, 0, mode.port)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -141,5 +141,9 @@ func (e localEngine) checkResize(cur, want sizes, running bool) error {
 }
 
 func (e localEngine) resize(ctx context.Context, id string, want sizes) error {
-	return local.UpdateResources(ctx, e.stateDir, id, sandbox.Resources{CPUCores: want.cpu, MemoryMiB: want.resources().MemoryMiB})
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
+		return err
+	}
+	return sb.UpdateResources(ctx, sandbox.Resources{CPUCores: want.cpu, MemoryMiB: want.resources().MemoryMiB})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/daytona"
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
@@ -47,7 +48,7 @@ func benchServe(b *testing.B, knobs server.Knobs) (*server.Server, string) {
 		b.Fatal(err)
 	}
 	testrootfs.SaveImage(b, st, testBaseImage)
-	b.Cleanup(func() { removeLeftSandboxes(b, dir) })
+	b.Cleanup(func() { localtest.CheckNoneLeft(b, dir) })
 	srv, err := server.New(server.Options{StateDir: dir, APIKeys: []string{apiKey}, Knobs: &knobs})
 	if err != nil {
 		b.Fatal(err)

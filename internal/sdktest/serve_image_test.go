@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/daytona/server"
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/internal/spectest"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
@@ -45,7 +46,7 @@ func startServe(t *testing.T, stateDir string, wrap func(http.Handler) http.Hand
 	if os.Geteuid() != 0 {
 		testenv.Skipf(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
 	}
-	t.Cleanup(func() { removeLeftSandboxes(t, stateDir) })
+	t.Cleanup(func() { localtest.CheckNoneLeft(t, stateDir) })
 	// The base image of the tests is the operator's, published to tenants.
 	srv, err := server.New(server.Options{StateDir: stateDir, APIKeys: []string{apiKey}, PublishedImages: []string{testBaseImage}})
 	if err != nil {

@@ -1,13 +1,10 @@
 package sdktest
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/agentbox-dev/agentbox/local"
 )
 
 // serveReport is what testdata/node/serve.mjs prints.
@@ -87,20 +84,4 @@ func checkServeSteps(t *testing.T, results []stepResult, name string) {
 func runServeProgram(t *testing.T, p nodeProject, base, alias, name string) serveReport {
 	t.Helper()
 	return runReport(t, p, "serve.mjs", base, alias, "AGENTBOX_SANDBOX_NAME="+name)
-}
-
-// removeLeftSandboxes fails the test for every sandbox left in stateDir,
-// and removes it.
-func removeLeftSandboxes(t testing.TB, stateDir string) {
-	ctx := context.Background()
-	infos, err := local.List(ctx, stateDir)
-	if err != nil {
-		t.Errorf("listing the sandboxes left: %v", err)
-	}
-	for _, info := range infos {
-		t.Errorf("sandbox %s left behind", info.ID)
-		if err := local.Remove(ctx, stateDir, info.ID); err != nil {
-			t.Errorf("removing %s: %v", info.ID, err)
-		}
-	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentbox-dev/agentbox/internal/localtest"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -37,7 +38,7 @@ func newStateDir(t testing.TB) string {
 		ctx := context.Background()
 		infos, _ := local.List(ctx, dir)
 		for _, info := range infos {
-			if err := local.Remove(ctx, dir, info.ID); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			if err := localtest.Destroy(ctx, dir, info.ID); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 				t.Errorf("remove sandbox %s left by the test: %v", info.ID, err)
 			}
 		}

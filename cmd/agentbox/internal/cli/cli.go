@@ -49,21 +49,31 @@ type Engine interface {
 	Open(ctx context.Context, opts OpenOptions) (Box, error)
 	// List describes every sandbox of stateDir.
 	List(ctx context.Context, stateDir string) ([]sandbox.Info, error)
-	// Lookup describes one sandbox; the error matches sandbox.ErrNotFound
-	// when there is none with that id.
-	Lookup(ctx context.Context, stateDir, id string) (*sandbox.Info, error)
-	// Remove destroys a sandbox (processes, files, state).
-	Remove(ctx context.Context, stateDir, id string) error
-	// StopByID stops a sandbox, keeping its files.
-	StopByID(ctx context.Context, stateDir, id string) error
-	// UpdateNetwork changes the network policy of a sandbox, live when it
-	// runs, and records it with the sandbox.
-	UpdateNetwork(ctx context.Context, stateDir, id string, p sandbox.NetworkPolicy) error
+	// Find returns the handle of the existing sandbox id of stateDir,
+	// without starting it. An error matching sandbox.ErrNotFound says
+	// that there is none with that id: from Find (local), or from the
+	// handle's methods (daytona, whose every method asks the control
+	// plane; a local handle's too when the sandbox goes meanwhile).
+	Find(ctx context.Context, stateDir, id string) (Handle, error)
+}
+
+// Handle is an existing sandbox found by id ([Engine.Find]): the
+// operations the CLI does on one sandbox. *local.Sandbox implements it.
+type Handle interface {
+	// Info describes the sandbox.
+	Info(ctx context.Context) (*sandbox.Info, error)
+	// Stop stops the sandbox, keeping its files.
+	Stop(ctx context.Context) error
+	// Destroy removes the sandbox (processes, files, state).
+	Destroy(ctx context.Context) error
+	// UpdateNetworkSettings changes the network policy of the sandbox,
+	// live when it runs, and records it with the sandbox.
+	UpdateNetworkSettings(ctx context.Context, p sandbox.NetworkPolicy) error
 	// PublishPort forwards hostPort of the host's loopback (0: any free
-	// one) to sandboxPort of a sandbox.
-	PublishPort(ctx context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error)
+	// one) to sandboxPort of the sandbox.
+	PublishPort(ctx context.Context, hostPort, sandboxPort int) (sandbox.PublishedPort, error)
 	// UnpublishPort stops forwarding hostPort.
-	UnpublishPort(ctx context.Context, stateDir, id string, hostPort int) error
+	UnpublishPort(ctx context.Context, hostPort int) error
 }
 
 // OpenOptions configures [Engine.Open].
@@ -73,7 +83,7 @@ type OpenOptions struct {
 	// Network is a new sandbox's network policy; the zero value means
 	// "whatever the sandbox has" (the default for a new one). exec
 	// switches an existing sandbox to the blocked mode first
-	// (Engine.UpdateNetwork).
+	// (Handle.UpdateNetworkSettings).
 	Network sandbox.NetworkPolicy
 	// Resources are a new sandbox's limits; zero fields are the engine's
 	// defaults.

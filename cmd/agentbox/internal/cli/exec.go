@@ -322,7 +322,7 @@ func startFailed(ctx context.Context, id string, err error) error {
 // sandboxGone returns the error saying that the sandbox id was stopped or
 // removed while a command ran, or nil when it runs.
 func (a *app) sandboxGone(ctx context.Context, id string) error {
-	info, err := a.engine.Lookup(ctx, a.stateDir, id)
+	info, err := a.lookup(ctx, id)
 	var what string
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
@@ -338,11 +338,13 @@ func (a *app) sandboxGone(ctx context.Context, id string) error {
 // blockNetwork switches the sandbox id, when it exists with network
 // access, to the blocked mode (live when it runs), saying so on stderr.
 func (a *app) blockNetwork(ctx context.Context, stderr io.Writer, id string) error {
-	info, err := a.engine.Lookup(ctx, a.stateDir, id)
+	info, err := a.lookup(ctx, id)
 	if err != nil || info.Network == nil || info.Network.Mode == sandbox.NetworkBlocked {
 		return nil // none yet (it will be made blocked), or the engine checks at start
 	}
-	if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked}); err != nil {
+	if err := a.withHandle(ctx, id, func(h Handle) error {
+		return h.UpdateNetworkSettings(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked})
+	}); err != nil {
 		return withKind(KindConfigConflict, 0, fmt.Errorf("sandbox %q has network access (%s), and --block-network could not block it: %w", id, networkText(info.Network.Mode), err))
 	}
 	if !a.json {

@@ -29,7 +29,7 @@ type fakeEngine struct {
 	openErr    error // Open fails with it when set
 	listErr    error // List fails with it when set
 	checkErr   error // CheckStateDir fails with it when set
-	networkErr error // UpdateNetwork fails with it when set
+	networkErr error // UpdateNetworkSettings fails with it when set
 	open       int   // handles not yet detached
 }
 
@@ -146,7 +146,7 @@ func (e *fakeEngine) List(_ context.Context, stateDir string) ([]sandbox.Info, e
 	return out, nil
 }
 
-func (e *fakeEngine) Lookup(_ context.Context, stateDir, id string) (*sandbox.Info, error) {
+func (e *fakeEngine) info(stateDir, id string) (*sandbox.Info, error) {
 	st := e.state(stateDir, id)
 	if st == nil {
 		return nil, fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
@@ -154,7 +154,7 @@ func (e *fakeEngine) Lookup(_ context.Context, stateDir, id string) (*sandbox.In
 	return &st.info, nil
 }
 
-func (e *fakeEngine) Remove(ctx context.Context, stateDir, id string) error {
+func (e *fakeEngine) remove(ctx context.Context, stateDir, id string) error {
 	st := e.lookup(stateDir, id)
 	if st == nil {
 		return fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
@@ -165,7 +165,7 @@ func (e *fakeEngine) Remove(ctx context.Context, stateDir, id string) error {
 	return st.sb.Destroy(ctx)
 }
 
-func (e *fakeEngine) StopByID(ctx context.Context, stateDir, id string) error {
+func (e *fakeEngine) stop(ctx context.Context, stateDir, id string) error {
 	st := e.lookup(stateDir, id)
 	if st == nil {
 		return fmt.Errorf("fake: sandbox %s: %w", id, sandbox.ErrNotFound)
@@ -173,7 +173,7 @@ func (e *fakeEngine) StopByID(ctx context.Context, stateDir, id string) error {
 	return st.sb.Stop(ctx)
 }
 
-func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, p sandbox.NetworkPolicy) error {
+func (e *fakeEngine) updateNetwork(stateDir, id string, p sandbox.NetworkPolicy) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st, err := e.locked(stateDir, id)
@@ -189,7 +189,7 @@ func (e *fakeEngine) UpdateNetwork(_ context.Context, stateDir, id string, p san
 	return nil
 }
 
-func (e *fakeEngine) PublishPort(_ context.Context, stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
+func (e *fakeEngine) publishPort(stateDir, id string, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st, err := e.locked(stateDir, id)
@@ -204,7 +204,7 @@ func (e *fakeEngine) PublishPort(_ context.Context, stateDir, id string, hostPor
 	return p, nil
 }
 
-func (e *fakeEngine) UnpublishPort(_ context.Context, stateDir, id string, hostPort int) error {
+func (e *fakeEngine) unpublishPort(stateDir, id string, hostPort int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st, err := e.locked(stateDir, id)
@@ -218,6 +218,42 @@ func (e *fakeEngine) UnpublishPort(_ context.Context, stateDir, id string, hostP
 		}
 	}
 	return fmt.Errorf("fake: port %d: %w", hostPort, sandbox.ErrNotFound)
+}
+
+// Find returns a handle of the sandbox id of stateDir, made by an Open
+// (started or not).
+func (e *fakeEngine) Find(_ context.Context, stateDir, id string) (Handle, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.locked(stateDir, id); err != nil {
+		return nil, err
+	}
+	return &fakeHandle{e: e, stateDir: stateDir, id: id}, nil
+}
+
+// fakeHandle is a Handle of the fake: each method finds its sandbox
+// anew, as a local handle reads the state dir at each operation.
+type fakeHandle struct {
+	e            *fakeEngine
+	stateDir, id string
+}
+
+func (h *fakeHandle) Info(context.Context) (*sandbox.Info, error) { return h.e.info(h.stateDir, h.id) }
+
+func (h *fakeHandle) Stop(ctx context.Context) error { return h.e.stop(ctx, h.stateDir, h.id) }
+
+func (h *fakeHandle) Destroy(ctx context.Context) error { return h.e.remove(ctx, h.stateDir, h.id) }
+
+func (h *fakeHandle) UpdateNetworkSettings(_ context.Context, p sandbox.NetworkPolicy) error {
+	return h.e.updateNetwork(h.stateDir, h.id, p)
+}
+
+func (h *fakeHandle) PublishPort(_ context.Context, hostPort, sandboxPort int) (sandbox.PublishedPort, error) {
+	return h.e.publishPort(h.stateDir, h.id, hostPort, sandboxPort)
+}
+
+func (h *fakeHandle) UnpublishPort(_ context.Context, hostPort int) error {
+	return h.e.unpublishPort(h.stateDir, h.id, hostPort)
 }
 
 // locked returns the sandbox id of stateDir, e.mu held.

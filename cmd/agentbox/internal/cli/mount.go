@@ -43,7 +43,7 @@ service-account key file.`,
 			if err != nil {
 				return err
 			}
-			if _, err := a.engine.Lookup(ctx, a.stateDir, id); err != nil {
+			if _, err := a.lookup(ctx, id); err != nil {
 				return notFound(err, id)
 			}
 			box, err := a.engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})
@@ -76,7 +76,7 @@ func (a *app) unmountCommand() *cobra.Command {
 		Args:    exactArgs(2, "a sandbox id and the mount's path"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, id, path := cmd.Context(), args[0], args[1]
-			if _, err := a.engine.Lookup(ctx, a.stateDir, id); err != nil {
+			if _, err := a.lookup(ctx, id); err != nil {
 				return notFound(err, id)
 			}
 			box, err := a.engine.Open(ctx, OpenOptions{StateDir: a.stateDir, ID: id})

@@ -55,7 +55,7 @@ prints the sandbox's network.`,
 				if err != nil {
 					return err
 				}
-				if err := a.engine.UpdateNetwork(ctx, a.stateDir, id, p); err != nil {
+				if err := a.withHandle(ctx, id, func(h Handle) error { return h.UpdateNetworkSettings(ctx, p) }); err != nil {
 					return notFound(err, id)
 				}
 			}
@@ -95,7 +95,7 @@ func networkFlags(blockAll bool, cidrs, names string) (sandbox.NetworkPolicy, er
 
 // printNetwork prints the network of the sandbox id.
 func (a *app) printNetwork(ctx context.Context, w io.Writer, id string) error {
-	in, err := a.engine.Lookup(ctx, a.stateDir, id)
+	in, err := a.lookup(ctx, id)
 	if err != nil {
 		return notFound(err, id)
 	}
@@ -172,7 +172,11 @@ need root, and a sandbox with the default network or an --allow-cidr list.`,
 				if err != nil {
 					return err
 				}
-				p, err := a.engine.PublishPort(cmd.Context(), a.stateDir, args[0], host, inside)
+				var p sandbox.PublishedPort
+				err = a.withHandle(cmd.Context(), args[0], func(h Handle) (err error) {
+					p, err = h.PublishPort(cmd.Context(), host, inside)
+					return err
+				})
 				if err != nil {
 					return notFound(err, args[0])
 				}
@@ -189,7 +193,7 @@ need root, and a sandbox with the default network or an --allow-cidr list.`,
 			Short:   "List the published ports of a sandbox",
 			Args:    exactArgs(1, "a sandbox id"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				in, err := a.engine.Lookup(cmd.Context(), a.stateDir, args[0])
+				in, err := a.lookup(cmd.Context(), args[0])
 				if err != nil {
 					return notFound(err, args[0])
 				}
@@ -220,7 +224,7 @@ need root, and a sandbox with the default network or an --allow-cidr list.`,
 				if err != nil {
 					return usagef("PORT %q is not a number", args[1])
 				}
-				if err := a.engine.UnpublishPort(cmd.Context(), a.stateDir, args[0], port); err != nil {
+				if err := a.withHandle(cmd.Context(), args[0], func(h Handle) error { return h.UnpublishPort(cmd.Context(), port) }); err != nil {
 					return err
 				}
 				if !a.json {

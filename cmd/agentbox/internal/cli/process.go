@@ -193,7 +193,7 @@ func processStatus(running bool, exitCode *int) string {
 // restarting it. It returns a nil Box when the sandbox exists but is not
 // running: it then has no processes. The caller detaches the Box.
 func (a *app) attach(ctx context.Context, id string) (Box, error) {
-	info, err := a.engine.Lookup(ctx, a.stateDir, id)
+	info, err := a.lookup(ctx, id)
 	if err != nil {
 		return nil, notFound(err, id)
 	}

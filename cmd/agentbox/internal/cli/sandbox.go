@@ -37,7 +37,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 			Short: "Stop sandboxes: end their processes, keep their files",
 			Args:  minArgs(1, "at least one sandbox id (see 'agentbox sandbox ls')"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "stopped", a.engine.StopByID)
+				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "stopped", a.onHandle(Handle.Stop))
 			},
 		},
 		&cobra.Command{
@@ -46,7 +46,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 			Short:   "Remove sandboxes: their processes, files and state",
 			Args:    minArgs(1, "at least one sandbox id (see 'agentbox sandbox ls')"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "removed", a.engine.Remove)
+				return a.sandboxEach(cmd.Context(), cmd.OutOrStdout(), args, "removed", a.onHandle(Handle.Destroy))
 			},
 		},
 		a.networkCommand(),
@@ -93,8 +93,36 @@ func (a *app) sandboxList(ctx context.Context, w io.Writer) error {
 	return t.flush()
 }
 
+// withHandle runs f on the handle of the existing sandbox id
+// (Engine.Find), or returns Find's error.
+func (a *app) withHandle(ctx context.Context, id string, f func(h Handle) error) error {
+	h, err := a.engine.Find(ctx, a.stateDir, id)
+	if err != nil {
+		return err
+	}
+	return f(h)
+}
+
+// onHandle returns act as an act of sandboxEach: act on the handle of the
+// sandbox (withHandle).
+func (a *app) onHandle(act func(h Handle, ctx context.Context) error) func(ctx context.Context, stateDir, id string) error {
+	return func(ctx context.Context, _, id string) error {
+		return a.withHandle(ctx, id, func(h Handle) error { return act(h, ctx) })
+	}
+}
+
+// lookup describes the existing sandbox id; the error matches
+// sandbox.ErrNotFound when there is none.
+func (a *app) lookup(ctx context.Context, id string) (*sandbox.Info, error) {
+	h, err := a.engine.Find(ctx, a.stateDir, id)
+	if err != nil {
+		return nil, err
+	}
+	return h.Info(ctx)
+}
+
 func (a *app) sandboxInfo(ctx context.Context, w io.Writer, id string) error {
-	in, err := a.engine.Lookup(ctx, a.stateDir, id)
+	in, err := a.lookup(ctx, id)
 	if err != nil {
 		return notFound(err, id)
 	}
