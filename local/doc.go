@@ -92,7 +92,7 @@
 // already. Refusals answer at once (a TCP reset, an ICMP
 // administratively-prohibited error) and are counted (Info:
 // Network.RefusedPackets). What this changes on the host, and when it is
-// undone, is in uplink_linux.go. Without root the default network is not
+// undone, is in package internal/uplink. Without root the default network is not
 // available (Start says so): use the blocked mode or an allow list of
 // names alone, which need no root.
 //
@@ -192,13 +192,11 @@ package local
 //	inroot_linux.go     opening and making a sandbox's paths inside its root (openat2
 //	                    RESOLVE_IN_ROOT, mkdirat), never through what it planted
 //	network.go          the network modes of Config.Network, local's checks of them,
-//	                    Instructions; netranges.go: the address ranges of the policy
+//	                    Instructions
 //	netapi.go           UpdateNetworkSettings, PublishPort, UnpublishPort (recorded in meta.json)
 //	network_linux.go    the network at a start (host side: namespace, link, firewall; init side:
 //	                    loopback, resolv.conf), live changes, teardown, Info's network state
-//	netns_linux.go      network namespaces the host makes; throwaway threads that enter them
-//	uplink_linux.go     the host's side: links (veth), forwarding, cleanup when the last goes
-//	netfilter_linux.go  the nftables table of a sandbox (policy, DNS forwarding, NAT, ports)
+//	netns_linux.go      the namespace of a running init; local's names of internal/netns
 //	ports_linux.go      published ports: checking a host port is free
 //	domainproxy.go      DomainAllowList: validation, proxy variables, Info's policy log
 //	domainproxy_linux.go  DomainAllowList: the listening sockets (made and kept by the init, or
@@ -231,6 +229,10 @@ package local
 //	internal/landlock   the commands' Landlock scoping (abstract unix sockets, signals)
 //	internal/fuse       the init's supervisor doing the FUSE mount(2) and umount2 the filter hands it
 //	internal/disk       ext4 disk images: templates, sparse copy, loop device, detached mount
+//	internal/netns      throwaway threads that enter or make network namespaces
+//	internal/netfilter  the nftables table of a sandbox (policy, DNS forwarding, NAT, ports),
+//	                    the links' address plan and the ranges no sandbox reaches
+//	internal/uplink     the host's side: links (veth), forwarding, cleanup when the last goes
 //
 // and, at the module root, internal/mountinfo (the mount table) and
 // internal/cgroupfile (cgroup value files), which toolbox/daemon shares.
