@@ -182,7 +182,7 @@ package local
 //	launch_linux.go     host side of a start: fork the init in new namespaces, wait until it serves
 //	prepare_linux.go    host side: the sandbox's folders, toolbox socket and bind sources
 //	control_linux.go    the host↔init control socket: initConfig, its sending and receiving
-//	hostids.go          the pool of host uid ranges in the state dir: allocation, locking, reuse
+//	hostids.go          the state dir's pool of host uid ranges: its file, lock, keys and seed
 //	pool.go             Pool: spare inits started ahead of time; pool_linux.go: starting,
 //	                    adopting and ending one
 //	userns_linux.go     user namespace: uid mapping, its owner, availability checks
@@ -233,6 +233,7 @@ package local
 //	internal/netfilter  the nftables table of a sandbox (policy, DNS forwarding, NAT, ports),
 //	                    the links' address plan and the ranges no sandbox reaches
 //	internal/uplink     the host's side: links (veth), forwarding, cleanup when the last goes
+//	internal/hostids    the pool of host uid ranges: allocation, reservation, reuse, /etc/subuid
 //
 // and, at the module root, internal/mountinfo (the mount table) and
 // internal/cgroupfile (cgroup value files), which toolbox/daemon shares.
