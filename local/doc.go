@@ -92,7 +92,7 @@
 // already. Refusals answer at once (a TCP reset, an ICMP
 // administratively-prohibited error) and are counted (Info:
 // Network.RefusedPackets). What this changes on the host, and when it is
-// undone, is in uplink_linux.go. Without root the default network is not
+// undone, is in package internal/uplink. Without root the default network is not
 // available (Start says so): use the blocked mode or an allow list of
 // names alone, which need no root.
 //
@@ -184,7 +184,7 @@ package local
 //	launch_linux.go     host side of a start: fork the init in new namespaces, wait until it serves
 //	prepare_linux.go    host side: the sandbox's folders, toolbox socket and bind sources
 //	control_linux.go    the host↔init control socket: initConfig, its sending and receiving
-//	hostids.go          the pool of host uid ranges in the state dir: allocation, locking, reuse
+//	hostids.go          the state dir's pool of host uid ranges: its file, lock, keys and seed
 //	pool.go             Pool: spare inits started ahead of time; pool_linux.go: starting,
 //	                    adopting and ending one
 //	userns_linux.go     user namespace: uid mapping, its owner, availability checks
@@ -194,13 +194,11 @@ package local
 //	inroot_linux.go     opening and making a sandbox's paths inside its root (openat2
 //	                    RESOLVE_IN_ROOT, mkdirat), never through what it planted
 //	network.go          the network modes of Config.Network, local's checks of them,
-//	                    Instructions; netranges.go: the address ranges of the policy
+//	                    Instructions
 //	netapi.go           the methods UpdateNetworkSettings, PublishPort, UnpublishPort (recorded in meta.json)
 //	network_linux.go    the network at a start (host side: namespace, link, firewall; init side:
 //	                    loopback, resolv.conf), live changes, teardown, Info's network state
-//	netns_linux.go      network namespaces the host makes; throwaway threads that enter them
-//	uplink_linux.go     the host's side: links (veth), forwarding, cleanup when the last goes
-//	netfilter_linux.go  the nftables table of a sandbox (policy, DNS forwarding, NAT, ports)
+//	netns_linux.go      the namespace of a running init; local's names of internal/netns
 //	ports_linux.go      published ports: checking a host port is free
 //	domainproxy.go      DomainAllowList: validation, proxy variables, Info's policy log
 //	domainproxy_linux.go  DomainAllowList: the listening sockets (made and kept by the init, or
@@ -233,6 +231,11 @@ package local
 //	internal/landlock   the commands' Landlock scoping (abstract unix sockets, signals)
 //	internal/fuse       the init's supervisor doing the FUSE mount(2) and umount2 the filter hands it
 //	internal/disk       ext4 disk images: templates, sparse copy, loop device, detached mount
+//	internal/netns      throwaway threads that enter or make network namespaces
+//	internal/netfilter  the nftables table of a sandbox (policy, DNS forwarding, NAT, ports),
+//	                    the links' address plan and the ranges no sandbox reaches
+//	internal/uplink     the host's side: links (veth), forwarding, cleanup when the last goes
+//	internal/hostids    the pool of host uid ranges: allocation, reservation, reuse, /etc/subuid
 //
 // and, at the module root, internal/mountinfo (the mount table) and
 // internal/cgroupfile (cgroup value files), which toolbox/daemon shares.

@@ -63,12 +63,6 @@ type meta struct {
 	Mounts []mountRecord `json:"mounts,omitempty"`
 }
 
-// idRange is a range of host uids (and the same gids).
-type idRange struct {
-	First int `json:"first"`
-	Count int `json:"count"`
-}
-
 // UnmarshalJSON reads metadata in the current format and in the one
 // before Config: that format kept the name and labels at the top level
 // ("name", "labels"), where they are read from when "options" lacks them,

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,12 +19,13 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/net/dns/dnsmessage"
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
+	"github.com/agentbox-dev/agentbox/local/internal/netns"
 )
 
 // The network lab: an "internet" made of network namespaces the test
@@ -296,32 +296,11 @@ func newNetns(t testing.TB) *os.File {
 }
 
 // onThread runs f on a thread of its own that ends with it (f may change
-// the thread's namespaces).
-// Never the main thread, which would stay in the namespace (and
-// /proc/self with it).
-func onThread(f func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			done <- onThread(f)
-			runtime.UnlockOSThread()
-			return
-		}
-		done <- f()
-	}()
-	return <-done
-}
-
-// inNS runs f in the network namespace ns.
-func inNS(ns *os.File, f func() error) error {
-	return onThread(func() error {
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			return err
-		}
-		return f()
-	})
-}
+// the thread's namespaces); inNS runs f in the network namespace ns.
+var (
+	onThread = netns.OnThrowawayThread
+	inNS     = netns.Run
+)
 
 // listenIn listens in the namespace ns; the listener closes when the test
 // ends.
@@ -346,7 +325,7 @@ func listenPacketIn(t testing.TB, ns *os.File, network, addr string) net.PacketC
 // test ends.
 func nlHandle(t testing.TB, ns *os.File) *netlink.Handle {
 	t.Helper()
-	h, err := netlink.NewHandleAt(netns.NsHandle(ns.Fd()), unix.NETLINK_ROUTE)
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(ns.Fd()), unix.NETLINK_ROUTE)
 	must(t, err)
 	t.Cleanup(h.Close)
 	return h

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/local/internal/netfilter"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
@@ -45,7 +46,7 @@ func normalizeNetwork(c *Config) error {
 		return fmt.Errorf("Config.Network: %w", err)
 	}
 	for _, a := range p.Allow {
-		if what := neverReachable(a); what != "" {
+		if what := netfilter.NeverReachable(a); what != "" {
 			return fmt.Errorf("%w: Config.Network.Allow entry %q lies in %s, which a sandbox never reaches", sandbox.ErrInvalidArgument, a, what)
 		}
 	}
@@ -110,14 +111,14 @@ type netRecord struct {
 	Ifindex int `json:"ifindex,omitempty"`
 	// IPv6 is whether the link carries IPv6 (the uplink forwards it).
 	IPv6 bool `json:"ipv6,omitempty"`
-	// Resolver is where DNS queries to sandboxDNS go.
+	// Resolver is where DNS queries to netfilter.SandboxDNS go.
 	Resolver string `json:"resolver,omitempty"`
 	// Uplink names the network namespace (a file) where the link ends;
 	// empty for this host's. Only tests set it (netTestHooks).
 	Uplink string `json:"uplink,omitempty"`
 	// HostNets are the networks the uplink sits on (its addresses'
 	// prefixes and its on-link routes), read at each attach: refused in
-	// the public mode (uplink.hostNets).
+	// the public mode (uplink.Uplink.HostNets).
 	HostNets []netip.Prefix `json:"hostNets,omitempty"`
 }
 
@@ -128,10 +129,3 @@ type netTestHooks struct {
 	Uplink   string
 	Resolver netip.Addr
 }
-
-// sandboxDNS is the resolver a sandbox with a link of its own is given
-// (its resolv.conf): the address of link 0, which is never a sandbox's,
-// so that it stays the same whatever link the sandbox gets. The firewall
-// forwards queries to it to the host's resolver in the public mode, and
-// refuses them in the others.
-var sandboxDNS = netip.MustParseAddr("10.231.0.1")

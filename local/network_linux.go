@@ -11,23 +11,29 @@ import (
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox-dev/agentbox/local/internal/netfilter"
+	"github.com/agentbox-dev/agentbox/local/internal/uplink"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // The sandbox's network, host side (network.go has the options).
 //
 // As root, the host makes the network namespace of every sandbox that
-// does not share the host's (netns_linux.go), owned by the host's user
+// does not share the host's (package netns), owned by the host's user
 // namespace, and starts the init in it; it brings up loopback there. In
 // the public and allowList modes it then gives the sandbox a link to the
-// uplink and a firewall (uplink_linux.go, netfilter_linux.go), in
+// uplink and a firewall (packages uplink and netfilter), in
 // parallel with the rest of the start. The sandbox's resolv.conf names
-// sandboxDNS.
+// netfilter.SandboxDNS.
 //
 // Without root the init makes its own network namespace (owned by the
 // sandbox's user namespace) and brings its loopback up itself; only the
 // blocked and domainAllowList modes are available then: a link and a
 // firewall need root.
+
+// sandboxLink returns the addresses of the link of sandbox n (package
+// netfilter's address plan).
+var sandboxLink = netfilter.SandboxLink
 
 // hostMakesNetns reports whether the host makes the sandboxes' network
 // namespaces (it runs as root).
@@ -88,7 +94,7 @@ type initNet struct {
 func initNetOf(m *meta) initNet {
 	switch {
 	case m.Network != nil:
-		return initNet{Nameserver: sandboxDNS.String()}
+		return initNet{Nameserver: netfilter.SandboxDNS.String()}
 	case m.Config.ownNetwork():
 		return initNet{LoopbackUp: true}
 	}
@@ -195,53 +201,53 @@ func (b *netBoot) finish() error {
 // plumb gives the sandbox m, whose namespace is sbx, its link and
 // firewall, recording them in m.Network.
 func plumb(ctx context.Context, sbx *os.File, m *meta) error {
-	u, err := openUplink(ctx, m.Network.Uplink)
+	u, err := uplink.Open(ctx, m.Network.Uplink)
 	if err != nil {
 		return err
 	}
-	defer u.close()
-	return u.attach(sbx, m)
+	defer u.Close()
+	return attach(u, sbx, m)
 }
 
-// attach gives the sandbox m, whose namespace is sbx, its link and its
-// firewall, and records them in m.Network.
-func (u *uplink) attach(sbx *os.File, m *meta) error {
+// attach gives the sandbox m, whose namespace is sbx, its link to u and
+// its firewall, and records them in m.Network.
+func attach(u *uplink.Uplink, sbx *os.File, m *meta) error {
 	rec := m.Network
-	rec.IPv6 = u.forwardsIPv6()
+	rec.IPv6 = u.ForwardsIPv6()
 	if rec.Resolver == "" {
 		if r, ok := hostResolver(rec.IPv6); ok {
 			rec.Resolver = r.String()
 		}
 	}
-	nets, err := u.hostNets()
+	nets, err := u.HostNets()
 	if err != nil {
 		return err
 	}
 	rec.HostNets = nets
-	n, ifindex, err := u.addLink(sbx, rec.IPv6)
+	n, ifindex, err := u.AddLink(sbx, rec.IPv6)
 	if err != nil {
 		return err
 	}
 	rec.Link, rec.Ifindex = n, ifindex
-	if err := u.forward(); err != nil {
+	if err := u.Forward(); err != nil {
 		return err
 	}
-	if err := newFirewall(u.nft, n).create(policyOf(m)); err != nil {
+	if err := netfilter.New(u.NFT(), n).Create(policyOf(m)); err != nil {
 		return err
 	}
 	// One transaction: the shared table's changes (forward) and the
 	// sandbox's table.
-	if err := u.nft.Flush(); err != nil {
+	if err := u.NFT().Flush(); err != nil {
 		return fmt.Errorf("sandbox network: write the firewall: %w", err)
 	}
 	return nil
 }
 
 // policyOf returns the firewall policy of the sandbox m, which has a link.
-func policyOf(m *meta) *netPolicy {
-	p := &netPolicy{n: m.Network.Link, mode: networkMode(&m.Config), v6: m.Network.IPv6, ports: m.Ports, hostNets: m.Network.HostNets}
-	p.allow = m.Config.Network.Allow // validated before
-	p.resolver, _ = netip.ParseAddr(m.Network.Resolver)
+func policyOf(m *meta) *netfilter.Policy {
+	p := &netfilter.Policy{Link: m.Network.Link, Mode: networkMode(&m.Config), IPv6: m.Network.IPv6, Ports: m.Ports, HostNets: m.Network.HostNets}
+	p.Allow = m.Config.Network.Allow // validated before
+	p.Resolver, _ = netip.ParseAddr(m.Network.Resolver)
 	return p
 }
 
@@ -274,13 +280,13 @@ func teardownNetwork(ctx context.Context, m *meta) {
 	if rec == nil || rec.Link == 0 {
 		return
 	}
-	u, err := openUplink(ctx, rec.Uplink)
+	u, err := uplink.Open(ctx, rec.Uplink)
 	if err != nil {
 		return // a test's uplink that is gone, and its links with it
 	}
-	defer u.close()
-	u.delLink(rec.Link, rec.Ifindex)
-	_ = u.cleanup()
+	defer u.Close()
+	u.DelLink(rec.Link, rec.Ifindex)
+	_ = u.Cleanup()
 }
 
 // applyNetwork puts the network policy of next in place on the running
@@ -305,17 +311,17 @@ func (s *Sandbox) applyNetwork(ctx context.Context, dir string, m *meta, next Co
 // takes them away, or rewrites the firewall's policy.
 func (s *Sandbox) applyLink(ctx context.Context, m *meta, next Config) error {
 	rec := m.Network
-	u, err := openUplink(ctx, rec.Uplink)
+	u, err := uplink.Open(ctx, rec.Uplink)
 	if err != nil {
 		return err
 	}
-	defer u.close()
+	defer u.Close()
 	switch {
 	case !next.needsInterface():
 		if rec.Link != 0 {
-			u.delLink(rec.Link, rec.Ifindex)
+			u.DelLink(rec.Link, rec.Ifindex)
 			rec.Link, rec.Ifindex = 0, 0
-			return u.cleanup()
+			return u.Cleanup()
 		}
 		return nil
 	case rec.Link == 0:
@@ -326,18 +332,18 @@ func (s *Sandbox) applyLink(ctx context.Context, m *meta, next Config) error {
 		defer sbx.Close()
 		cur := *m
 		cur.Config = next
-		return u.attach(sbx, &cur)
+		return attach(u, sbx, &cur)
 	}
 	cur := *m
 	cur.Config = next
-	f, err := existingFirewall(u.nft, rec.Link)
+	f, err := netfilter.Existing(u.NFT(), rec.Link)
 	if err != nil {
 		return err
 	}
-	if err := f.policy(policyOf(&cur)); err != nil {
+	if err := f.SetPolicy(policyOf(&cur)); err != nil {
 		return err
 	}
-	return u.nft.Flush()
+	return u.NFT().Flush()
 }
 
 // applyPorts rewrites the published ports of the running sandbox m.
@@ -346,17 +352,17 @@ func applyPorts(ctx context.Context, m *meta) error {
 	if rec == nil || rec.Link == 0 {
 		return nil
 	}
-	u, err := openUplink(ctx, rec.Uplink)
+	u, err := uplink.Open(ctx, rec.Uplink)
 	if err != nil {
 		return err
 	}
-	defer u.close()
-	f, err := existingFirewall(u.nft, rec.Link)
+	defer u.Close()
+	f, err := netfilter.Existing(u.NFT(), rec.Link)
 	if err != nil {
 		return err
 	}
-	f.ports(policyOf(m))
-	return u.nft.Flush()
+	f.SetPorts(policyOf(m))
+	return u.NFT().Flush()
 }
 
 // addNetworkState adds to n what the running sandbox m's network shows:
@@ -368,8 +374,8 @@ func addNetworkState(dir string, m *meta, n *sandbox.NetworkInfo) {
 		return
 	}
 	if rec := m.Network; rec != nil && rec.Link != 0 {
-		_ = readUplink(rec.Uplink, func(c *nftables.Conn) (err error) {
-			n.RefusedPackets, err = refusedPackets(c, rec.Link)
+		_ = uplink.Read(rec.Uplink, func(c *nftables.Conn) (err error) {
+			n.RefusedPackets, err = netfilter.RefusedPackets(c, rec.Link)
 			return err
 		})
 		if !rec.IPv6 {

@@ -2,21 +2,20 @@ package local
 
 import (
 	"context"
-
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/binaryutil"
-	"github.com/google/nftables/expr"
 
+	"github.com/agentbox-dev/agentbox/local/internal/netfilter"
+	"github.com/agentbox-dev/agentbox/local/internal/uplink"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Published ports are DNAT rules of the sandbox's table (chain output,
-// netfilter_linux.go): a connection from a host process to
+// package netfilter): a connection from a host process to
 // 127.0.0.1:PORT goes to the sandbox's address, and appears there to
 // come from its gateway. No process serves them, and they go with the
 // sandbox's table. Nothing listens on 127.0.0.1:PORT, so the port is
@@ -54,44 +53,12 @@ func claimHostPort(ctx context.Context, m *meta, port int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	err = readUplink(path, func(c *nftables.Conn) error {
-		n, err := publisherOf(c, port)
+	err = uplink.Read(path, func(c *nftables.Conn) error {
+		n, err := netfilter.Publisher(c, port)
 		if err == nil && n != 0 && n != own {
 			return fmt.Errorf("%w: host port %d is published by another sandbox (link agentbox%d); choose another", sandbox.ErrInvalidArgument, port, n)
 		}
 		return nil
 	})
 	return port, err
-}
-
-// publisherOf returns the link of the sandbox whose table publishes host
-// port, or 0.
-func publisherOf(c *nftables.Conn, port int) (int, error) {
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return 0, err
-	}
-	want := binaryutil.BigEndian.PutUint16(uint16(port))
-	for _, t := range tables {
-		n, ok := tableIndex(t.Name)
-		if !ok {
-			continue
-		}
-		rs, err := c.GetRules(t, &nftables.Chain{Name: "output", Table: t})
-		if err != nil {
-			continue
-		}
-		for _, r := range rs {
-			for i, e := range r.Exprs {
-				p, ok := e.(*expr.Payload)
-				if !ok || p.Base != expr.PayloadBaseTransportHeader || p.Offset != 2 || i+1 >= len(r.Exprs) {
-					continue
-				}
-				if cmp, ok := r.Exprs[i+1].(*expr.Cmp); ok && string(cmp.Data) == string(want) {
-					return n, nil
-				}
-			}
-		}
-	}
-	return 0, nil
 }

@@ -190,7 +190,7 @@ func convertLegacyVolume(dir string) error {
 		err = unshiftOwner(int(root.Fd()), ".")
 	}
 	if err != nil {
-		return fmt.Errorf("volume %s: convert its files from the shared host ids %d-%d: %w", dir, legacyIDs.First, legacyIDs.end()-1, err)
+		return fmt.Errorf("volume %s: convert its files from the shared host ids %d-%d: %w", dir, legacyIDs.First, legacyIDs.End()-1, err)
 	}
 	return nil
 }
@@ -222,7 +222,7 @@ func unshiftOwner(rootFD int, rel string) error {
 		return err
 	}
 	unshift := func(id uint32) int {
-		if legacyIDs.overlaps(idRange{First: int(id), Count: 1}) {
+		if legacyIDs.Overlaps(idRange{First: int(id), Count: 1}) {
 			return int(id) - legacyIDBase
 		}
 		return int(id)

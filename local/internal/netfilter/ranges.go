@@ -1,4 +1,4 @@
-package local
+package netfilter
 
 import (
 	"net/netip"
@@ -8,7 +8,7 @@ import (
 )
 
 // Address ranges of the network policy (the firewall, netfilter_linux.go,
-// and the validation of NetworkAllowList).
+// and the validation of allow lists: NeverReachable).
 
 // sandboxRange4 and sandboxRange6 hold the links between the host and its
 // sandboxes: sandbox n gets 10.231.0.0/16's n-th /30 and
@@ -18,9 +18,16 @@ var (
 	sandboxRange6 = netip.MustParsePrefix("fd61:6762:6f78::/48")
 )
 
-// maxSandboxLinks is how many sandbox links sandboxRange4 holds (index 0
-// is never used).
-const maxSandboxLinks = 1 << 14
+// MaxLinks is how many sandbox links sandboxRange4 holds (index 0 is
+// never used).
+const MaxLinks = 1 << 14
+
+// SandboxDNS is the resolver a sandbox with a link of its own is given
+// (its resolv.conf): the address of link 0, which is never a sandbox's,
+// so that it stays the same whatever link the sandbox gets. The firewall
+// forwards queries to it to the host's resolver in the public mode, and
+// refuses them in the others.
+var SandboxDNS = netip.MustParseAddr("10.231.0.1")
 
 // addrRange is a named address range.
 type addrRange struct {
@@ -70,9 +77,9 @@ func hostRanges(ps []netip.Prefix) []addrRange {
 	return out
 }
 
-// neverReachable returns what p lies in when every address of p is in
-// neverRanges, else "".
-func neverReachable(p netip.Prefix) string {
+// NeverReachable returns what p lies in when every address of p is in
+// the ranges a sandbox never reaches, whatever its policy, else "".
+func NeverReachable(p netip.Prefix) string {
 	for _, r := range neverRanges {
 		if r.prefix.Bits() <= p.Bits() && r.prefix.Contains(p.Addr()) {
 			return r.what
@@ -107,9 +114,9 @@ func blockedPrefixes(rs ...[]addrRange) []netip.Prefix {
 	return out
 }
 
-// sandboxLink returns the addresses of the link of sandbox n: the
+// SandboxLink returns the addresses of the link of sandbox n: the
 // gateway's (the host's end) and the sandbox's, v4 and v6.
-func sandboxLink(n int) (gw4, sbx4, gw6, sbx6 netip.Addr) {
+func SandboxLink(n int) (gw4, sbx4, gw6, sbx6 netip.Addr) {
 	b4 := sandboxRange4.Addr().As4()
 	base := uint32(b4[0])<<24 | uint32(b4[1])<<16 | uint32(b4[2])<<8 | uint32(b4[3])
 	base += uint32(n) * 4

@@ -1,4 +1,4 @@
-package local
+package netfilter
 
 import (
 	"errors"
@@ -35,7 +35,7 @@ import (
 //	chain input              hook input: the host's own addresses refuse the sandbox
 //	                         (replies, IPv6 neighbour discovery, and DNS to a resolver
 //	                         on the host excepted)
-//	chain prerouting         hook prerouting (nat): DNS to sandboxDNS goes to the host's resolver
+//	chain prerouting         hook prerouting (nat): DNS to SandboxDNS goes to the host's resolver
 //	chain postrouting        hook postrouting (nat): masquerade what leaves; what the
 //	                         published ports bring from the host's loopback appears to
 //	                         come from the gateway
@@ -46,27 +46,27 @@ import (
 // allows. The table is written in one batch (atomically), and rewritten
 // the same way when the policy or the ports change.
 
-// sandboxTableName returns the name of the table of sandbox link n.
-func sandboxTableName(n int) string { return "agentbox-" + strconv.Itoa(n) }
+// TableName returns the name of the table of sandbox link n.
+func TableName(n int) string { return "agentbox-" + strconv.Itoa(n) }
 
-// linkName returns the host-side name of the link of sandbox n.
-func linkName(n int) string { return linkPrefix + strconv.Itoa(n) }
+// LinkName returns the host-side name of the link of sandbox n.
+func LinkName(n int) string { return LinkPrefix + strconv.Itoa(n) }
 
-// linkPrefix starts the name of every sandbox link on the host.
-const linkPrefix = "agentbox"
+// LinkPrefix starts the name of every sandbox link on the host.
+const LinkPrefix = "agentbox"
 
-// sharedTableName is the table of the uplink as a whole (see uplink_linux.go).
-const sharedTableName = "agentbox"
+// SharedTableName is the table of the uplink as a whole (package uplink).
+const SharedTableName = "agentbox"
 
-// netPolicy is what the firewall of one sandbox enforces.
-type netPolicy struct {
-	n        int // the link
-	mode     sandbox.NetworkMode
-	allow    []netip.Prefix
-	resolver netip.Addr     // the DNS resolver the gateway forwards to (public mode); invalid: none
-	hostNets []netip.Prefix // the networks the uplink sits on: refused in the public mode
-	v6       bool
-	ports    []sandbox.PublishedPort
+// Policy is what the firewall of one sandbox enforces.
+type Policy struct {
+	Link     int                 // n of the link agentbox<n>
+	Mode     sandbox.NetworkMode // the mode as Info tells it
+	Allow    []netip.Prefix      // the allow list (validated, canonical)
+	Resolver netip.Addr          // the DNS resolver the gateway forwards to (public mode); invalid: none
+	HostNets []netip.Prefix      // the networks the uplink sits on: refused in the public mode
+	IPv6     bool                // the link carries IPv6
+	Ports    []sandbox.PublishedPort
 }
 
 // rules collects the expressions of rules.
@@ -171,19 +171,20 @@ func jump(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictJ
 // refusedCounter names the counter object of refused packets.
 const refusedCounter = "refused"
 
-// firewall is the table of one sandbox, being written in one batch.
-type firewall struct {
+// Firewall is the table of one sandbox, being written in one batch
+// (flushed by the caller on the connection it was made with).
+type Firewall struct {
 	c      *nftables.Conn
 	t      *nftables.Table
 	chains map[string]*nftables.Chain
 }
 
-// newFirewall returns the table of policy p, to be (re)written on c.
-func newFirewall(c *nftables.Conn, n int) *firewall {
-	return &firewall{c: c, t: &nftables.Table{Name: sandboxTableName(n), Family: nftables.TableFamilyINet}, chains: map[string]*nftables.Chain{}}
+// New returns the table of link n, to be (re)written on c.
+func New(c *nftables.Conn, n int) *Firewall {
+	return &Firewall{c: c, t: &nftables.Table{Name: TableName(n), Family: nftables.TableFamilyINet}, chains: map[string]*nftables.Chain{}}
 }
 
-func (f *firewall) rule(chain string, e ...[]expr.Any) {
+func (f *Firewall) rule(chain string, e ...[]expr.Any) {
 	var r rules
 	for _, x := range e {
 		r = r.add(x...)
@@ -191,7 +192,7 @@ func (f *firewall) rule(chain string, e ...[]expr.Any) {
 	f.c.AddRule(&nftables.Rule{Table: f.t, Chain: f.chains[chain], Exprs: r})
 }
 
-func (f *firewall) chain(name string, hook *nftables.ChainHook, prio *nftables.ChainPriority, typ nftables.ChainType) {
+func (f *Firewall) chain(name string, hook *nftables.ChainHook, prio *nftables.ChainPriority, typ nftables.ChainType) {
 	c := &nftables.Chain{Name: name, Table: f.t}
 	if hook != nil {
 		c.Hooknum, c.Priority, c.Type = hook, prio, typ
@@ -199,14 +200,14 @@ func (f *firewall) chain(name string, hook *nftables.ChainHook, prio *nftables.C
 	f.chains[name] = f.c.AddChain(c)
 }
 
-// create writes the whole table of p (replacing one left by a sandbox
+// Create writes the whole table of p (replacing one left by a sandbox
 // that had the link before).
-func (f *firewall) create(p *netPolicy) error {
+func (f *Firewall) Create(p *Policy) error {
 	f.c.AddTable(f.t)
 	f.c.DelTable(f.t) // empty whatever is there
 	f.c.AddTable(f.t)
 	f.c.AddObj(&nftables.CounterObj{Table: f.t, Name: refusedCounter})
-	link := linkName(p.n)
+	link := LinkName(p.Link)
 	f.chain("refuse", nil, nil, "")
 	f.rule("refuse", []expr.Any{&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: refusedCounter}})
 	f.rule("refuse", l4proto(unix.IPPROTO_TCP), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})
@@ -232,46 +233,46 @@ func (f *firewall) create(p *netPolicy) error {
 	f.rule("input", ifIs(expr.MetaKeyIIFNAME, link, true), []expr.Any{jump("refuse")})
 	f.chain("prerouting", nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainTypeNAT)
 	f.chain("postrouting", nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource, nftables.ChainTypeNAT)
-	_, sbx4, _, sbx6 := sandboxLink(p.n)
+	_, sbx4, _, sbx6 := SandboxLink(p.Link)
 	f.rule("postrouting", addrIs(sbx4, true), ifIs(expr.MetaKeyOIFNAME, link, false), []expr.Any{&expr.Masq{}})
-	if p.v6 {
+	if p.IPv6 {
 		f.rule("postrouting", addrIs(sbx6, true), ifIs(expr.MetaKeyOIFNAME, link, false), []expr.Any{&expr.Masq{}})
 	}
 	f.rule("postrouting", ifIs(expr.MetaKeyOIFNAME, link, true), addrIn(netip.MustParsePrefix("127.0.0.0/8"), true), []expr.Any{&expr.Masq{}})
 	f.chain("output", nftables.ChainHookOutput, nftables.ChainPriorityNATDest, nftables.ChainTypeNAT)
-	if err := f.policy(p); err != nil {
+	if err := f.SetPolicy(p); err != nil {
 		return err
 	}
-	f.ports(p)
+	f.SetPorts(p)
 	return nil
 }
 
-// policy writes the egress chain, the sets and the DNS forwarding of p
+// SetPolicy writes the egress chain, the sets and the DNS forwarding of p
 // (into chains and sets that exist, emptied first).
-func (f *firewall) policy(p *netPolicy) error {
-	link := linkName(p.n)
+func (f *Firewall) SetPolicy(p *Policy) error {
+	link := LinkName(p.Link)
 	f.c.FlushChain(f.chains["egress"])
 	f.c.FlushChain(f.chains["prerouting"])
 	blocked := [][]addrRange{neverRanges}
-	if p.mode == sandbox.NetworkPublic {
+	if p.Mode == sandbox.NetworkPublic {
 		blocked = append(blocked, privateRanges)
 	}
-	if p.mode == sandbox.NetworkPublic {
-		blocked = append(blocked, hostRanges(p.hostNets))
+	if p.Mode == sandbox.NetworkPublic {
+		blocked = append(blocked, hostRanges(p.HostNets))
 	}
-	sets := map[string][]netip.Prefix{"blocked": blockedPrefixes(blocked...), "allow": p.allow}
-	if p.mode == sandbox.NetworkPublic && p.resolver.Is4() {
+	sets := map[string][]netip.Prefix{"blocked": blockedPrefixes(blocked...), "allow": p.Allow}
+	if p.Mode == sandbox.NetworkPublic && p.Resolver.Is4() {
 		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-			f.rule("prerouting", ifIs(expr.MetaKeyIIFNAME, link, true), addrIs(sandboxDNS, false), l4proto(proto), dport(53),
+			f.rule("prerouting", ifIs(expr.MetaKeyIIFNAME, link, true), addrIs(SandboxDNS, false), l4proto(proto), dport(53),
 				[]expr.Any{
-					&expr.Immediate{Register: 1, Data: p.resolver.AsSlice()},
+					&expr.Immediate{Register: 1, Data: p.Resolver.AsSlice()},
 					&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1},
 				})
 			// The forwarded query goes to a resolver in a blocked range.
-			f.rule("egress", addrIs(p.resolver, false), l4proto(proto), dport(53), ctBits(expr.CtKeySTATUS, ipsDstNAT, false), []expr.Any{verdict(expr.VerdictAccept)})
+			f.rule("egress", addrIs(p.Resolver, false), l4proto(proto), dport(53), ctBits(expr.CtKeySTATUS, ipsDstNAT, false), []expr.Any{verdict(expr.VerdictAccept)})
 		}
 	}
-	if p.mode == sandbox.NetworkAllowList {
+	if p.Mode == sandbox.NetworkAllowList {
 		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 			f.rule("egress", l4proto(proto), dport(53), []expr.Any{jump("refuse")})
 		}
@@ -289,7 +290,7 @@ func (f *firewall) policy(p *netPolicy) error {
 			f.rule("egress", daddrInSet(s, v6), []expr.Any{k})
 		}
 	}
-	if p.mode == sandbox.NetworkPublic {
+	if p.Mode == sandbox.NetworkPublic {
 		f.rule("egress", []expr.Any{verdict(expr.VerdictAccept)})
 	} else {
 		f.rule("egress", []expr.Any{jump("refuse")})
@@ -299,7 +300,7 @@ func (f *firewall) policy(p *netPolicy) error {
 
 // set (re)writes the interval set name4 or name6 with the prefixes of its
 // family.
-func (f *firewall) set(name string, v6 bool, prefixes []netip.Prefix) (*nftables.Set, error) {
+func (f *Firewall) set(name string, v6 bool, prefixes []netip.Prefix) (*nftables.Set, error) {
 	typ, suffix := nftables.TypeIPAddr, "4"
 	if v6 {
 		typ, suffix = nftables.TypeIP6Addr, "6"
@@ -330,11 +331,11 @@ func (f *firewall) set(name string, v6 bool, prefixes []netip.Prefix) (*nftables
 	return s, nil
 }
 
-// ports writes the output chain: one DNAT rule per published port.
-func (f *firewall) ports(p *netPolicy) {
+// SetPorts writes the output chain: one DNAT rule per published port.
+func (f *Firewall) SetPorts(p *Policy) {
 	f.c.FlushChain(f.chains["output"])
-	_, sbx4, _, _ := sandboxLink(p.n)
-	for _, pp := range p.ports {
+	_, sbx4, _, _ := SandboxLink(p.Link)
+	for _, pp := range p.Ports {
 		f.rule("output", addrIs(netip.MustParseAddr(pp.HostAddress), false), l4proto(unix.IPPROTO_TCP), dport(uint16(pp.HostPort)),
 			[]expr.Any{
 				&expr.Immediate{Register: 1, Data: sbx4.AsSlice()},
@@ -344,10 +345,10 @@ func (f *firewall) ports(p *netPolicy) {
 	}
 }
 
-// existing returns the firewall of table n as it is, its chains known, for
+// Existing returns the firewall of table n as it is, its chains known, for
 // an update; an error when it does not exist.
-func existingFirewall(c *nftables.Conn, n int) (*firewall, error) {
-	f := newFirewall(c, n)
+func Existing(c *nftables.Conn, n int) (*Firewall, error) {
+	f := New(c, n)
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
 		return nil, err
@@ -365,9 +366,9 @@ func existingFirewall(c *nftables.Conn, n int) (*firewall, error) {
 	return f, nil
 }
 
-// refusedPackets reads the counter of refused packets of table n.
-func refusedPackets(c *nftables.Conn, n int) (uint64, error) {
-	t := &nftables.Table{Name: sandboxTableName(n), Family: nftables.TableFamilyINet}
+// RefusedPackets reads the counter of refused packets of table n.
+func RefusedPackets(c *nftables.Conn, n int) (uint64, error) {
+	t := &nftables.Table{Name: TableName(n), Family: nftables.TableFamilyINet}
 	o, err := c.GetObject(&nftables.CounterObj{Table: t, Name: refusedCounter})
 	if err != nil {
 		return 0, err
@@ -378,8 +379,8 @@ func refusedPackets(c *nftables.Conn, n int) (uint64, error) {
 	return 0, errors.New("not a counter")
 }
 
-// tableIndex returns n for a table named agentbox-<n>.
-func tableIndex(name string) (int, bool) {
+// TableIndex returns n for a table named agentbox-<n>.
+func TableIndex(name string) (int, bool) {
 	s, ok := strings.CutPrefix(name, "agentbox-")
 	if !ok {
 		return 0, false

@@ -1,29 +1,7 @@
-package local
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
-	"net"
-	"net/netip"
-	"os"
-	"slices"
-	"strings"
-
-	"github.com/agentbox-dev/agentbox/internal/lockfile"
-
-	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-)
-
-// The uplink: the network namespace where the links of sandboxes end and
+// Package uplink keeps the uplink: the network namespace where the links of sandboxes end and
 // their traffic is forwarded and masqueraded. It is this host's (the
 // namespace of the process that starts sandboxes), or one a test names
-// (netRecord.Uplink), so that tests never send a packet out of the
+// (local's netRecord.Uplink), so that tests never send a packet out of the
 // machine.
 //
 // Every change to the uplink happens under an exclusive flock of its
@@ -37,12 +15,12 @@ import (
 //     on agentbox<n>, IPv4 forwarding and route_localnet (for DNS to a
 //     resolver on the host's loopback and for published ports) are
 //     turned on; they go with the link;
-//   - an nftables table per sandbox (netfilter_linux.go), and the table
+//   - an nftables table per sandbox (package netfilter), and the table
 //     "inet agentbox" of the uplink as a whole;
 //   - IPv4 forwarding on the interfaces of the default routes, where it
 //     is off (net.ipv4.conf.<if>.forwarding: IPv4 forwards a packet only
 //     when the interface it came in through forwards, so replies need
-//     it). The table "inet agentbox" remembers them (set "flipped") and,
+//     it). The table "inet agentbox" remembers them (set netfilter.FlippedSet) and,
 //     while they forward for agentbox only, refuses (chain "forward") new
 //     connections that came in through them and are not going to a
 //     sandbox, so that the host does not become a router for its
@@ -55,7 +33,31 @@ import (
 // from accepting router advertisements; agentbox never turns it on.
 // Sandboxes get IPv6 (a ULA address, masqueraded) only where the uplink
 // forwards IPv6 already; elsewhere they have no IPv6 route.
-type uplink struct {
+package uplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/agentbox-dev/agentbox/internal/lockfile"
+	"github.com/agentbox-dev/agentbox/local/internal/netfilter"
+	"github.com/agentbox-dev/agentbox/local/internal/netns"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Uplink is an uplink opened and locked for changes (Open), until Close.
+type Uplink struct {
 	ns     *os.File // the namespace; nil: this process's own
 	lock   *os.File
 	nl     *netlink.Handle
@@ -71,10 +73,10 @@ type uplink struct {
 // is.
 var uplinkTurn = make(chan struct{}, 1)
 
-// openUplink opens and locks the uplink named by path ("" for this
+// Open opens and locks the uplink named by path ("" for this
 // host's).
-func openUplink(ctx context.Context, path string) (*uplink, error) {
-	u := &uplink{}
+func Open(ctx context.Context, path string) (*Uplink, error) {
+	u := &Uplink{}
 	select {
 	case uplinkTurn <- struct{}{}:
 		u.locked = true
@@ -89,17 +91,17 @@ func openUplink(ctx context.Context, path string) (*uplink, error) {
 	}
 	f, err := os.Open(name)
 	if err != nil {
-		u.close()
+		u.Close()
 		return nil, fmt.Errorf("sandbox network: open the uplink namespace: %w", err)
 	}
 	u.lock = f
 	if err := lockfile.Lock(ctx, f, unix.LOCK_EX); err != nil {
-		u.close()
+		u.Close()
 		return nil, err
 	}
 	if path != "" {
 		u.ns = f
-		u.nl, err = netlink.NewHandleAt(netns.NsHandle(f.Fd()), unix.NETLINK_ROUTE)
+		u.nl, err = netlink.NewHandleAt(vnetns.NsHandle(f.Fd()), unix.NETLINK_ROUTE)
 		if err == nil {
 			u.nft, err = nftables.New(nftables.WithNetNSFd(int(f.Fd())))
 		}
@@ -110,15 +112,19 @@ func openUplink(ctx context.Context, path string) (*uplink, error) {
 		}
 	}
 	if err != nil {
-		u.close()
+		u.Close()
 		return nil, fmt.Errorf("sandbox network: %w", err)
 	}
 	return u, nil
 }
 
-// readUplink runs f with an nftables connection to the uplink named by
+// NFT returns the uplink's nftables connection, whose pending batch the
+// caller fills (a sandbox's firewall, package netfilter) and flushes.
+func (u *Uplink) NFT() *nftables.Conn { return u.nft }
+
+// Read runs f with an nftables connection to the uplink named by
 // path, for reading (without its lock).
-func readUplink(path string, f func(*nftables.Conn) error) error {
+func Read(path string, f func(*nftables.Conn) error) error {
 	if path == "" {
 		c, err := nftables.New()
 		if err != nil {
@@ -138,8 +144,8 @@ func readUplink(path string, f func(*nftables.Conn) error) error {
 	return f(c)
 }
 
-// close unlocks and releases the uplink.
-func (u *uplink) close() {
+// Close unlocks and releases the uplink.
+func (u *Uplink) Close() {
 	if u.nl != nil {
 		u.nl.Close()
 	}
@@ -153,9 +159,9 @@ func (u *uplink) close() {
 }
 
 // sysctl reads the sysctl key ("net/ipv4/ip_forward") of the uplink.
-func (u *uplink) sysctl(key string) (string, error) {
+func (u *Uplink) sysctl(key string) (string, error) {
 	var v string
-	err := inNetns(u.ns, func() error {
+	err := netns.Run(u.ns, func() error {
 		b, err := os.ReadFile("/proc/sys/" + key)
 		v = strings.TrimSpace(string(b))
 		return err
@@ -164,25 +170,25 @@ func (u *uplink) sysctl(key string) (string, error) {
 }
 
 // setSysctl writes the sysctl key of the uplink.
-func (u *uplink) setSysctl(key, value string) error {
-	return inNetns(u.ns, func() error { return os.WriteFile("/proc/sys/"+key, []byte(value), 0) })
+func (u *Uplink) setSysctl(key, value string) error {
+	return netns.Run(u.ns, func() error { return os.WriteFile("/proc/sys/"+key, []byte(value), 0) })
 }
 
-// forwardsIPv6 reports whether the uplink forwards IPv6 already.
-func (u *uplink) forwardsIPv6() bool {
+// ForwardsIPv6 reports whether the uplink forwards IPv6 already.
+func (u *Uplink) ForwardsIPv6() bool {
 	v, err := u.sysctl("net/ipv6/conf/all/forwarding")
 	return err == nil && v == "1"
 }
 
-// addLink makes the link of the sandbox whose network namespace is sbx,
+// AddLink makes the link of the sandbox whose network namespace is sbx,
 // and returns its number n and the host end's interface index: a veth
 // pair, agentbox<n> here and eth0 there, with the addresses of
-// sandboxLink(n) (IPv6 too when v6) and the sandbox's default routes
+// netfilter.SandboxLink(n) (IPv6 too when v6) and the sandbox's default routes
 // through it.
-func (u *uplink) addLink(sbx *os.File, v6 bool) (n, ifindex int, err error) {
+func (u *Uplink) AddLink(sbx *os.File, v6 bool) (n, ifindex int, err error) {
 	for try := 0; try < 64; try++ {
-		n = 1 + rand.IntN(maxSandboxLinks-1)
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: linkName(n)}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(sbx.Fd()))}
+		n = 1 + rand.IntN(netfilter.MaxLinks-1)
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: netfilter.LinkName(n)}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(sbx.Fd()))}
 		err := u.nl.LinkAdd(veth)
 		if errors.Is(err, unix.EEXIST) {
 			continue // another sandbox's number
@@ -202,8 +208,8 @@ func (u *uplink) addLink(sbx *os.File, v6 bool) (n, ifindex int, err error) {
 
 // configureLink addresses both ends of link n and routes the sandbox
 // through it; it returns the host end's interface index.
-func (u *uplink) configureLink(n int, sbx *os.File, v6 bool) (int, error) {
-	host, err := u.nl.LinkByName(linkName(n))
+func (u *Uplink) configureLink(n int, sbx *os.File, v6 bool) (int, error) {
+	host, err := u.nl.LinkByName(netfilter.LinkName(n))
 	if err != nil {
 		return 0, err
 	}
@@ -212,8 +218,8 @@ func (u *uplink) configureLink(n int, sbx *os.File, v6 bool) (int, error) {
 
 // configureEnds addresses the ends of link n (host, here) and routes the
 // sandbox through it.
-func (u *uplink) configureEnds(n int, host netlink.Link, sbx *os.File, v6 bool) error {
-	gw4, sbx4, gw6, sbx6 := sandboxLink(n)
+func (u *Uplink) configureEnds(n int, host netlink.Link, sbx *os.File, v6 bool) error {
+	gw4, sbx4, gw6, sbx6 := netfilter.SandboxLink(n)
 	if err := u.nl.AddrAdd(host, addr(gw4, 30)); err != nil {
 		return err
 	}
@@ -222,7 +228,7 @@ func (u *uplink) configureEnds(n int, host netlink.Link, sbx *os.File, v6 bool) 
 			return err
 		}
 	}
-	conf := "net/ipv4/conf/" + linkName(n) + "/"
+	conf := "net/ipv4/conf/" + netfilter.LinkName(n) + "/"
 	for _, key := range []string{conf + "forwarding", conf + "route_localnet"} {
 		if err := u.setSysctl(key, "1"); err != nil {
 			return err
@@ -230,11 +236,11 @@ func (u *uplink) configureEnds(n int, host netlink.Link, sbx *os.File, v6 bool) 
 	}
 	// Its IPv6 link-local address usable at once (best effort: IPv6 may
 	// be off).
-	_ = u.setSysctl("net/ipv6/conf/"+linkName(n)+"/accept_dad", "0")
+	_ = u.setSysctl("net/ipv6/conf/"+netfilter.LinkName(n)+"/accept_dad", "0")
 	if err := u.nl.LinkSetUp(host); err != nil {
 		return err
 	}
-	h, err := netlink.NewHandleAt(netns.NsHandle(sbx.Fd()), unix.NETLINK_ROUTE)
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(sbx.Fd()), unix.NETLINK_ROUTE)
 	if err != nil {
 		return err
 	}
@@ -269,28 +275,28 @@ func addr(a netip.Addr, bits int) *netlink.Addr {
 	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, a.BitLen())}, Flags: unix.IFA_F_NODAD}
 }
 
-// delLink removes link n, whose host end had the interface index
+// DelLink removes link n, whose host end had the interface index
 // ifindex, and its table. The link is gone already when the sandbox's
 // namespace ended; then another sandbox may have its number, and its
 // link and table are left alone (cleanup removes a table without a
 // link).
-func (u *uplink) delLink(n, ifindex int) {
-	l, err := u.nl.LinkByName(linkName(n))
+func (u *Uplink) DelLink(n, ifindex int) {
+	l, err := u.nl.LinkByName(netfilter.LinkName(n))
 	if err == nil && l.Attrs().Index != ifindex {
 		return // another sandbox's
 	}
 	if err == nil {
 		_ = u.nl.LinkDel(l)
 	}
-	u.nft.DelTable(&nftables.Table{Name: sandboxTableName(n), Family: nftables.TableFamilyINet})
+	u.nft.DelTable(&nftables.Table{Name: netfilter.TableName(n), Family: nftables.TableFamilyINet})
 	_ = u.nft.Flush() // ENOENT: the table was gone
 }
 
-// forward makes the uplink forward IPv4 for its sandboxes: it turns on
+// Forward makes the uplink forward IPv4 for its sandboxes: it turns on
 // forwarding on the interfaces of its default routes that have it off,
 // and remembers them in the shared table, in the pending batch, which the
 // caller flushes (with the sandbox's firewall: one transaction).
-func (u *uplink) forward() error {
+func (u *Uplink) Forward() error {
 	if all, err := u.sysctl("net/ipv4/conf/all/forwarding"); err == nil && all == "1" {
 		return nil
 	}
@@ -319,51 +325,29 @@ func (u *uplink) forward() error {
 	if len(flip) == 0 {
 		return nil
 	}
-	t, s := u.sharedTable()
+	_, s := netfilter.SharedTable(u.nft)
 	for _, name := range flip {
 		if err := u.setSysctl("net/ipv4/conf/"+name+"/forwarding", "1"); err != nil {
 			return fmt.Errorf("sandbox network: turn on IPv4 forwarding on %s: %w", name, err)
 		}
-		if err := u.nft.SetAddElements(s, []nftables.SetElement{{Key: ifname(name)}}); err != nil {
+		if err := u.nft.SetAddElements(s, []nftables.SetElement{{Key: netfilter.IfNameKey(name)}}); err != nil {
 			return err
 		}
 	}
-	_ = t
 	return nil
 }
 
-// sharedTable adds (in the pending batch) the table of the uplink as a
-// whole, its set of the interfaces agentbox turned forwarding on for, and
-// the rule that keeps them from forwarding anything else.
-func (u *uplink) sharedTable() (*nftables.Table, *nftables.Set) {
-	t := u.nft.AddTable(&nftables.Table{Name: sharedTableName, Family: nftables.TableFamilyINet})
-	s := &nftables.Set{Table: t, Name: "flipped", KeyType: nftables.TypeIFName}
-	_ = u.nft.AddSet(s, nil)
-	existing, _ := u.nft.ListChain(t, "forward")
-	if existing == nil {
-		c := u.nft.AddChain(&nftables.Chain{Name: "forward", Table: t, Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Type: nftables.ChainTypeFilter})
-		var r rules
-		r = r.add(&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
-		r = r.add(ifIs(expr.MetaKeyOIFNAME, linkPrefix+"*", false)...)
-		r = r.add(ctBits(expr.CtKeySTATE, expr.CtStateBitNEW, false)...)
-		r = r.add(ctBits(expr.CtKeySTATUS, ipsDstNAT, true)...)
-		r = r.add(verdict(expr.VerdictDrop))
-		u.nft.AddRule(&nftables.Rule{Table: t, Chain: c, Exprs: r})
-	}
-	return t, s
-}
-
-// cleanup removes the tables of links that are gone and, when no sandbox
+// Cleanup removes the tables of links that are gone and, when no sandbox
 // link is left, turns forwarding off again where agentbox turned it on
 // and removes the shared table.
-func (u *uplink) cleanup() error {
+func (u *Uplink) Cleanup() error {
 	links, err := retryDump(u.nl.LinkList)
 	if err != nil {
 		return err
 	}
 	live := map[string]bool{}
 	for _, l := range links {
-		if name := l.Attrs().Name; strings.HasPrefix(name, linkPrefix) {
+		if name := l.Attrs().Name; strings.HasPrefix(name, netfilter.LinkPrefix) {
 			live[name] = true
 		}
 	}
@@ -373,10 +357,10 @@ func (u *uplink) cleanup() error {
 	}
 	var shared *nftables.Table
 	for _, t := range tables {
-		if n, ok := tableIndex(t.Name); ok && !live[linkName(n)] {
+		if n, ok := netfilter.TableIndex(t.Name); ok && !live[netfilter.LinkName(n)] {
 			u.nft.DelTable(t)
 		}
-		if t.Name == sharedTableName {
+		if t.Name == netfilter.SharedTableName {
 			shared = t
 		}
 	}
@@ -388,12 +372,12 @@ func (u *uplink) cleanup() error {
 }
 
 // restoreForwarding turns forwarding off on the interfaces of the set
-// "flipped" of the shared table t, unless forwarding is now on for all.
-func (u *uplink) restoreForwarding(t *nftables.Table) {
+// netfilter.FlippedSet of the shared table t, unless forwarding is now on for all.
+func (u *Uplink) restoreForwarding(t *nftables.Table) {
 	if all, err := u.sysctl("net/ipv4/conf/all/forwarding"); err != nil || all == "1" {
 		return
 	}
-	s, err := u.nft.GetSetByName(t, "flipped")
+	s, err := u.nft.GetSetByName(t, netfilter.FlippedSet)
 	if err != nil {
 		return
 	}
@@ -423,13 +407,13 @@ func retryDump[T any](f func() (T, error)) (T, error) {
 	}
 }
 
-// hostNets returns the networks the uplink sits on: the prefix of each
+// HostNets returns the networks the uplink sits on: the prefix of each
 // of its addresses and each route of scope link (directly reachable),
 // but those of loopback, of the sandboxes' links and link-local ones
 // (refused in any mode). A sandbox of the public mode reaches none of
 // them: a public /24 or an IPv6 /64 the host shares with other machines
 // is as much the host's network as a private one.
-func (u *uplink) hostNets() ([]netip.Prefix, error) {
+func (u *Uplink) HostNets() ([]netip.Prefix, error) {
 	links, err := retryDump(u.nl.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox network: list the host's links: %w", err)
@@ -437,7 +421,7 @@ func (u *uplink) hostNets() ([]netip.Prefix, error) {
 	skip := map[int]bool{}
 	for _, l := range links {
 		a := l.Attrs()
-		if strings.HasPrefix(a.Name, linkPrefix) || a.Flags&net.FlagLoopback != 0 {
+		if strings.HasPrefix(a.Name, netfilter.LinkPrefix) || a.Flags&net.FlagLoopback != 0 {
 			skip[a.Index] = true
 		}
 	}
@@ -452,7 +436,7 @@ func (u *uplink) hostNets() ([]netip.Prefix, error) {
 		}
 		bits, _ := ipn.Mask.Size()
 		p, err := a.Unmap().Prefix(bits)
-		if err != nil || p.Bits() == 0 || neverReachable(p) != "" || slices.Contains(out, p) {
+		if err != nil || p.Bits() == 0 || netfilter.NeverReachable(p) != "" || slices.Contains(out, p) {
 			return
 		}
 		out = append(out, p)
