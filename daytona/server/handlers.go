@@ -70,6 +70,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sp.daytonaToolbox = s.daytonaToolbox(r)
+	if done, err := s.createFromWarmPool(w, r, rec, sp, &req); done || err != nil {
+		return err
+	}
 	start, err := s.prepareCreate(r.Context(), rec, sp, &req)
 	if err != nil {
 		return err

@@ -176,6 +176,8 @@ type Server struct {
 	cop *http.CrossOriginProtection
 
 	pool *local.Pool // of Options.PoolSize; closed by Close
+	// warm are the warm pools (warmpool.go).
+	warm warmPools
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -282,6 +284,9 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	if err == nil {
 		s.keyed = len(s.keys)+len(s.stored.keys) > 0
 		err = s.restore(s.ctx)
+	}
+	if err == nil {
+		err = s.startWarmPools(s.ctx)
 	}
 	if err != nil {
 		_ = s.Close(context.Background())
@@ -395,6 +400,10 @@ func (s *Server) routes() *http.ServeMux {
 	api("GET /api/snapshots/{id}/build-logs-url", s.getSnapshotBuildLogsURL)
 	api("GET /api/snapshots/{id}/build-logs", s.getSnapshotBuildLogs)
 	api("GET /api/object-storage/push-access", pushAccess)
+	api("GET /api/warm-pools", s.listWarmPools)
+	api("POST /api/warm-pools", s.createWarmPool)
+	api("PATCH /api/warm-pools/{id}", s.updateWarmPool)
+	api("DELETE /api/warm-pools/{id}", s.deleteWarmPool)
 	api("GET /api/sandbox/{id}/ports/{port}/preview-url", s.getPreviewURL)
 	api("GET /api/sandbox/{id}/ports/{port}/signed-preview-url", s.getSignedPreviewURL)
 	api("POST /api/sandbox/{id}/ports/{port}/signed-preview-url/{token}/expire", s.expireSignedPreviewURL)

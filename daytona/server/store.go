@@ -106,7 +106,7 @@ func openStore(stateDir string) (*store, error) {
 		return nil, fmt.Errorf("agentbox serve: opening the records %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots} {
+		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots, bucketWarmPools} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
