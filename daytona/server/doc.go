@@ -140,6 +140,18 @@
 // its next request (keys.go). A server that had keys when it started
 // refuses every request once they are all removed.
 //
+// # Warm pools
+//
+// GET|POST /api/warm-pools and PATCH|DELETE /api/warm-pools/{id} keep,
+// per organization and snapshot, 1 to 10 spare sandboxes started ahead
+// of time (warmpool.go): a create of that snapshot with the default user,
+// no env, volumes or build, and the spares' sizes (or none asked) takes
+// one and answers it started; the pool refills in the background. Spares
+// are not listed and do not count as the organization's sandboxes, but
+// the pools' sizes together count against its sandbox quota. Pools and
+// their spares' ids are in the records: a new server takes back the
+// spares that still run and refills to the recorded sizes.
+//
 // # Limits of this version
 //
 // A snapshot build that a server's end cuts short ends build_failed (a

@@ -334,3 +334,21 @@ func TestWarmPoolRefillsAfterARestart(t *testing.T) {
 	}
 	waitBoxes(t, eng.fakeEngine, 2)
 }
+
+// A spare that stopped behind the server's back is not taken: the create
+// takes none (it is created as without the pool), and the pool removes
+// the stopped spare and refills.
+func TestWarmPoolStoppedSpareNotTaken(t *testing.T) {
+	h, eng := newWarmHarness(t, harnessOptions{})
+	p := h.createPool(warmSnapshot, 1)
+	h.waitPool(p.ID, 1)
+	dead := h.spareIDs(p.ID)[0]
+	eng.behindBack(dead, false)
+	if sb := h.create(map[string]any{"snapshot": warmSnapshot}); sb.ID == dead || sb.State != stateCreating {
+		t.Fatalf("create answered %s %s: took the stopped spare %s", sb.ID, sb.State, dead)
+	}
+	h.waitPool(p.ID, 1)
+	if ids := h.spareIDs(p.ID); slices.Contains(ids, dead) {
+		t.Errorf("the pool still has the stopped spare: %v", ids)
+	}
+}

@@ -198,6 +198,24 @@ func (s *Server) takeSpare(rec *record, sp spec, req *createSandbox) (p *warmPoo
 	return nil, "", sizes{}, false
 }
 
+// takeRunningSpare is takeSpare of a spare that still runs: one that
+// ended behind the server's back is removed, and the next is tried.
+func (s *Server) takeRunningSpare(ctx context.Context, rec *record, sp spec, req *createSandbox) (*warmPool, string, sizes, bool) {
+	for {
+		p, id, sz, ok := s.takeSpare(rec, sp, req)
+		if !ok {
+			return nil, "", sizes{}, false
+		}
+		st, err := s.eng.status(ctx, id)
+		if err == nil && st.running {
+			return p, id, sz, true
+		}
+		s.logf("agentbox serve: warm sandbox %s no longer runs (%v): removed", id, err)
+		s.removeSpares(id)
+		s.warm.poke()
+	}
+}
+
 // giveBack returns spare id, taken from p by a create that failed
 // before the sandbox was recorded, to p (or removes it when p no longer
 // wants it).
@@ -216,7 +234,7 @@ func (s *Server) giveBack(p *warmPool, id string, sz sizes) {
 // a spare of a warm pool when one fits: done is false when none does,
 // and the create goes on as without pools.
 func (s *Server) createFromWarmPool(w http.ResponseWriter, r *http.Request, rec *record, sp spec, req *createSandbox) (done bool, err error) {
-	p, id, sz, ok := s.takeSpare(rec, sp, req)
+	p, id, sz, ok := s.takeRunningSpare(r.Context(), rec, sp, req)
 	if !ok {
 		return false, nil
 	}
