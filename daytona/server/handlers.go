@@ -118,10 +118,7 @@ func (s *Server) checkSandboxQuota(org string) error {
 func (s *Server) addRecord(rec *record, start func(context.Context) (sizes, error), proxyURL string) (sandboxDTO, *storeWrite, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byName[nameKey(rec.org, rec.name)] != nil || s.byID[rec.name] != nil {
-		return sandboxDTO{}, nil, errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
-	}
-	if err := s.checkSandboxQuota(rec.org); err != nil {
+	if err := s.checkAddable(rec); err != nil {
 		return sandboxDTO{}, nil, err
 	}
 	for _, v := range rec.volumes {
@@ -132,6 +129,13 @@ func (s *Server) addRecord(rec *record, start func(context.Context) (sizes, erro
 	if err := s.beginCreate(rec, start); err != nil {
 		return sandboxDTO{}, nil, err
 	}
+	return s.insert(rec, proxyURL)
+}
+
+// insert adds rec, a new sandbox, to the server's records and publishes
+// its creation; it returns the answer to the create and the record's
+// write. Called with s.mu held.
+func (s *Server) insert(rec *record, proxyURL string) (sandboxDTO, *storeWrite, error) {
 	s.byID[rec.id], s.byName[nameKey(rec.org, rec.name)] = rec, rec
 	write, err := s.save(rec)
 	if err != nil {
@@ -139,6 +143,15 @@ func (s *Server) addRecord(rec *record, start func(context.Context) (sizes, erro
 	}
 	s.events.publish(&event{org: rec.org, name: eventCreated, dto: rec.dto("")})
 	return rec.dto(proxyURL), write, nil
+}
+
+// checkAddable refuses rec, a new sandbox, when its organization has a
+// sandbox of its name or no quota left. Called with s.mu held.
+func (s *Server) checkAddable(rec *record) error {
+	if s.byName[nameKey(rec.org, rec.name)] != nil || s.byID[rec.name] != nil {
+		return errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
+	}
+	return s.checkSandboxQuota(rec.org)
 }
 
 // newRecord checks req and returns the record of a new sandbox of

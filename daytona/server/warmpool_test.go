@@ -87,6 +87,16 @@ func waitBoxes(t *testing.T, e *fakeEngine, want int) {
 	}
 }
 
+// readyPool returns a harness whose warm pool of warmSnapshot has size
+// spares ready, the fake, the pool and its oldest spare's id.
+func readyPool(t *testing.T, size int) (*harness, *imageFake, warmPoolDTO, string) {
+	t.Helper()
+	h, eng := newWarmHarness(t, harnessOptions{})
+	p := h.createPool(warmSnapshot, size)
+	h.waitPool(p.ID, size)
+	return h, eng, p, h.spareIDs(p.ID)[0]
+}
+
 // Create answers 201 with the pool; list has it; update changes its size;
 // delete answers 204 and the list no longer has it.
 func TestWarmPoolRoutes(t *testing.T) {
@@ -193,10 +203,7 @@ func TestWarmPoolQuota(t *testing.T) {
 // the spare's id, made of the snapshot; the pool's ready count drops,
 // then the pool refills; the sandbox runs commands.
 func TestWarmPoolCreateTakesSpare(t *testing.T) {
-	h, eng := newWarmHarness(t, harnessOptions{})
-	p := h.createPool(warmSnapshot, 1)
-	h.waitPool(p.ID, 1)
-	spare := h.spareIDs(p.ID)[0]
+	h, eng, p, spare := readyPool(t, 1)
 	release := eng.block("create") // the refill waits
 	sb := h.create(map[string]any{"name": "warm", "snapshot": warmSnapshot, "labels": map[string]string{"code-toolbox-language": "python"}})
 	if sb.ID != spare || sb.State != stateStarted || sb.Name != "warm" || sb.Snapshot != warmSnapshot {
@@ -244,10 +251,7 @@ func TestWarmPoolSparesInvisible(t *testing.T) {
 // A create a spare cannot serve (an environment, another snapshot,
 // other sizes) is created as without the pool, and leaves the spares.
 func TestWarmPoolCreateThatDoesNotFit(t *testing.T) {
-	h, _ := newWarmHarness(t, harnessOptions{})
-	p := h.createPool(warmSnapshot, 1)
-	h.waitPool(p.ID, 1)
-	spare := h.spareIDs(p.ID)[0]
+	h, _, p, spare := readyPool(t, 1)
 	for i, body := range []map[string]any{
 		{"snapshot": warmSnapshot, "env": map[string]string{"A": "1"}},
 		{"snapshot": DefaultSnapshot},
@@ -265,10 +269,7 @@ func TestWarmPoolCreateThatDoesNotFit(t *testing.T) {
 
 // A taken spare gets the create's network policy.
 func TestWarmPoolNetworkPolicy(t *testing.T) {
-	h, eng := newWarmHarness(t, harnessOptions{})
-	p := h.createPool(warmSnapshot, 1)
-	h.waitPool(p.ID, 1)
-	spare := h.spareIDs(p.ID)[0]
+	h, eng, _, spare := readyPool(t, 1)
 	sb := h.create(map[string]any{"snapshot": warmSnapshot, "networkBlockAll": true})
 	if sb.ID != spare || !sb.NetworkBlockAll {
 		t.Fatalf("create answered id %s blockAll %v, want the spare %s blocked", sb.ID, sb.NetworkBlockAll, spare)
@@ -339,10 +340,7 @@ func TestWarmPoolRefillsAfterARestart(t *testing.T) {
 // takes none (it is created as without the pool), and the pool removes
 // the stopped spare and refills.
 func TestWarmPoolStoppedSpareNotTaken(t *testing.T) {
-	h, eng := newWarmHarness(t, harnessOptions{})
-	p := h.createPool(warmSnapshot, 1)
-	h.waitPool(p.ID, 1)
-	dead := h.spareIDs(p.ID)[0]
+	h, eng, p, dead := readyPool(t, 1)
 	eng.behindBack(dead, false)
 	if sb := h.create(map[string]any{"snapshot": warmSnapshot}); sb.ID == dead || sb.State != stateCreating {
 		t.Fatalf("create answered %s %s: took the stopped spare %s", sb.ID, sb.State, dead)

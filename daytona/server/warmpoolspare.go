@@ -279,20 +279,11 @@ func (s *Server) addTaken(rec *record, proxyURL string) (sandboxDTO, *storeWrite
 	if s.closing {
 		return sandboxDTO{}, nil, &httpError{Status: http.StatusServiceUnavailable, Message: errClosed.Error()}
 	}
-	if s.byName[nameKey(rec.org, rec.name)] != nil || s.byID[rec.name] != nil {
-		return sandboxDTO{}, nil, errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
-	}
-	if err := s.checkSandboxQuota(rec.org); err != nil {
+	if err := s.checkAddable(rec); err != nil {
 		return sandboxDTO{}, nil, err
 	}
 	now := s.now()
 	s.set(rec, stateStarted, stateStarted)
 	rec.startedAt, rec.lastActivity = now, now
-	s.byID[rec.id], s.byName[nameKey(rec.org, rec.name)] = rec, rec
-	write, err := s.save(rec)
-	if err != nil {
-		return sandboxDTO{}, nil, err
-	}
-	s.events.publish(&event{org: rec.org, name: eventCreated, dto: rec.dto("")})
-	return rec.dto(proxyURL), write, nil
+	return s.insert(rec, proxyURL)
 }
