@@ -46,8 +46,10 @@ type warmPool struct {
 	// snapshot is the snapshot's name as the organization sees it;
 	// storeName its image's in the engine's store ("" for the default).
 	snapshot, storeName string
-	target              string
-	size                int
+	// snapshotID is the snapshot's id, which a create may name it by.
+	snapshotID string
+	target     string
+	size       int
 	// sizes are the resources of the spares, in Daytona's units: the
 	// snapshot's, or the engine's defaults once a spare has been made.
 	sizes sizes
@@ -195,7 +197,7 @@ func (s *Server) createWarmPool(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	now := s.now()
-	p := &warmPool{id: newID(), org: org, snapshot: v.name, storeName: v.storeName, target: req.Target, size: size,
+	p := &warmPool{id: newID(), org: org, snapshot: v.name, storeName: v.storeName, snapshotID: v.id(), target: req.Target, size: size,
 		sizes: sizes{float64(snap.cpu), float64(snap.mem), float64(snap.disk)}, spareSizes: map[string]sizes{}, createdAt: now, updatedAt: now}
 	if p.target == "" {
 		p.target = DefaultTarget

@@ -350,3 +350,18 @@ func TestWarmPoolStoppedSpareNotTaken(t *testing.T) {
 		t.Errorf("the pool still has the stopped spare: %v", ids)
 	}
 }
+
+// A create naming the snapshot by its id takes the spare as by its name.
+func TestWarmPoolCreateBySnapshotID(t *testing.T) {
+	h, _, _, spare := readyPool(t, 1)
+	var list paginatedSnapshots
+	h.call("GET", "/snapshots", nil, &list)
+	i := slices.IndexFunc(list.Items, func(s snapshotDTO) bool { return s.Name == warmSnapshot })
+	if i < 0 {
+		t.Fatalf("snapshot %s not listed: %+v", warmSnapshot, list.Items)
+	}
+	snap := list.Items[i]
+	if sb := h.create(map[string]any{"snapshot": snap.ID}); sb.ID != spare || sb.State != stateStarted {
+		t.Errorf("create by snapshot id %s answered %s %s, want the spare %s started", snap.ID, sb.ID, sb.State, spare)
+	}
+}

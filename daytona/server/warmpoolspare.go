@@ -161,7 +161,7 @@ func spareFits(p *warmPool, rec *record, sp spec, req *createSandbox) bool {
 	if snap == "" {
 		snap = DefaultSnapshot
 	}
-	if p.org != rec.org || (snap != p.snapshot && snap != snapshotID(p.org, p.snapshot)) {
+	if p.org != rec.org || (snap != p.snapshot && snap != p.snapshotID) {
 		return false
 	}
 	if req.BuildInfo != nil || rec.user != DefaultUser || len(rec.env) > 0 || len(rec.volumes) > 0 || sp.daytonaToolbox {

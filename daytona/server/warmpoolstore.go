@@ -21,6 +21,7 @@ type storedWarmPool struct {
 	Org       string    `json:"organizationId"`
 	Snapshot  string    `json:"snapshot"`
 	StoreName string    `json:"storeName,omitempty"`
+	SnapID    string    `json:"snapshotId"`
 	Target    string    `json:"target"`
 	Size      int       `json:"pool"`
 	CPU       float64   `json:"cpu,omitempty"`
@@ -36,7 +37,7 @@ type storedWarmPool struct {
 // with warmPools.mu held, which orders the writes of a pool.
 func (s *Server) saveWarmPool(p *warmPool) *storeWrite {
 	data, err := json.Marshal(storedWarmPool{
-		ID: p.id, Org: p.org, Snapshot: p.snapshot, StoreName: p.storeName, Target: p.target, Size: p.size,
+		ID: p.id, Org: p.org, Snapshot: p.snapshot, StoreName: p.storeName, SnapID: p.snapshotID, Target: p.target, Size: p.size,
 		CPU: p.sizes.cpu, MemoryGiB: p.sizes.memoryGiB, DiskGiB: p.sizes.diskGiB,
 		Spares: p.spares, Starting: p.starting, CreatedAt: p.createdAt, UpdatedAt: p.updatedAt,
 	})
@@ -79,7 +80,7 @@ func (s *Server) startWarmPools(ctx context.Context) error {
 		return fmt.Errorf("agentbox serve: reading the records: %w", err)
 	}
 	for _, sp := range pools {
-		p := &warmPool{id: sp.ID, org: sp.Org, snapshot: sp.Snapshot, storeName: sp.StoreName, target: sp.Target, size: sp.Size,
+		p := &warmPool{id: sp.ID, org: sp.Org, snapshot: sp.Snapshot, storeName: sp.StoreName, snapshotID: sp.SnapID, target: sp.Target, size: sp.Size,
 			sizes: sizes{sp.CPU, sp.MemoryGiB, sp.DiskGiB}, spareSizes: map[string]sizes{}, createdAt: sp.CreatedAt, updatedAt: sp.UpdatedAt}
 		s.adoptSpares(ctx, p, sp.Spares, sp.Starting)
 		s.warm.mu.Lock()
