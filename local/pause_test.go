@@ -271,3 +271,42 @@ func TestPauseWithoutFreezer(t *testing.T) {
 		t.Fatalf("command after a refused Pause: %+v, %v", r, err)
 	}
 }
+
+// TestFreezeSandbox: freezeSandbox (a fork's consistent copy) freezes a
+// running sandbox without pausing it, and its thaw lets it run; of a
+// paused sandbox its thaw leaves it paused; of a stopped one it fails
+// with sandbox.ErrInvalidState.
+func TestFreezeSandbox(t *testing.T) {
+	testenv.NeedRoot(t, "freezing needs the cgroup freezer, and cgroups need root")
+	sb := newSandbox(t, local.Options{})
+	ctx := context.Background()
+	thaw, err := local.FreezeSandbox(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !local.Frozen(sb) {
+		t.Fatal("not frozen after freezeSandbox")
+	}
+	if info, _ := sb.Info(ctx); info.Status != sandbox.StatusRunning {
+		t.Errorf("status of a sandbox frozen for a copy = %q, want running", info.Status)
+	}
+	if err := thaw(ctx); err != nil || local.Frozen(sb) {
+		t.Fatalf("thaw: %v, frozen %v", err, local.Frozen(sb))
+	}
+	if err := sb.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	thaw, err = local.FreezeSandbox(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := thaw(ctx); err != nil || !local.Frozen(sb) {
+		t.Fatalf("thaw of a paused sandbox: %v, frozen %v; want it still paused", err, local.Frozen(sb))
+	}
+	if err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.FreezeSandbox(ctx, sb); !errors.Is(err, sandbox.ErrInvalidState) {
+		t.Fatalf("freezeSandbox of a stopped sandbox = %v, want ErrInvalidState", err)
+	}
+}
