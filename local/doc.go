@@ -163,6 +163,33 @@
 // methods are every operation on that sandbox (Info, Stop, Destroy,
 // UpdateNetworkSettings, UpdateResources, PublishPort, DialToolbox, ...).
 //
+// # Pause
+//
+// [Sandbox.Pause] (as root: it needs the sandbox's cgroups) freezes every
+// process of a running sandbox, its init included, in the cgroup freezer
+// (v1's freezer controller, v2's cgroup.freeze): what survives is
+// everything the processes hold, their memory, sockets (a connection
+// stays open; the peer sees no answer until the resume) and open files,
+// and while paused they use no CPU. Its status is "paused" for every
+// process ([List], Info, [Open], agentbox sandbox ls). The next command,
+// request to its toolbox API (Client, Processes, DialToolbox) or Start,
+// or [Sandbox.Resume], lets them run on where they were; Stop and
+// Destroy of a paused sandbox work as on a running one. Timers of the
+// sandbox's own processes see the paused time as elapsed (a sleep ends
+// at once if its time passed meanwhile). The init's auto-stop timer is
+// frozen too, so host processes apply it: a paused sandbox idle (no
+// toolbox request) for longer than its AutoStopInterval is stopped by
+// the next List, Open, command or Resume that finds it, as its init
+// would have stopped it (an ephemeral one is then deleted, another by
+// its AutoDeleteInterval later), and Resume then fails with an error
+// matching [sandbox.ErrInvalidState]; set AutoStopInterval negative to
+// keep a paused sandbox's memory indefinitely. What does not survive is
+// a restart of the host (the processes are gone; the files stay, and the
+// next start boots the sandbox afresh). Pause of a stopped sandbox fails
+// with [sandbox.ErrInvalidState]; without a freezer (not root, or a
+// sandbox started by a version without one: restart it) with
+// [sandbox.ErrUnsupported].
+//
 // A [Pool] keeps inits started ahead of time, each in its namespaces with
 // its uid range and network link made, waiting for a configuration: a new
 // sandbox created through it ([Options].Pool)
@@ -208,6 +235,8 @@ package local
 //	egressclient_linux.go  an engine's side: starting the shared proxy, handing it sandboxes
 //	                    (sockets taken from their inits), live changes, healing
 //	activity_linux.go   activity stamps (LastUsedAt) and idleness
+//	pause.go            Pause and Resume (the cgroup freezer), resuming before each use,
+//	                    the host-side auto-stop of paused sandboxes; freezeSandbox
 //	reaper_linux.go     the init's orphan reaper
 //	proc_linux.go       /proc/<pid>/stat, and ending an init through a pidfd
 //	sockpath_linux.go   unix socket paths longer than an address holds
@@ -226,7 +255,8 @@ package local
 //
 // The OS mechanics live in internal packages, each with its own tests:
 //
-//	internal/cgroup     cgroup v1 and v2 sets: creation, limit files, joining, removal, usage
+//	internal/cgroup     cgroup v1 and v2 sets: creation, limit files, joining, removal, usage,
+//	                    the freezer
 //	internal/seccomp    the commands' system call filter: its profile, BPF program, loading
 //	internal/landlock   the commands' Landlock scoping (abstract unix sockets, signals)
 //	internal/fuse       the init's supervisor doing the FUSE mount(2) and umount2 the filter hands it

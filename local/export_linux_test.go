@@ -144,3 +144,18 @@ func PoolSpares(p *Pool) []PoolSpare {
 	}
 	return out
 }
+
+// Frozen reports whether the running sandbox's cgroups are frozen.
+func Frozen(s *Sandbox) bool {
+	m, err := readMeta(s.dir)
+	return err == nil && m.Cgroups.Frozen()
+}
+
+// FreezeSandbox is freezeSandbox on the sandbox's metadata.
+func FreezeSandbox(ctx context.Context, s *Sandbox) (func(context.Context) error, error) {
+	m, err := readMeta(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	return freezeSandbox(ctx, &m)
+}

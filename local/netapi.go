@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
+	"path/filepath"
 	"reflect"
 	"slices"
 
@@ -76,23 +76,13 @@ func updateNetworkSettings(ctx context.Context, s *Sandbox, p sandbox.NetworkPol
 // locked, and writes the metadata back (also when f fails: f records
 // what it changed).
 func withLockedMeta(ctx context.Context, stateDir, id string, f func(dir string, m *meta) error) error {
-	stateDir, l, err := lockExisting(ctx, stateDir, id)
-	if err != nil {
-		return err
-	}
-	defer l.unlock()
-	m, err := readMeta(l.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return notFound(stateDir, id)
-	}
-	if err != nil {
-		return fmt.Errorf("sandbox %q: read metadata: %w", id, err)
-	}
-	ferr := f(l.path, &m)
-	if err := writeMeta(l.path, &m); err != nil {
-		return stateDirError(stateDir, err)
-	}
-	return ferr
+	return withSandboxLock(ctx, stateDir, id, func(_ context.Context, dir string, m *meta) error {
+		ferr := f(dir, m)
+		if err := writeMeta(dir, m); err != nil {
+			return stateDirError(filepath.Dir(filepath.Dir(dir)), err)
+		}
+		return ferr
+	})
 }
 
 // PublishedHost is the host address published ports listen on: the

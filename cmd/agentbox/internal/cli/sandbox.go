@@ -51,6 +51,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 		},
 		a.networkCommand(),
 	)
+	c.AddCommand(a.pauseCommands()...)
 	return c
 }
 
