@@ -48,7 +48,9 @@ func startServe(t *testing.T, stateDir string, wrap func(http.Handler) http.Hand
 	}
 	t.Cleanup(func() { localtest.CheckNoneLeft(t, stateDir) })
 	// The base image of the tests is the operator's, published to tenants.
-	srv, err := server.New(server.Options{StateDir: stateDir, APIKeys: []string{apiKey}, PublishedImages: []string{testBaseImage}})
+	// Host-based preview URLs under localhost, which serve.mjs checks
+	// (preview.mjs checks the default form).
+	srv, err := server.New(server.Options{StateDir: stateDir, APIKeys: []string{apiKey}, PublishedImages: []string{testBaseImage}, PreviewDomain: "localhost"})
 	if err != nil {
 		t.Fatal(err)
 	}
