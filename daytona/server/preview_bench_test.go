@@ -24,7 +24,8 @@ import (
 // published port (the baseline: DNAT on the host's loopback), through a
 // reverse proxy to that port (what serve's previews did), and through
 // serve's preview (connections made from inside the sandbox's network
-// namespace). keepalive: the app keeps connections (HTTP/1.1), so serve
+// namespace): host-based (serve-host, PORT-ID.localhost) and through the
+// preview listener of the port (serve-listener, issue 27). keepalive: the app keeps connections (HTTP/1.1), so serve
 // reuses them; close: the app closes each (HTTP/1.0), so every request
 // is a new connection.
 func BenchmarkPreview(b *testing.B) {
@@ -32,7 +33,7 @@ func BenchmarkPreview(b *testing.B) {
 		b.Skip("needs root: the local engine's default network")
 	}
 	dir := b.TempDir()
-	s, err := newServer(Options{StateDir: dir}, localEngine{stateDir: dir}, 50*time.Millisecond, time.Now)
+	s, err := newServer(Options{StateDir: dir, PreviewDomain: "localhost"}, localEngine{stateDir: dir}, 50*time.Millisecond, time.Now)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,11 +107,21 @@ func BenchmarkPreview(b *testing.B) {
 		var link portPreviewURL
 		api("GET", "/sandbox/"+sb.ID+"/ports/"+strconv.Itoa(mode.port)+"/preview-url", nil, &link)
 		pu, _ := url.Parse(link.URL)
+		s.mu.Lock()
+		s.previewDomainOpt = "" // the default form, for the next link
+		s.mu.Unlock()
+		var listened portPreviewURL
+		api("GET", "/sandbox/"+sb.ID+"/ports/"+strconv.Itoa(mode.port)+"/preview-url", nil, &listened)
+		s.mu.Lock()
+		s.previewDomainOpt = "localhost"
+		s.mu.Unlock()
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-		get := func(b *testing.B, u, host string) {
+		get := func(b *testing.B, u, host string, preview bool) {
 			req, _ := http.NewRequest("GET", u, nil)
 			if host != "" {
 				req.Host = host
+			}
+			if preview {
 				req.Header.Set(previewTokenHeader, link.Token)
 			}
 			resp, err := client.Do(req)
@@ -135,17 +146,22 @@ func BenchmarkPreview(b *testing.B) {
 		}
 		b.Run(mode.name+"/direct", func(b *testing.B) {
 			for b.Loop() {
-				get(b, published.String()+"/", "")
+				get(b, published.String()+"/", "", false)
 			}
 		})
 		b.Run(mode.name+"/proxy-published", func(b *testing.B) {
 			for b.Loop() {
-				get(b, proxy.URL+"/", "")
+				get(b, proxy.URL+"/", "", false)
 			}
 		})
-		b.Run(mode.name+"/serve", func(b *testing.B) {
+		b.Run(mode.name+"/serve-host", func(b *testing.B) {
 			for b.Loop() {
-				get(b, srv.URL+"/", pu.Host)
+				get(b, srv.URL+"/", pu.Host, true)
+			}
+		})
+		b.Run(mode.name+"/serve-listener", func(b *testing.B) {
+			for b.Loop() {
+				get(b, listened.URL+"/", "", true)
 			}
 		})
 		proxy.Close()
