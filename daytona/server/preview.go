@@ -20,9 +20,11 @@ import (
 // with the sandbox's preview token in X-Daytona-Preview-Token (or the
 // query parameter DAYTONA_SANDBOX_AUTH_KEY) unless the sandbox is public;
 // http://{port}-{token}.{domain}, a signed URL, needs no token until it
-// expires. The domain is the server's host, or localhost (at the
-// server's port) when that is an IP address: browsers resolve every name
-// under localhost to loopback.
+// expires. The domain is Options.PreviewDomain, else the server's host,
+// or localhost (at the server's port) when that is an IP address:
+// browsers resolve every name under localhost to loopback. Without
+// Options.PreviewDomain the URLs the API gives are those of preview
+// listeners instead (previewlisten.go); host-based URLs keep working.
 
 // Names of the preview token in a request.
 const (

@@ -25,39 +25,29 @@ const downloadSize = 8 << 20
 // GET files/download and POST files/bulk-download, one after another and
 // four at a time, every byte compared (by sha256 and length).
 func TestProxyDownloadComplete(t *testing.T) {
-	needRoot(t)
-	dir := newLocalStateDir(t)
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
-	sb := h.create(map[string]any{"name": "dl"})
-	h.waitState(sb.ID, stateStarted)
-	t.Cleanup(func() {
-		h.call("DELETE", "/sandbox/dl", nil, nil)
-		h.waitState(sb.ID, "gone")
-	})
+	h, sb := downloadSandbox(t)
 	raw := httptest.NewServer(h.s) // the real path: no validating middleware
 	t.Cleanup(raw.Close)
 	base := raw.URL + "/toolbox/" + sb.ID
-	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: base, Token: testKey, HTTPClient: raw.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sum := exec(t, c, fmt.Sprintf("head -c %d /dev/urandom > /tmp/f && sha256sum /tmp/f", downloadSize))
-	want, _, _ := strings.Cut(sum, " ")
 	client := raw.Client()
+	want := makeDownloadFile(t, base, client)
 	get := func(bulk bool) error {
 		return downloadWhole(client, base, bulk, want)
 	}
-	for i := range 20 {
+	sequential, each := 20, 10
+	if raceEnabled { // each copy is about 30 times slower
+		sequential, each = 6, 2
+	}
+	for i := range sequential {
 		if err := get(i%2 == 1); err != nil {
 			t.Fatalf("download %d, one at a time: %v", i, err)
 		}
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 4*10)
+	errs := make(chan error, 4*each)
 	for g := range 4 {
 		wg.Go(func() {
-			for i := range 10 {
+			for i := range each {
 				if err := get((g+i)%2 == 1); err != nil {
 					errs <- fmt.Errorf("client %d, download %d: %w", g, i, err)
 				}
@@ -69,6 +59,36 @@ func TestProxyDownloadComplete(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// downloadSandbox returns a harness over the local engine with a started
+// sandbox, deleted when the test ends.
+func downloadSandbox(t *testing.T) (*harness, apiSandbox) {
+	t.Helper()
+	needRoot(t)
+	dir := newLocalStateDir(t)
+	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
+	sb := h.create(map[string]any{"name": "dl"})
+	h.waitState(sb.ID, stateStarted)
+	t.Cleanup(func() {
+		h.call("DELETE", "/sandbox/dl", nil, nil)
+		h.waitState(sb.ID, "gone")
+	})
+	return h, sb
+}
+
+// makeDownloadFile writes downloadSize random bytes to /tmp/f of the
+// sandbox whose toolbox is at base, and returns their sha256.
+func makeDownloadFile(t *testing.T, base string, client *http.Client) string {
+	t.Helper()
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: base, Token: testKey, HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sum := exec(t, c, fmt.Sprintf("head -c %d /dev/urandom > /tmp/f && sha256sum /tmp/f", downloadSize))
+	want, _, _ := strings.Cut(sum, " ")
+	return want
 }
 
 // downloadWhole downloads /tmp/f of the sandbox whose toolbox is at base
