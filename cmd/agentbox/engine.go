@@ -56,7 +56,7 @@ func newServer(o cli.ServerOptions) (cli.Server, error) {
 	return server.New(server.Options{StateDir: o.StateDir, APIKeys: o.APIKeys, Logf: o.Logf, PoolSize: o.Pool,
 		PublishedImages: o.PublishedImages, AllowRegistries: o.AllowRegistries, BuildTimeout: o.BuildTimeout,
 		MaxSandboxesPerOrg: o.MaxSandboxesPerOrg, MaxQueuedBuildsPerOrg: o.MaxQueuedBuildsPerOrg,
-		MaxImageBytesPerOrg: int64(o.MaxImageGiBPerOrg) << 30})
+		MaxImageBytesPerOrg: int64(o.MaxImageGiBPerOrg) << 30, PreviewDomain: o.PreviewDomain})
 }
 
 // serverKeys are the API keys of agentbox serve's records.

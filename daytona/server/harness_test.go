@@ -54,6 +54,10 @@ type harnessOptions struct {
 	// Options.MaxQueuedBuildsPerOrg and MaxImageBytesPerOrg.
 	maxQueuedBuilds int
 	maxImageBytes   int64
+	// listenerPreviews gives the server's default preview URLs (a
+	// listener per previewed port); without, they are host-based under
+	// localhost, as they were before issue 27.
+	listenerPreviews bool
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -73,8 +77,12 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 			}
 		}
 	}
+	domain := "localhost"
+	if o.listenerPreviews {
+		domain = ""
+	}
 	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout, MaxSandboxesPerOrg: o.maxSandboxes,
-		MaxQueuedBuildsPerOrg: o.maxQueuedBuilds, MaxImageBytesPerOrg: o.maxImageBytes}, eng, 5*time.Millisecond, o.now)
+		MaxQueuedBuildsPerOrg: o.maxQueuedBuilds, MaxImageBytesPerOrg: o.maxImageBytes, PreviewDomain: domain}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}

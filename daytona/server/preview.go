@@ -20,9 +20,11 @@ import (
 // with the sandbox's preview token in X-Daytona-Preview-Token (or the
 // query parameter DAYTONA_SANDBOX_AUTH_KEY) unless the sandbox is public;
 // http://{port}-{token}.{domain}, a signed URL, needs no token until it
-// expires. The domain is the server's host, or localhost (at the
-// server's port) when that is an IP address: browsers resolve every name
-// under localhost to loopback.
+// expires. The domain is Options.PreviewDomain, else the server's host,
+// or localhost (at the server's port) when that is an IP address:
+// browsers resolve every name under localhost to loopback. Without
+// Options.PreviewDomain the URLs the API gives are those of preview
+// listeners instead (previewlisten.go); host-based URLs keep working.
 
 // Names of the preview token in a request.
 const (
@@ -85,7 +87,9 @@ func parsePreviewHost(host string) (port int, key string, ok bool) {
 	return port, key, true
 }
 
-// previewDomain returns the domain of preview URLs for clients of r.
+// previewDomain returns the domain of preview URLs for clients of r:
+// Options.PreviewDomain, else the server's host (localhost for an IP
+// address), with the server's port when the domain has none.
 func (s *Server) previewDomain(r *http.Request) string {
 	hostport := strings.TrimPrefix(strings.TrimPrefix(s.baseURL(r), "http://"), "https://")
 	host, port, err := net.SplitHostPort(hostport)
@@ -94,6 +98,12 @@ func (s *Server) previewDomain(r *http.Request) string {
 	}
 	if net.ParseIP(strings.Trim(host, "[]")) != nil {
 		host = "localhost"
+	}
+	if d := s.previewDomainOpt; d != "" {
+		if _, _, err := net.SplitHostPort(d); err == nil {
+			return d
+		}
+		host = d
 	}
 	if port != "" {
 		return host + ":" + port
@@ -122,7 +132,11 @@ func (s *Server) getPreviewURL(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return s.withSandbox(func(r *http.Request, rec *record) (any, error) {
-		return portPreviewURL{SandboxID: rec.id, URL: s.previewURL(r, port, rec.id), Token: rec.previewToken}, nil
+		u, err := s.previewLink(r, rec, port, rec.id)
+		if err != nil {
+			return nil, err
+		}
+		return portPreviewURL{SandboxID: rec.id, URL: u, Token: rec.previewToken}, nil
 	})(w, r)
 }
 
@@ -150,8 +164,12 @@ func (s *Server) getSignedPreviewURL(w http.ResponseWriter, r *http.Request) err
 			return nil, errorf(http.StatusTooManyRequests, "sandbox %s has %d live signed preview URLs, the most this server keeps: expire some (POST .../signed-preview-url/{token}/expire) or wait for them to expire", rec.id, live)
 		}
 		token := newToken()
+		u, err := s.previewLink(r, rec, port, token)
+		if err != nil {
+			return nil, err
+		}
 		s.signed[token] = signedPreview{id: rec.id, port: port, expires: s.now().Add(expiry)}
-		return signedPortPreviewURL{SandboxID: rec.id, Port: port, Token: token, URL: s.previewURL(r, port, token)}, nil
+		return signedPortPreviewURL{SandboxID: rec.id, Port: port, Token: token, URL: u}, nil
 	})(w, r)
 }
 
@@ -201,6 +219,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, port int, 
 		q.Del(previewTokenQuery)
 		out.URL.RawQuery = q.Encode()
 	}
+	_ = http.NewResponseController(w).EnableFullDuplex() // as the toolbox proxy (proxy.go)
 	s.preview.ServeHTTP(w, out)
 	return nil
 }

@@ -24,23 +24,102 @@ import (
 // published port (the baseline: DNAT on the host's loopback), through a
 // reverse proxy to that port (what serve's previews did), and through
 // serve's preview (connections made from inside the sandbox's network
-// namespace). keepalive: the app keeps connections (HTTP/1.1), so serve
+// namespace): host-based (serve-host, PORT-ID.localhost) and through the
+// preview listener of the port (serve-listener, issue 27). keepalive: the app keeps connections (HTTP/1.1), so serve
 // reuses them; close: the app closes each (HTTP/1.0), so every request
 // is a new connection.
 func BenchmarkPreview(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root: the local engine's default network")
 	}
+	s, srv, api, sb, dir := previewBench(b)
+	ctx := context.Background()
+	h, err := local.Open(ctx, dir, sb.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name string
+		port int
+	}{{"keepalive", 8080}, {"close", 8081}} {
+		pp, err := h.PublishPort(ctx, 0, mode.port)
+		if err != nil {
+			b.Fatal(err)
+		}
+		published := &url.URL{Scheme: "http", Host: net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort))}
+		proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(published))
+		var link portPreviewURL
+		api("GET", "/sandbox/"+sb.ID+"/ports/"+strconv.Itoa(mode.port)+"/preview-url", nil, &link)
+		pu, _ := url.Parse(link.URL)
+		s.mu.Lock()
+		s.previewDomainOpt = "" // the default form, for the next link
+		s.mu.Unlock()
+		var listened portPreviewURL
+		api("GET", "/sandbox/"+sb.ID+"/ports/"+strconv.Itoa(mode.port)+"/preview-url", nil, &listened)
+		s.mu.Lock()
+		s.previewDomainOpt = "localhost"
+		s.mu.Unlock()
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+		get := func(b *testing.B, u, host string, preview bool) {
+			req, _ := http.NewRequest("GET", u, nil)
+			if host != "" {
+				req.Host = host
+			}
+			if preview {
+				req.Header.Set(previewTokenHeader, link.Token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(data) != "hi\n" {
+				b.Fatalf("GET %s (%s): %d %q", u, host, resp.StatusCode, data)
+			}
+		}
+		waitServing(b, client, published.String()+"/")
+		b.Run(mode.name+"/direct", func(b *testing.B) {
+			for b.Loop() {
+				get(b, published.String()+"/", "", false)
+			}
+		})
+		b.Run(mode.name+"/proxy-published", func(b *testing.B) {
+			for b.Loop() {
+				get(b, proxy.URL+"/", "", false)
+			}
+		})
+		b.Run(mode.name+"/serve-host", func(b *testing.B) {
+			for b.Loop() {
+				get(b, srv.URL+"/", pu.Host, true)
+			}
+		})
+		b.Run(mode.name+"/serve-listener", func(b *testing.B) {
+			for b.Loop() {
+				get(b, listened.URL+"/", "", true)
+			}
+		})
+		proxy.Close()
+		client.CloseIdleConnections()
+	}
+}
+
+// previewBench starts a server over the local engine (host-based preview
+// URLs under localhost) with a started sandbox serving "hi\n" on 8080
+// (HTTP/1.1) and 8081 (HTTP/1.0), and returns the server, its test
+// server, a caller of its API, the sandbox and its state dir; all ended
+// by the benchmark's cleanup.
+func previewBench(b *testing.B) (*Server, *httptest.Server, func(method, path string, body, out any), apiSandbox, string) {
 	dir := b.TempDir()
-	s, err := newServer(Options{StateDir: dir}, localEngine{stateDir: dir}, 50*time.Millisecond, time.Now)
+	s, err := newServer(Options{StateDir: dir, PreviewDomain: "localhost"}, localEngine{stateDir: dir}, 50*time.Millisecond, time.Now)
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(s)
-	defer func() {
+	b.Cleanup(func() {
 		srv.Close()
 		s.Close(context.Background())
-	}()
+	})
 	api := func(method, path string, body, out any) {
 		var rd io.Reader
 		if body != nil {
@@ -64,7 +143,7 @@ func BenchmarkPreview(b *testing.B) {
 	}
 	var sb apiSandbox
 	api("POST", "/sandbox", map[string]any{}, &sb)
-	defer localtest.Destroy(context.Background(), dir, sb.ID)
+	b.Cleanup(func() { localtest.Destroy(context.Background(), dir, sb.ID) })
 	for deadline := time.Now().Add(time.Minute); sb.State != stateStarted; {
 		if time.Now().After(deadline) {
 			b.Fatalf("sandbox: %+v", sb)
@@ -76,7 +155,7 @@ func BenchmarkPreview(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	b.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	for port, proto := range map[int]string{8080: "HTTP/1.1", 8081: "HTTP/1.0"} {
 		session := "web" + strconv.Itoa(port)
@@ -89,66 +168,19 @@ func BenchmarkPreview(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	h, err := local.Open(ctx, dir, sb.ID)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mode := range []struct {
-		name string
-		port int
-	}{{"keepalive", 8080}, {"close", 8081}} {
-		pp, err := h.PublishPort(ctx, 0, mode.port)
-		if err != nil {
+	return s, srv, api, sb, dir
+}
+
+// waitServing waits up to 20 s for u to answer.
+func waitServing(b *testing.B, client *http.Client, u string) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Get(u)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
 			b.Fatal(err)
 		}
-		published := &url.URL{Scheme: "http", Host: net.JoinHostPort(pp.HostAddress, strconv.Itoa(pp.HostPort))}
-		proxy := httptest.NewServer(httputil.NewSingleHostReverseProxy(published))
-		var link portPreviewURL
-		api("GET", "/sandbox/"+sb.ID+"/ports/"+strconv.Itoa(mode.port)+"/preview-url", nil, &link)
-		pu, _ := url.Parse(link.URL)
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-		get := func(b *testing.B, u, host string) {
-			req, _ := http.NewRequest("GET", u, nil)
-			if host != "" {
-				req.Host = host
-				req.Header.Set(previewTokenHeader, link.Token)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			data, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK || string(data) != "hi\n" {
-				b.Fatalf("GET %s (%s): %d %q", u, host, resp.StatusCode, data)
-			}
-		}
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			resp, err := client.Get(published.String() + "/")
-			if err == nil {
-				resp.Body.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal(err)
-			}
-		}
-		b.Run(mode.name+"/direct", func(b *testing.B) {
-			for b.Loop() {
-				get(b, published.String()+"/", "")
-			}
-		})
-		b.Run(mode.name+"/proxy-published", func(b *testing.B) {
-			for b.Loop() {
-				get(b, proxy.URL+"/", "")
-			}
-		})
-		b.Run(mode.name+"/serve", func(b *testing.B) {
-			for b.Loop() {
-				get(b, srv.URL+"/", pu.Host)
-			}
-		})
-		proxy.Close()
-		client.CloseIdleConnections()
 	}
 }

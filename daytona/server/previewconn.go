@@ -46,6 +46,9 @@ type previewConns struct {
 	max     int // 0: defaultMaxPreviewConns
 	open    map[string]map[*previewConn]struct{}
 	dialing map[string]int
+	// listeners are the preview listeners (previewlisten.go), closed
+	// with the connections.
+	listeners previewListeners
 }
 
 // previewConn is an open preview connection, forgotten when closed.
@@ -103,8 +106,10 @@ func (pc *previewConns) dial(ctx context.Context, eng engine, id string, port in
 	return c, nil
 }
 
-// closeAll closes the open preview connections of sandbox id.
+// closeAll closes the open preview connections of sandbox id, and its
+// preview listeners.
 func (pc *previewConns) closeAll(id string) {
+	pc.listeners.closeSandbox(id)
 	pc.mu.Lock()
 	conns := slices.Collect(maps.Keys(pc.open[id]))
 	pc.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/toolbox"
@@ -20,24 +19,10 @@ import (
 // through serve's toolbox proxy (files/bulk-download) arrives whole every
 // time, byte for byte. Before the fix 4 to 8 of 30 were cut short.
 func TestProxyBulkDownloadWhole(t *testing.T) {
-	needRoot(t)
-	dir := newLocalStateDir(t)
-	h := newHarness(t, localEngine{stateDir: dir}, harnessOptions{})
-	sb := h.create(map[string]any{"name": "dl"})
-	h.waitState(sb.ID, stateStarted)
-	t.Cleanup(func() {
-		h.call("DELETE", "/sandbox/dl", nil, nil)
-		h.waitState(sb.ID, "gone")
-	})
+	h, sb := downloadSandbox(t)
 	base := sb.ToolboxProxyURL + "/" + sb.ID
-	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: base, Token: testKey, HTTPClient: h.client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	const size = 8 << 20
-	sum := exec(t, c, "head -c 8388608 /dev/urandom > /tmp/f && sha256sum /tmp/f")
-	want, _, _ := strings.Cut(sum, " ")
+	want := makeDownloadFile(t, base, h.client)
+	const size = downloadSize
 	body, _ := json.Marshal(toolbox.FilesDownloadRequest{Paths: []string{"/tmp/f"}})
 	rounds := 30
 	if raceEnabled {

@@ -95,6 +95,13 @@ type Options struct {
 	// take before its next build is refused with 403. Default:
 	// DefaultMaxImageBytesPerOrg; negative: no limit.
 	MaxImageBytesPerOrg int64
+	// PreviewDomain, when set, makes preview URLs host-based,
+	// http://{port}-{sandboxId}.{PreviewDomain} (the server's port added
+	// when it has none), for operators whose wildcard DNS sends those
+	// names to the server. Default: each previewed port gets a listener
+	// of its own on the address its client came in on, whose URL
+	// resolves anywhere (previewlisten.go).
+	PreviewDomain string
 }
 
 // DefaultMaxSandboxesPerOrg is an organization's quota of sandboxes when
@@ -178,6 +185,9 @@ type Server struct {
 	pool *local.Pool // of Options.PoolSize; closed by Close
 	// warm are the warm pools (warmpool.go).
 	warm warmPools
+
+	// previewDomainOpt is Options.PreviewDomain.
+	previewDomainOpt string
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -224,19 +234,20 @@ func New(opts Options) (*Server, error) {
 // every tick, reading the time from now.
 func newServer(opts Options, eng engine, tick time.Duration, now func() time.Time) (*Server, error) {
 	s := &Server{
-		org:           opts.OrganizationID,
-		publicURL:     strings.TrimSuffix(opts.PublicURL, "/"),
-		logf:          opts.Logf,
-		eng:           eng,
-		now:           now,
-		tick:          tick,
-		pingInterval:  defaultPingInterval,
-		connectWithin: defaultConnectWithin,
-		byID:          map[string]*record{},
-		byName:        map[string]*record{},
-		signed:        map[string]signedPreview{},
-		volumes:       map[string]*volumeRecord{},
-		volumesByName: map[string]*volumeRecord{},
+		org:              opts.OrganizationID,
+		publicURL:        strings.TrimSuffix(opts.PublicURL, "/"),
+		logf:             opts.Logf,
+		eng:              eng,
+		now:              now,
+		tick:             tick,
+		pingInterval:     defaultPingInterval,
+		connectWithin:    defaultConnectWithin,
+		byID:             map[string]*record{},
+		byName:           map[string]*record{},
+		signed:           map[string]signedPreview{},
+		volumes:          map[string]*volumeRecord{},
+		volumesByName:    map[string]*volumeRecord{},
+		previewDomainOpt: opts.PreviewDomain,
 	}
 	if s.org == "" {
 		s.org = DefaultOrganizationID
@@ -251,6 +262,9 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	s.maxImageBytes = max(cmp.Or(opts.MaxImageBytesPerOrg, DefaultMaxImageBytesPerOrg), 0)
 	s.cop = http.NewCrossOriginProtection()
 	s.snapshots.maxBuilds = opts.MaxBuilds
+	if err := checkPreviewDomain(opts.PreviewDomain); err != nil {
+		return nil, err
+	}
 	kn, err := newKnobs(opts.Knobs)
 	if err != nil {
 		return nil, err
@@ -310,6 +324,7 @@ func (s *Server) Close(ctx context.Context) error {
 	defer s.proxy.close()
 	defer s.store.close()
 	defer s.previewTransport.CloseIdleConnections()
+	defer s.previews.listeners.closeAll()
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()

@@ -43,12 +43,20 @@ func serveWithImage(t *testing.T) (string, *collector) {
 // for every sandbox left in stateDir at its end.
 func startServe(t *testing.T, stateDir string, wrap func(http.Handler) http.Handler) (string, *collector) {
 	t.Helper()
+	// The base image of the tests is the operator's, published to tenants.
+	// Host-based preview URLs under localhost, which serve.mjs checks
+	// (preview.mjs checks the default form).
+	return startServeOptions(t, server.Options{StateDir: stateDir, APIKeys: []string{apiKey}, PublishedImages: []string{testBaseImage}, PreviewDomain: "localhost"}, wrap)
+}
+
+// startServeOptions is startServe of a server of opts.
+func startServeOptions(t *testing.T, opts server.Options, wrap func(http.Handler) http.Handler) (string, *collector) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Skipf(t, "agentbox serve's sandboxes need root here (the local engine's default network)")
 	}
-	t.Cleanup(func() { localtest.CheckNoneLeft(t, stateDir) })
-	// The base image of the tests is the operator's, published to tenants.
-	srv, err := server.New(server.Options{StateDir: stateDir, APIKeys: []string{apiKey}, PublishedImages: []string{testBaseImage}})
+	t.Cleanup(func() { localtest.CheckNoneLeft(t, opts.StateDir) })
+	srv, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

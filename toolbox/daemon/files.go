@@ -260,7 +260,11 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) error {
 		h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, f)
+	rd := &readErr{r: f}
+	if _, err := io.Copy(w, rd); err != nil && rd.err != nil {
+		// The file failed: the connection closes, never a clean end.
+		return errClosed
+	}
 	return nil
 }
 

@@ -48,6 +48,9 @@ type ServerOptions struct {
 	// organization's images may take (--max-image-disk-per-org; 0: the
 	// server's default, 50; negative: no limit).
 	MaxImageGiBPerOrg int
+	// PreviewDomain makes preview URLs host-based, PORT-ID.DOMAIN
+	// (--preview-domain; empty: a listener per previewed port).
+	PreviewDomain string
 }
 
 // Server is the server of `agentbox serve`: Daytona's control plane.
@@ -123,6 +126,14 @@ takes one and starts in about half the time; serve
 starts a replacement once it is up. Each spare holds a host uid range, a
 network link and an idle process until serve stops.
 
+A sandbox's preview URL (getPreviewLink) is by default a port of its own on
+the address the client reached serve on (http://127.0.0.1:PORT): it resolves
+everywhere, Node's and Python's resolvers included. Each previewed port of a
+sandbox gets one, closed when the sandbox stops or is deleted; the sandbox's
+preview token is needed as before. With wildcard DNS for *.DOMAIN reaching
+serve, --preview-domain DOMAIN makes them http://PORT-ID.DOMAIN instead
+(PORT-ID.localhost:PORT URLs keep working either way).
+
 It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 		Example: `  agentbox serve
   agentbox serve --addr 0.0.0.0:3000 --api-key-file ~/.config/agentbox/api-key
@@ -166,6 +177,7 @@ It runs until interrupted (Ctrl-C, SIGTERM), then ends the requests in flight.`,
 	f.IntVar(&opts.MaxSandboxesPerOrg, "max-sandboxes-per-org", 0, "let each organization have at most `N` sandboxes (default 64; -1: no limit)")
 	f.IntVar(&opts.MaxQueuedBuildsPerOrg, "max-queued-builds-per-org", 0, "let each organization have at most `N` builds waiting or running (default 8; -1: no limit)")
 	f.IntVar(&opts.MaxImageGiBPerOrg, "max-image-disk-per-org", 0, "let each organization's images take at most `GIB` of the image store (default 50; -1: no limit)")
+	f.StringVar(&opts.PreviewDomain, "preview-domain", "", "make preview URLs http://PORT-ID.`DOMAIN` (wildcard DNS of *.DOMAIN must reach serve) instead of a loopback port per previewed port")
 	return c
 }
 
