@@ -68,24 +68,31 @@ func waitEnded(ctx context.Context, t *testing.T, c *toolbox.Client, cid string)
 	}
 }
 
+// startAsync runs command asynchronously in session "s" and returns its id.
+func startAsync(ctx context.Context, t *testing.T, c *toolbox.Client, command string) string {
+	t.Helper()
+	r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: command, RunAsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.CmdID
+}
+
 // An exit code the caller already has makes the follow of an ended
 // command one request: the whole log, no look at the command, no socket.
 func TestFollowExitGivenOneRequest(t *testing.T) {
 	c, other, log := countedDaytona(t)
 	ctx := ctxT(t)
-	r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: "echo out; echo err >&2; (exit 4)", RunAsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cid := startAsync(ctx, t, c, "echo out; echo err >&2; (exit 4)")
 	exit := make(chan int, 1)
-	exit <- waitEnded(ctx, t, other, r.CmdID)
+	exit <- waitEnded(ctx, t, other, cid)
 	log.take()
 	var out, errb bytes.Buffer
-	fr, err := c.FollowLogsWith(ctx, "s", r.CmdID, &out, &errb, toolbox.FollowOptions{Exit: exit})
+	fr, err := c.FollowLogsWith(ctx, "s", cid, &out, &errb, toolbox.FollowOptions{Exit: exit})
 	if err != nil || fr.ExitCode == nil || *fr.ExitCode != 4 || out.String() != "out\n" || errb.String() != "err\n" {
 		t.Fatalf("follow = %+v, %v; stdout %q stderr %q", fr, err, out.String(), errb.String())
 	}
-	if got := log.take(); len(got) != 1 || got[0] != "GET /process/session/s/command/"+r.CmdID+"/logs" {
+	if got := log.take(); len(got) != 1 || got[0] != "GET /process/session/s/command/"+cid+"/logs" {
 		t.Errorf("requests %q, want the log alone", got)
 	}
 }
@@ -96,15 +103,12 @@ func TestFollowExitGivenOneRequest(t *testing.T) {
 func TestFollowExitDuringStream(t *testing.T) {
 	c, other, log := countedDaytona(t)
 	ctx := ctxT(t)
-	r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: "echo a; sleep 0.5; echo b; (exit 6)", RunAsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cid := startAsync(ctx, t, c, "echo a; sleep 0.5; echo b; (exit 6)")
 	log.take()
 	exit := make(chan int, 1)
-	go func() { exit <- waitEnded(ctx, t, other, r.CmdID) }()
+	go func() { exit <- waitEnded(ctx, t, other, cid) }()
 	var out bytes.Buffer
-	fr, err := c.FollowLogsWith(ctx, "s", r.CmdID, &out, nil, toolbox.FollowOptions{Exit: exit, ExitGrace: time.Millisecond})
+	fr, err := c.FollowLogsWith(ctx, "s", cid, &out, nil, toolbox.FollowOptions{Exit: exit, ExitGrace: time.Millisecond})
 	if err != nil || fr.ExitCode == nil || *fr.ExitCode != 6 || out.String() != "a\nb\n" {
 		t.Fatalf("follow = %+v, %v; stdout %q", fr, err, out.String())
 	}
@@ -125,14 +129,11 @@ func TestFollowExitClosedFallsBack(t *testing.T) {
 	c, _, _ := countedDaytona(t)
 	ctx := ctxT(t)
 	for _, cmd := range []string{"echo x; (exit 3)", "echo x; sleep 0.3; (exit 3)"} {
-		r, err := c.SessionExecute(ctx, "s", toolbox.SessionExecuteRequest{Command: cmd, RunAsync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cid := startAsync(ctx, t, c, cmd)
 		exit := make(chan int)
 		close(exit)
 		var out bytes.Buffer
-		fr, err := c.FollowLogsWith(ctx, "s", r.CmdID, &out, nil, toolbox.FollowOptions{Exit: exit})
+		fr, err := c.FollowLogsWith(ctx, "s", cid, &out, nil, toolbox.FollowOptions{Exit: exit})
 		if err != nil || fr.ExitCode == nil || *fr.ExitCode != 3 || out.String() != "x\n" {
 			t.Fatalf("%s: follow = %+v, %v; stdout %q", cmd, fr, err, out.String())
 		}

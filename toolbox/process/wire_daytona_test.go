@@ -89,3 +89,35 @@ func TestDaytonaBigStreamRequests(t *testing.T) {
 		t.Errorf("a 5 MiB stream made %d requests, want at most 5: %d looks, %q", n, looks(log), log[:min(len(log), 8)])
 	}
 }
+
+// BenchmarkDaytonaStreamExit measures, on the Daytona-behaviour mode, how
+// long after its command's end a streamed Execute returns: each round runs
+// `sleep 0.2` once synchronously (the baseline: one request answered when
+// the command ended) and once streamed; exit-lag-ms is the streamed run's
+// extra time, reqs/op the streamed run's requests.
+func BenchmarkDaytonaStreamExit(b *testing.B) {
+	h := newHarness(b, harnessOptions{plain: true, daytona: true})
+	h.warm(b)
+	const cmd = "sleep 0.2; echo done"
+	var syncT, streamT time.Duration
+	var reqs int64
+	for b.Loop() {
+		start := time.Now()
+		h.exec(b, cmd, nil, nil)
+		syncT += time.Since(start)
+		h.requests()
+		start = time.Now()
+		r := h.exec(b, cmd, nil, &sandbox.ExecOptions{Stdout: &syncBuffer{}})
+		streamT += time.Since(start)
+		n, _ := h.requests()
+		reqs += n
+		if r.Stdout != "done\n" {
+			b.Fatalf("stdout %q", r.Stdout)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(syncT.Milliseconds())/n, "sync-ms")
+	b.ReportMetric(float64(streamT.Milliseconds())/n, "stream-ms")
+	b.ReportMetric(float64((streamT-syncT).Milliseconds())/n, "exit-lag-ms")
+	b.ReportMetric(float64(reqs)/n, "reqs/op")
+}
