@@ -40,9 +40,10 @@
 // notes its exit code in a variable of the session shell, and a "waiter", a
 // synchronous exec sent right after it, prints it: the session runs its
 // commands one at a time, so the waiter is answered as soon as the command
-// has ended. The follow then never polls the command: a command that ends
-// within toolbox.DefaultExitGrace costs 3 requests (exec, waiter, its whole
-// log), a longer one 4 however long it runs (exec, waiter, the socket, one
+// has ended. The follow then never polls the command: a command whose
+// waiter answers within one round trip plus toolbox.DefaultExitGrace costs
+// 3 requests (exec, waiter, its whole log), a longer one 4 however long it
+// runs (exec, waiter, the socket, one
 // read of the log's rest). A session found gone (the sandbox restarted) is
 // replaced and the command retried once.
 //

@@ -20,9 +20,11 @@ import (
 // prints it: one request, answered when the command ends, brings the code.
 
 // waiterGrace is how long a streamed command's follow waits for the
-// waiter before it opens a socket (toolbox.FollowOptions.ExitGrace); a
-// variable for tests, which make it long so that a short command's count
-// of requests does not depend on the machine's load.
+// waiter before it opens a socket (toolbox.FollowOptions.ExitGrace), on
+// top of one round trip (as long as the command's exec took: the waiter's
+// answer needs one, which a far control plane makes long); a variable for
+// tests, which make it long so that a short command's count of requests
+// does not depend on the machine's load.
 var waiterGrace = toolbox.DefaultExitGrace
 
 // exitVar is the session shell variable in which a streamed command notes
