@@ -15,12 +15,13 @@ import (
 // as Daytona's (serve's latency knob): a command that streams nothing
 // one request in both toolbox modes, the first after Start included (Start
 // readies a session); a streaming one two with agentbox's extensions and
-// three on Daytona's toolbox (exec, a look at the command, its whole
-// log) when it ended before the look, as a short one does: the best of
-// five tries is asserted, as on a loaded machine even `true` may still run
-// when the look comes (it is then followed over a socket: exec, socket,
-// looks, the log's rest). toolbox's TestFollowEndedRoundTrips bounds the
-// ended case exactly.
+// three on Daytona's toolbox (exec, the process manager's waiter, which is
+// answered with the exit code once the command ended, and its whole log)
+// when the waiter answered within its grace (a round trip plus 100 ms), as
+// for a short one: the best of five tries is asserted, as on a loaded
+// machine the grace may pass first (the command is then followed over a
+// socket: exec, waiter, socket, the log's rest). toolbox/process's
+// TestDaytonaStreamingTrueRequests bounds the case without the grace.
 func TestRoundTrips(t *testing.T) {
 	needRoot(t)
 	noDaytonaEnv(t)

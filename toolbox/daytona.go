@@ -124,7 +124,12 @@ func (f *follower) watchExit(ctx context.Context) *exitWatch {
 				return
 			case <-t.C:
 			}
-			if w.code == nil {
+			if w.code == nil && f.exit != nil {
+				// The caller brings the exit code: no looks.
+				if w.code = f.learnExit(w.ctx); w.ctx.Err() != nil {
+					return
+				}
+			} else if w.code == nil {
 				cmd, err := f.c.GetCommand(w.ctx, f.sid, f.cid)
 				if err != nil {
 					return // the socket tells the rest

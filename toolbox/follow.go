@@ -53,13 +53,17 @@ const wsReadLimit = 64 << 20
 // session was deleted meanwhile, and whether the server knows that the
 // whole log was delivered. Cancelling ctx returns ctx's error promptly.
 func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer) (FollowResult, error) {
+	return c.followLogs(ctx, sessionID, cmdID, stdout, stderr, nil, 0)
+}
+
+func (c *Client) followLogs(ctx context.Context, sessionID, cmdID string, stdout, stderr io.Writer, exit <-chan int, grace time.Duration) (FollowResult, error) {
 	if err := checkID("session ID", sessionID); err != nil {
 		return FollowResult{}, err
 	}
 	if err := checkID("command ID", cmdID); err != nil {
 		return FollowResult{}, err
 	}
-	f := &follower{c: c, sid: sessionID, cid: cmdID, w: [2]io.Writer{stdout, stderr}}
+	f := &follower{c: c, sid: sessionID, cid: cmdID, w: [2]io.Writer{stdout, stderr}, exit: exit, grace: grace}
 	f.dmx = NewDemuxer(streamWriter{f, 0}, streamWriter{f, 1})
 	if !c.noWS {
 		if e, known := c.cachedExtensions(); known && !e.Frames {
@@ -67,7 +71,11 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 			// one, by the time this look arrives) is read whole in one
 			// request, not through a socket that tells no exit code and
 			// lingers a second.
-			if r, done, err := f.endedEarly(ctx); done || err != nil {
+			early := f.endedEarly
+			if f.exit != nil {
+				early = f.exitEarly
+			}
+			if r, done, err := early(ctx); done || err != nil {
 				return r, err
 			}
 		}
@@ -95,6 +103,13 @@ func (c *Client) FollowLogs(ctx context.Context, sessionID, cmdID string, stdout
 				return FollowResult{}, err
 			}
 			return f.exited(*r.exited)
+		}
+		if r.clean && f.exit != nil {
+			// The caller brings the exit code: wait for it, then read
+			// what an early close may have left out.
+			if r, done, err := f.exitClosed(ctx); done {
+				return r, err
+			}
 		}
 		if r.clean {
 			// A server closes normally when the command ended and its
@@ -142,6 +157,8 @@ type follower struct {
 	looked   bool // endedEarly looked at the command: exitWatch waits before its first look
 	werr     error
 	active   atomic.Int64 // when the socket last brought data (Unix ns), for exitWatch
+	exit     <-chan int   // FollowOptions.Exit; cleared once closed without a code
+	grace    time.Duration
 }
 
 // wsOutcome is how a follow over a WebSocket ended.

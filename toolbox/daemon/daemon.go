@@ -136,7 +136,6 @@ type Server struct {
 	log      *slog.Logger
 	tmpDir   string
 	mux      *http.ServeMux
-	users    idCache
 	cgroups  []string            // Options.Cgroups
 	cpu      cpuSampler          // GET /system/metrics's previous sample
 	starter  *starter            // nil: commands start directly

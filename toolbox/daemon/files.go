@@ -11,11 +11,9 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -43,9 +41,10 @@ func (s *Server) fileRoutes() []route {
 	}
 }
 
-// resolve turns a request path into an absolute, cleaned path: relative
-// paths are taken from the work dir and may not climb out of it; absolute
-// paths are allowed; NUL bytes are rejected.
+// resolve turns a request path into an absolute, cleaned path inside the
+// server's root: relative paths are taken from the work dir (".." climbs
+// from it, never above the root); absolute paths are allowed; NUL bytes
+// are rejected.
 func (s *Server) resolve(p string) (string, error) {
 	return resolvePath(s.workDir, p)
 }
@@ -60,11 +59,12 @@ func resolvePath(base, p string) (string, error) {
 	if filepath.IsAbs(p) {
 		return filepath.Clean(p), nil
 	}
-	c := filepath.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", badRequest("relative path %q climbs out of the work dir %s; use a path inside it or an absolute path", p, base)
-	}
-	return filepath.Join(base, c), nil
+	// A relative path is the work dir's, ".." included, as with Daytona's
+	// daemon: "../x" is the work dir's parent's x. Cleaning an absolute
+	// path never climbs above "/" (a ".." past it stays there), and "/" is
+	// the server's root (Options.Root), so the result is a path inside the
+	// sandbox as any absolute one is, resolved by fsRoot as they are.
+	return filepath.Join(base, p), nil
 }
 
 // queryPath reads and resolves a required path query parameter.
@@ -116,38 +116,10 @@ func fsError(p string, err error) error {
 	return fmt.Errorf("%s: %w", p, err)
 }
 
-// idCache maps uids and gids to names.
-type idCache struct {
-	mu     sync.Mutex
-	users  map[uint32]string
-	groups map[uint32]string
-}
-
-func (c *idCache) names(uid, gid uint32) (string, string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.users == nil {
-		c.users, c.groups = map[uint32]string{}, map[uint32]string{}
-	}
-	u, ok := c.users[uid]
-	if !ok {
-		u = strconv.FormatUint(uint64(uid), 10)
-		if x, err := user.LookupId(u); err == nil {
-			u = x.Username
-		}
-		c.users[uid] = u
-	}
-	g, ok := c.groups[gid]
-	if !ok {
-		g = strconv.FormatUint(uint64(gid), 10)
-		if x, err := user.LookupGroupId(g); err == nil {
-			g = x.Name
-		}
-		c.groups[gid] = g
-	}
-	return u, g
-}
-
+// fileInfo describes the file at p as Daytona's daemon does: owner and
+// group as numeric ids (decimal strings), modifiedAt in RFC 3339 with its
+// sub-second part (Go's time.Time in JSON), modTime in Go's time.String
+// layout.
 func (s *Server) fileInfo(p string, fi fs.FileInfo) toolbox.FileInfo {
 	out := toolbox.FileInfo{
 		Name:        fi.Name(),
@@ -156,11 +128,12 @@ func (s *Server) fileInfo(p string, fi fs.FileInfo) toolbox.FileInfo {
 		Mode:        fi.Mode().String(),
 		Permissions: fmt.Sprintf("%04o", fi.Mode().Perm()),
 		IsDir:       fi.IsDir(),
-		ModifiedAt:  fi.ModTime().UTC().Format(time.RFC3339),
+		ModifiedAt:  fi.ModTime().UTC().Format(time.RFC3339Nano),
 		ModTime:     fi.ModTime().String(),
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		out.Owner, out.Group = s.users.names(st.Uid, st.Gid)
+		out.Owner = strconv.FormatUint(uint64(st.Uid), 10)
+		out.Group = strconv.FormatUint(uint64(st.Gid), 10)
 	}
 	return out
 }

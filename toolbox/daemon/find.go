@@ -20,8 +20,10 @@ const maxMatchContent = 64 << 10
 const binarySniff = 512
 
 // handleFind is GET /files/find: every line of the regular files under
-// path (or of path itself) that contains pattern, a literal string.
+// path (or of path itself) that contains pattern, a literal string; each
+// file named in the caller's form (echoPath).
 func (s *Server) handleFind(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query().Get("path")
 	root, err := s.queryPath(r, "path")
 	if err != nil {
 		return err
@@ -48,7 +50,7 @@ func (s *Server) handleFind(w http.ResponseWriter, r *http.Request) error {
 		}
 		defer f.Close()
 		return findInFile(f, pat, func(line int, content []byte) error {
-			return out.add(toolbox.Match{File: e.path, Line: line, Content: string(content)})
+			return out.add(toolbox.Match{File: echoPath(q, root, e.path), Line: line, Content: string(content)})
 		})
 	})
 	if err != nil && !out.started() {

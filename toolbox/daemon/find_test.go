@@ -55,7 +55,7 @@ func TestFindReturnsMatchingLines(t *testing.T) {
 		"bin/blob.bin":  "TODO\x00binary",
 		"sub/deep/c.md": "\n\nTODO last line without newline",
 	})
-	got := e.find(".", "TODO")
+	got := e.find(e.work, "TODO") // absolute in, absolute out
 	want := []toolbox.Match{
 		{File: filepath.Join(e.work, "a.txt"), Line: 1, Content: "one TODO"},
 		{File: filepath.Join(e.work, "a.txt"), Line: 3, Content: "three TODO: x"},
@@ -70,7 +70,7 @@ func TestFindReturnsMatchingLines(t *testing.T) {
 func TestFindInOneFile(t *testing.T) {
 	e := newEnv(t, true)
 	writeTree(t, e.work, map[string]string{"a.txt": "x\ny\nx\n", "b.txt": "x\n"})
-	got := e.find("a.txt", "x")
+	got := e.find(filepath.Join(e.work, "a.txt"), "x")
 	if len(got) != 2 || got[0].Line != 1 || got[1].Line != 3 || got[0].File != filepath.Join(e.work, "a.txt") {
 		t.Errorf("find in a file: %+v", got)
 	}
@@ -135,14 +135,14 @@ func TestFindBadInput(t *testing.T) {
 	e.expectError(400, codeBadRequest, "GET", "/files/find?path=.", nil)
 	e.expectError(400, codeBadRequest, "GET", "/files/find?path=.&pattern=a%0Ab", nil)
 	e.expectError(400, codeBadRequest, "GET", "/files/find?pattern=x", nil)
-	e.expectError(400, codeBadRequest, "GET", "/files/find?path=../x&pattern=x", nil)
+	e.expectError(404, codeFileNotFound, "GET", "/files/find?path=../x&pattern=x", nil) // resolves from the work dir
 	e.expectError(404, codeFileNotFound, "GET", "/files/find?path=nope&pattern=x", nil)
 }
 
 func TestSearchByName(t *testing.T) {
 	e := newEnv(t, true)
 	writeTree(t, e.work, map[string]string{"a.go": "", "src/b.go": "", "src/c.txt": "", "src/x.go/d": ""})
-	got := e.search(".", "*.go")
+	got := e.search(e.work, "*.go")
 	want := []string{filepath.Join(e.work, "a.go"), filepath.Join(e.work, "src/b.go"), filepath.Join(e.work, "src/x.go")}
 	if !slices.Equal(got, want) {
 		t.Errorf("search *.go:\ngot  %q\nwant %q", got, want)
@@ -171,7 +171,7 @@ func TestSearchByPath(t *testing.T) {
 		"src/*/button.ts": nil,
 		"file?.txt":       {"file1.txt"},
 	} {
-		if got := rel(e.search(".", pattern)); !slices.Equal(got, want) {
+		if got := rel(e.search(e.work, pattern)); !slices.Equal(got, want) {
 			t.Errorf("search %q: got %q, want %q", pattern, got, want)
 		}
 	}
@@ -184,7 +184,6 @@ func TestSearchBadInput(t *testing.T) {
 		e.expectError(400, codeBadRequest, "GET", "/files/search?path=.&pattern="+urlQuery(p), nil)
 	}
 	e.expectError(400, codeBadRequest, "GET", "/files/search?path=a.txt&pattern=*", nil)
-	e.expectError(400, codeBadRequest, "GET", "/files/search?path=../&pattern=*", nil)
 	e.expectError(404, codeFileNotFound, "GET", "/files/search?path=nope&pattern=*", nil)
 }
 
@@ -194,10 +193,10 @@ func TestFindAndSearchThroughLinkedRoot(t *testing.T) {
 	e := newEnv(t, true)
 	writeTree(t, e.work, map[string]string{"real/a.txt": "NEEDLE\n"})
 	os.Symlink("real", filepath.Join(e.work, "link"))
-	if got := e.find("link", "NEEDLE"); len(got) != 1 || got[0].File != filepath.Join(e.work, "link/a.txt") {
+	if got := e.find(filepath.Join(e.work, "link"), "NEEDLE"); len(got) != 1 || got[0].File != filepath.Join(e.work, "link/a.txt") {
 		t.Errorf("find through a linked root: %+v", got)
 	}
-	if got := e.search("link", "*.txt"); !slices.Equal(got, []string{filepath.Join(e.work, "link/a.txt")}) {
+	if got := e.search(filepath.Join(e.work, "link"), "*.txt"); !slices.Equal(got, []string{filepath.Join(e.work, "link/a.txt")}) {
 		t.Errorf("search through a linked root: %q", got)
 	}
 }

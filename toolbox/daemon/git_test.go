@@ -106,7 +106,6 @@ func TestGitCloneBadInput(t *testing.T) {
 		{"negative depth", toolbox.GitCloneRequest{URL: base + "/repo.git", Path: "a/b/c", Depth: -1}, http.StatusBadRequest, codeBadRequest},
 		{"no url", toolbox.GitCloneRequest{Path: "a/b/c"}, http.StatusBadRequest, codeBadRequest},
 		{"no path", toolbox.GitCloneRequest{URL: base + "/repo.git"}, http.StatusBadRequest, codeBadRequest},
-		{"climbing path", toolbox.GitCloneRequest{URL: base + "/repo.git", Path: "../x"}, http.StatusBadRequest, codeBadRequest},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			er := e.expectError(c.status, c.code, "POST", "/git/clone", c.req)
@@ -412,7 +411,7 @@ func TestGitBadInput(t *testing.T) {
 		{"GET", "/git/status", nil, http.StatusBadRequest, codeBadRequest},
 		{"GET", "/git/status?path=plain", nil, http.StatusNotFound, codeGitRepoNotFound},
 		{"GET", "/git/history?path=nope", nil, http.StatusNotFound, codeGitRepoNotFound},
-		{"GET", "/git/branches?path=../x", nil, http.StatusBadRequest, codeBadRequest},
+		{"GET", "/git/branches?path=../x", nil, http.StatusNotFound, codeGitRepoNotFound}, // resolves from the work dir
 		{"POST", "/git/add", toolbox.GitAddRequest{Path: "r"}, http.StatusBadRequest, codeBadRequest},
 		{"POST", "/git/add", toolbox.GitAddRequest{Path: "r", Files: []string{"../outside"}}, http.StatusBadRequest, codeBadRequest},
 		{"POST", "/git/add", toolbox.GitAddRequest{Path: "r", Files: []string{"missing.txt"}}, http.StatusBadRequest, codeBadRequest},

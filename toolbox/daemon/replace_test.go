@@ -128,7 +128,6 @@ func TestReplaceBadInputChangesNothing(t *testing.T) {
 	for _, req := range []toolbox.ReplaceRequest{
 		{Files: []string{"a.txt"}, Pattern: "", NewValue: "x"},
 		{Files: nil, Pattern: "old", NewValue: "x"},
-		{Files: []string{"a.txt", "../escape.txt"}, Pattern: "old", NewValue: "x"},
 		{Files: []string{"a.txt", "nul\x00"}, Pattern: "old", NewValue: "x"},
 	} {
 		e.expectError(400, codeBadRequest, "POST", "/files/replace", req)

@@ -7,8 +7,10 @@ import (
 
 // handleSearch is GET /files/search: the files and folders under path
 // whose name (for a pattern without a slash) or path relative to path
-// (for a pattern with one) matches a glob pattern.
+// (for a pattern with one) matches a glob pattern, each in the caller's
+// form (echoPath).
 func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query().Get("path")
 	root, err := s.queryPath(r, "path")
 	if err != nil {
 		return err
@@ -28,7 +30,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) error {
 		if err != nil || !g.match(filepath.ToSlash(rel)) {
 			return nil
 		}
-		return out.add(e.path)
+		return out.add(echoPath(q, root, e.path))
 	})
 	if err != nil && !out.started() {
 		return err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -35,11 +36,18 @@ const (
 	tcp6Table = "/proc/self/net/tcp6"
 )
 
-// handlePorts is GET /port: every TCP port a socket listens on, sorted.
+// handlePorts is GET /port: every TCP port a socket listens on, sorted,
+// but the toolbox's own (the port the request came in on, when it came
+// over TCP): Daytona's daemon does not list its own port either, and a
+// client that previews or waits for "the sandbox's ports" wants the
+// sandbox's programs' only.
 func (s *Server) handlePorts(w http.ResponseWriter, r *http.Request) error {
 	ports, err := listeningPorts(tcpTable, tcp6Table)
 	if err != nil {
 		return err
+	}
+	if own, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok {
+		ports = slices.DeleteFunc(ports, func(p int) bool { return p == own.Port })
 	}
 	writeJSON(w, http.StatusOK, toolbox.PortList{Ports: ports})
 	return nil

@@ -276,7 +276,7 @@ func (m *Manager) reattach(ctx context.Context, pid string, opts *sandbox.Attach
 	c := s.Commands[0]
 	p := newBgProcess(m, pid, commandLine(c.Command), sid, c.ID, newStreams(retain, opts.Stdout, opts.Stderr))
 	if c.ExitCode != nil {
-		code, killed, _, err := m.follow(ctx, sid, c.ID, p.out)
+		code, killed, _, err := m.follow(ctx, sid, c.ID, p.out, nil, 0)
 		if err == nil && killed {
 			return nil, notFound(pid) // forgotten meanwhile
 		}

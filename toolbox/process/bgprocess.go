@@ -88,7 +88,7 @@ func (p *bgProcess) run(ctx context.Context) {
 		delete(p.m.live, p)
 		p.m.mu.Unlock()
 	}()
-	code, killed, _, err := p.m.follow(ctx, p.sid, p.cid, p.out)
+	code, killed, _, err := p.m.follow(ctx, p.sid, p.cid, p.out, nil, 0)
 	cause := context.Cause(ctx)
 	p.cancel(nil)
 

@@ -33,10 +33,19 @@
 //
 // A command that streams nothing (no Stdout, Stderr or Stdin in its
 // options) costs one request on a warm pool: a synchronous session exec.
-// A streaming command costs an asynchronous exec plus one log follow, and,
-// against servers without the agentbox "frames" extension, one more request
-// for the exit code (a plain Daytona daemon: 3 requests). A session found
-// gone (the sandbox restarted) is replaced and the command retried once.
+// A streaming command costs an asynchronous exec plus one log follow
+// against agentbox's server, whose "frames" follow ends with the exit code.
+// Against a server without frames (a plain Daytona daemon, whose follow
+// socket tells no exit code and lingers a second after the end) the command
+// notes its exit code in a variable of the session shell, and a "waiter", a
+// synchronous exec sent right after it, prints it: the session runs its
+// commands one at a time, so the waiter is answered as soon as the command
+// has ended. The follow then never polls the command: a command whose
+// waiter answers within one round trip plus toolbox.DefaultExitGrace costs
+// 3 requests (exec, waiter, its whole log), a longer one 4 however long it
+// runs (exec, waiter, the socket, one
+// read of the log's rest). A session found gone (the sandbox restarted) is
+// replaced and the command retried once.
 //
 // A plain Daytona server keeps every command's log until its session is
 // deleted, so a pooled session is retired after 64 commands, or once its
@@ -50,9 +59,9 @@
 // pool and the old one is deleted, off the path of any command.
 //
 // The exit code of a streamed command comes from the frames extension's
-// close reason, else from GET …/command/{id}; a server that has not
-// recorded it yet is asked again for up to 3 seconds before the command
-// fails with an error (Mastra instead assumes 0; a wrong "success" is worse
+// close reason, else from the waiter, else from GET …/command/{id}; a
+// server that has not recorded it yet is asked again for up to 3 seconds
+// before the command fails with an error (Mastra instead assumes 0; a wrong "success" is worse
 // than an error).
 //
 // # Background processes

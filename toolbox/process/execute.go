@@ -21,6 +21,8 @@ type plan struct {
 	fresh   string        // the same for agentbox's toolbox server (buildFresh)
 	timeout time.Duration // <= 0: none
 	retain  int64         // bytes retained per stream, < 0: all
+	waiter  bool          // startAsync noted the exit code for a waiter (waiter.go)
+	rtt     time.Duration // how long startAsync's exec took: about one round trip
 }
 
 // prepare validates opts, starts the sandbox if needed and builds the
@@ -240,8 +242,13 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 		}
 		req, eo := m.request(ctx, pl)
 		s.stateless = eo.Stateless
+		if pl.waiter = m.useWaiter(ctx); pl.waiter {
+			req.Command = noteExit(req.Command)
+		}
 		req.RunAsync, req.SuppressInputEcho = true, true
+		sent := time.Now()
 		res, err := m.client.SessionExecuteWith(ctx, s.id, req, eo)
+		pl.rtt = time.Since(sent)
 		switch {
 		case err == nil && res.CmdID != "":
 			return s, res.CmdID, nil
@@ -265,8 +272,8 @@ func (m *Manager) startAsync(ctx context.Context, pl *plan) (session, string, er
 // its exit code. killed reports that its session was deleted meanwhile;
 // delivered that the server knows the whole log arrived (see
 // toolbox.FollowResult).
-func (m *Manager) follow(ctx context.Context, sid, cid string, out *streams) (code int, killed, delivered bool, err error) {
-	fr, err := m.client.FollowLogs(ctx, sid, cid, out.stdoutWriter(), out.stderrWriter())
+func (m *Manager) follow(ctx context.Context, sid, cid string, out *streams, exit <-chan int, grace time.Duration) (code int, killed, delivered bool, err error) {
+	fr, err := m.client.FollowLogsWith(ctx, sid, cid, out.stdoutWriter(), out.stderrWriter(), toolbox.FollowOptions{Exit: exit, ExitGrace: grace})
 	if err != nil || fr.Killed {
 		return 0, fr.Killed, false, err
 	}
@@ -341,7 +348,11 @@ func (m *Manager) executeStream(ctx context.Context, pl *plan, opts *sandbox.Exe
 			stdinErr <- stdinFailure(m.copyStdin(fctx, s.id, cid, opts.Stdin))
 		})
 	}
-	code, killed, delivered, err := m.follow(fctx, s.id, cid, out)
+	var exit <-chan int
+	if pl.waiter {
+		exit = m.startWaiter(fctx, s.id)
+	}
+	code, killed, delivered, err := m.follow(fctx, s.id, cid, out, exit, waiterGrace+pl.rtt)
 	timedOut := err != nil && ctx.Err() == nil && fctx.Err() != nil
 	var serr error
 	if stdinErr != nil {

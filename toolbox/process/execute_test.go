@@ -46,8 +46,26 @@ func TestBuildScript(t *testing.T) {
 	}
 }
 
-// checkPlainStream checks the requests of a streaming command against a
-// server without the agentbox extensions, after the first skip requests:
+// checkWaitedStream checks the requests (from index skip) of a streaming
+// command of Execute on a server without the frames extension: the async
+// exec, the waiter (a sync exec answered once the command ended, with its
+// exit code), then the log: read whole, or a socket and one read of its
+// rest. No look at the command (GET …/command/{id}).
+func checkWaitedStream(t *testing.T, log []string, skip int) {
+	t.Helper()
+	rest := log[min(skip, len(log)):]
+	ok := len(rest) >= 3 && len(rest) <= 4 && strings.HasSuffix(rest[0], "/exec") && strings.HasSuffix(rest[1], "/exec")
+	for _, r := range rest[min(2, len(rest)):] {
+		ok = ok && strings.HasPrefix(r, "GET ") && strings.HasSuffix(r, "/logs")
+	}
+	if !ok {
+		t.Errorf("requests of a streaming command on a plain server: %v", log)
+	}
+}
+
+// checkPlainStream checks the requests of a spawn's streaming command
+// against a server without the agentbox extensions, after the first skip
+// requests:
 // the async exec and a look at the command (GET …/command/{id}); then,
 // when the command had ended, one read of its whole log (GET …/logs) and
 // nothing more; else the WebSocket follow, more looks (while the socket
@@ -126,7 +144,7 @@ func TestExecuteStreamingRequests(t *testing.T) {
 				t.Fatalf("streamed stdout %q stderr %q", out.String(), errb.String())
 			}
 			if n, log := h.requests(); plain {
-				checkPlainStream(t, log, 0)
+				checkWaitedStream(t, log, 0)
 			} else if n != 2 { // async exec + follow with the exit code
 				t.Fatalf("streaming command made %d requests, want 2: %v", n, log)
 			}
@@ -732,7 +750,7 @@ func testExecuteVanishedSession(t *testing.T, sm serverMode, streaming bool) {
 	}
 	switch {
 	case streaming && sm.plain:
-		checkPlainStream(t, log, 2)
+		checkWaitedStream(t, log, 2)
 	case streaming && n != 4: // failed exec, new session, exec, follow
 		t.Errorf("%d requests, want 4: %v", n, log)
 	case !streaming && n != 3: // failed exec, new session, exec
