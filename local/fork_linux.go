@@ -255,7 +255,8 @@ func copyDiskImage(ctx context.Context, src, dst string, m *meta, shift idShift)
 		d.Close()
 		_ = waitDiskReleased(ctx, dst)
 	}()
-	return shiftOwners("/proc/self/fd/"+strconv.Itoa(int(d.Fd())), shift)
+	// "/." walks the mount the magic link names, not the link.
+	return shiftOwners("/proc/self/fd/"+strconv.Itoa(int(d.Fd()))+"/.", shift)
 }
 
 // syncSandboxFS writes to its disk image what the file system of the
