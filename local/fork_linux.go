@@ -235,13 +235,7 @@ func copyDiskImage(ctx context.Context, src, dst string, m *meta, shift idShift)
 			return err
 		}
 	}
-	in, err := os.Open(filepath.Join(src, diskImage))
-	if err != nil {
-		return err
-	}
-	err = disk.CopyFile(filepath.Join(dst, diskImage), in)
-	in.Close()
-	if err != nil {
+	if err := copyFileAt(filepath.Join(src, diskImage), filepath.Join(dst, diskImage)); err != nil {
 		return fmt.Errorf("copy the disk image: %w", err)
 	}
 	if shift(uint32(m.HostIDs.First)) == m.HostIDs.First {
