@@ -120,7 +120,7 @@ func forkLocked(ctx context.Context, stateDir, src, dst string, m *meta, id stri
 	fm.Config.Labels = maps.Clone(m.Config.Labels)
 	if m.Root != nil {
 		r := *m.Root
-		if !r.Host {
+		if r.Image != "" {
 			st, err := openImages(stateDir)
 			if err != nil {
 				return fm, err

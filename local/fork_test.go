@@ -239,3 +239,37 @@ func TestSnapshotRunning(t *testing.T) {
 		t.Errorf("a sandbox of the live snapshot reads %q, want live", got)
 	}
 }
+
+// TestSnapshotHostRoot: a snapshot of a sandbox whose root is made of the
+// host's folders (created by root without an image) holds its changes to
+// /usr and /etc: a sandbox made of it has the host's folders with them,
+// and the source keeps running.
+func TestSnapshotHostRoot(t *testing.T) {
+	testenv.NeedRoot(t, "needs root: a writable root of the host's folders")
+	ctx := context.Background()
+	state := newStateDir(t)
+	sb := newSandbox(t, local.Options{StateDir: state})
+	mustRun(t, sb, "echo tool > /usr/local/bin/snaptool && echo conf > /etc/snapconf && rm -f /etc/snapgone")
+	_, err := sb.CreateSnapshot(ctx, "hostsnap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Status() != sandbox.StatusRunning {
+		t.Errorf("the source after its snapshot: %s, want running", sb.Status())
+	}
+	b := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Snapshot: "hostsnap"}})
+	if got := mustRun(t, b, "cat /usr/local/bin/snaptool /etc/snapconf; test -x /usr/bin/env && echo host-usr"); got != "tool\nconf\nhost-usr\n" {
+		t.Errorf("a sandbox of the host root's snapshot reads %q, want the source's files over the host's folders", got)
+	}
+	mustRun(t, b, "echo again > /usr/local/bin/second")
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateSnapshot(ctx, "hostsnap2"); err != nil {
+		t.Fatalf("snapshot of a sandbox made of a host snapshot: %v", err)
+	}
+	c := newSandbox(t, local.Options{StateDir: state, Config: local.Config{Snapshot: "hostsnap2"}})
+	if got := mustRun(t, c, "cat /usr/local/bin/snaptool /usr/local/bin/second"); got != "tool\nagain\n" {
+		t.Errorf("a sandbox of the second snapshot reads %q, want both generations' files", got)
+	}
+}
