@@ -190,20 +190,50 @@ func forkXattr(name string) bool {
 }
 
 // shiftOwners gives every file of the folder tree root (itself included)
-// the owner shift maps its own to, in place, keeping modes (a chown
-// clears the set-id bits) and times.
+// the owner shift maps its own to, in place: one lchown per file (a
+// chmod too for a set-id file, whose bits a chown clears), spread over
+// several workers.
 func shiftOwners(root string, shift idShift) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, max(4, 2*runtime.NumCPU()))
+	walkErr := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		var sys unix.Stat_t
-		if err := unix.Lstat(p, &sys); err != nil {
-			return err
-		}
-		if shift(sys.Uid) == int(sys.Uid) && shift(sys.Gid) == int(sys.Gid) {
-			return nil
-		}
-		return setMeta(p, &sys, shift)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := shiftOwner(p, shift); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+		return nil
 	})
+	wg.Wait()
+	return errors.Join(append(errs, walkErr)...)
+}
+
+// shiftOwner gives the file p the owner shift maps its own to.
+func shiftOwner(p string, shift idShift) error {
+	var sys unix.Stat_t
+	if err := unix.Lstat(p, &sys); err != nil {
+		return err
+	}
+	uid, gid := shift(sys.Uid), shift(sys.Gid)
+	if uid == int(sys.Uid) && gid == int(sys.Gid) {
+		return nil
+	}
+	if err := os.Lchown(p, uid, gid); err != nil {
+		return err
+	}
+	if sys.Mode&unix.S_IFMT == unix.S_IFREG && sys.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		return unix.Fchmodat(unix.AT_FDCWD, p, sys.Mode&0o7777, 0)
+	}
+	return nil
 }
