@@ -336,7 +336,8 @@ func mountHostRoot(r *rootRecord, data, user, home string, own *ownership) (root
 	wg.Go(func() { mounts[0], errs[0] = mountRoot(r, data, own) })
 	for i, d := range r.Overlays {
 		wg.Go(func() {
-			mounts[i+1], errs[i+1] = mountOverlay([]string{d}, filepath.Join(data, rootFS, "host", overlayName(d)), own)
+			layers := append([]string{d}, r.OverlayLayers[d]...)
+			mounts[i+1], errs[i+1] = mountOverlay(layers, filepath.Join(data, rootFS, "host", overlayName(d)), own)
 			if errs[i+1] != nil {
 				errs[i+1] = fmt.Errorf("writable %s: %w", d, errs[i+1])
 			}
@@ -371,8 +372,8 @@ func writePasswd(r *rootRecord, data, user, home string, own *ownership) error {
 		return nil
 	}
 	host, err := os.ReadFile(filepath.Join(r.Layers[0], "etc", "passwd"))
-	if err != nil {
-		return nil // a host without one: nothing to name
+	if err != nil || snapshotPasswd(r) {
+		return nil // a host without one, or a snapshot's: nothing to name
 	}
 	upperDir := filepath.Join(data, rootFS, "upper")
 	if err := os.MkdirAll(upperDir, 0o755); err != nil {

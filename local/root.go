@@ -60,7 +60,11 @@ type rootRecord struct {
 	// Overlays are the host folders that have overlays of their own in a
 	// root made of the host's folders (e.g. /usr), bound at their place.
 	Overlays []string `json:"overlays,omitempty"`
-	// Image is the image's (or snapshot's) ID in the store.
+	// OverlayLayers are, in a root made of a snapshot of a host root, the
+	// snapshot's layers of each host folder of Overlays, over it.
+	OverlayLayers map[string][]string `json:"overlayLayers,omitempty"`
+	// Image is the image's (or snapshot's) ID in the store: "" for a root
+	// made of the host's folders, unless made of a snapshot of one.
 	Image string `json:"image"`
 	// Layers are its layer folders, lowest first.
 	Layers []string `json:"layers"`
@@ -121,13 +125,16 @@ func resolveRoot(ctx context.Context, stateDir, id string, c *Config) (*rootReco
 	if img, err = st.Hold(id, img.ID); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, ref, err)
 	}
+	if len(img.HostOverlays) > 0 {
+		return hostSnapshotRoot(img), nil
+	}
 	return &rootRecord{Image: img.ID, Layers: img.Layers, Config: img.Config}, nil
 }
 
 // releaseRoot lets go of the image the sandbox id of the state dir held,
 // if any.
 func releaseRoot(stateDir, id string, r *rootRecord) error {
-	if r == nil || r.Host {
+	if r == nil || r.Image == "" {
 		return nil
 	}
 	st, err := openImages(stateDir)

@@ -19,16 +19,21 @@ import (
 )
 
 // CreateSnapshot freezes the writable root of the sandbox into the
-// snapshot name: a new read-only layer, a copy of the sandbox's
-// upper folder (the files it changed, made and deleted in its root, not
-// its home, /tmp or volumes) over the layers of its image. A running
-// sandbox is stopped first, so that the copy is consistent, and left
-// stopped; start it again to go on. The copy gives files the owners they
-// have inside the sandbox (its host ids shifted back to 0-based ones) and
-// keeps overlayfs's deletion marks. [Config.Snapshot] creates sandboxes
-// from it. It fails with an error matching image.ErrExists when the name
-// is taken, and [sandbox.ErrInvalidArgument] when the sandbox was created
-// without an Image or Snapshot (its root is not made of an image).
+// snapshot name: new read-only layers, copies of the sandbox's upper
+// folders (the files it changed, made and deleted in its root, not its
+// home, /tmp or volumes) over the layers of its root. A running sandbox
+// keeps running: its processes are frozen during the copy, so that the
+// copy is consistent (where its cgroups have no freezer, it is stopped
+// first and left stopped). The copy gives files the owners they have
+// inside the sandbox (its host ids shifted back to 0-based ones) and keeps
+// overlayfs's deletion marks. For a sandbox whose root is made of the
+// host's system folders, the snapshot holds that root's base and the
+// upper folder of each of its overlays (/usr and the others): a sandbox
+// made of it has the host's folders with those changes.
+// [Config.Snapshot] creates sandboxes from it. It fails with an error
+// matching image.ErrExists when the name is taken, and
+// [sandbox.ErrInvalidArgument] when the sandbox's root is the host's,
+// read-only (Config.ReadOnlyRoot, or not created by root).
 func (s *Sandbox) CreateSnapshot(ctx context.Context, name string) (*image.Image, error) {
 	if err := ValidateID(name); err != nil {
 		return nil, fmt.Errorf("snapshot name: %w", err)
@@ -43,8 +48,8 @@ func (s *Sandbox) CreateSnapshot(ctx context.Context, name string) (*image.Image
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
 	}
-	if m.Root == nil || m.Root.Host {
-		return nil, fmt.Errorf("%w: sandbox %s is not made of an image (its root is the host's system folders): only a sandbox created with an Image or a Snapshot can be snapshotted", sandbox.ErrInvalidArgument, id)
+	if m.Root == nil {
+		return nil, fmt.Errorf("%w: sandbox %s has the host's system folders as its root, read-only: only a sandbox with a writable root (an Image, a Snapshot, or the host's folders as root) can be snapshotted", sandbox.ErrInvalidArgument, id)
 	}
 	st, err := openImages(stateDir)
 	if err != nil {
@@ -55,35 +60,101 @@ func (s *Sandbox) CreateSnapshot(ctx context.Context, name string) (*image.Image
 	} else if !errors.Is(err, image.ErrNotFound) {
 		return nil, err
 	}
-	layer, err := stopAndFreeze(ctx, st, l.path, &m)
+	img := &image.Image{Kind: image.KindSnapshot, Names: []string{name}, Config: m.Root.Config, Base: m.Root.Image}
+	err = withFrozenData(ctx, l.path, &m, false, func(data string) error {
+		if m.Root.Host {
+			img.Layers, img.HostOverlays, err = hostSnapshotLayers(ctx, st, data, m.Root, m.HostIDs)
+			return err
+		}
+		layer, err := upperLayer(ctx, st, data, m.HostIDs)
+		img.Layers = append(slices.Clone(m.Root.Layers), layer)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s of sandbox %s: %w", name, id, err)
 	}
-	return st.Save(ctx, &image.Image{
-		Kind:   image.KindSnapshot,
-		Names:  []string{name},
-		Layers: append(slices.Clone(m.Root.Layers), layer),
-		Config: m.Root.Config,
-		Base:   m.Root.Image,
-	})
+	return st.Save(ctx, img)
 }
 
-// stopAndFreeze stops the sandbox of the locked folder dir (metadata m)
-// when it runs, and copies its upper folder into a new layer of st
-// (freezeUpper).
-func stopAndFreeze(ctx context.Context, st imageStore, dir string, m *meta) (string, error) {
-	if m.alive() {
-		if err := stopLocked(ctx, dir, m); err != nil {
-			return "", err
+// withFrozenData runs fn on the data folder of the locked sandbox folder
+// dir (metadata m) with the sandbox's files at rest: a stopped sandbox's
+// (its disk image mounted, when it has one); a running one's while it is
+// frozen (a copy of its disk image, taken frozen, when it has one), which
+// keeps running. A running sandbox is stopped first, and left stopped,
+// with stop or without a freezer.
+func withFrozenData(ctx context.Context, dir string, m *meta, stop bool, fn func(data string) error) (err error) {
+	if m.alive() && !stop {
+		thaw, ferr := freezeSandbox(ctx, m)
+		if ferr == nil {
+			return frozenData(ctx, dir, m, thaw, fn)
+		}
+		if !errors.Is(ferr, sandbox.ErrUnsupported) {
+			return ferr
 		}
 	}
-	return freezeUpper(ctx, st, dir, m.HostIDs)
+	if m.alive() {
+		if err := stopLocked(ctx, dir, m); err != nil {
+			return err
+		}
+	}
+	return atRest(ctx, dir, diskImage, fn)
+}
+
+// frozenData runs fn on the data folder of the frozen sandbox folder dir
+// (metadata m), then thaws it; with a disk image, fn gets a copy of the
+// image, taken frozen (the sandbox has the image mounted), and the
+// sandbox runs again once it is made.
+func frozenData(ctx context.Context, dir string, m *meta, thaw func(context.Context) error, fn func(data string) error) (err error) {
+	thawed := false
+	defer func() {
+		if !thawed {
+			if terr := thaw(context.WithoutCancel(ctx)); terr != nil && err == nil {
+				err = fmt.Errorf("thaw the sandbox: %w", terr)
+			}
+		}
+	}()
+	if imageMB(dir) == 0 {
+		return fn(dir)
+	}
+	if err := syncSandboxFS(m); err != nil {
+		return err
+	}
+	tmp := "snapshot-" + diskImage
+	_ = os.Remove(filepath.Join(dir, tmp))
+	defer os.Remove(filepath.Join(dir, tmp))
+	if err := copyFileAt(filepath.Join(dir, diskImage), filepath.Join(dir, tmp)); err != nil {
+		return fmt.Errorf("copy the disk image: %w", err)
+	}
+	thawed = true
+	if err := thaw(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("thaw the sandbox: %w", err)
+	}
+	return atRest(ctx, dir, tmp, fn)
+}
+
+// atRest runs fn on the data folder of the sandbox folder dir, whose
+// files are not in use: dir itself, or the root of its disk image img (a
+// file of dir), mounted meanwhile, when it exists.
+func atRest(ctx context.Context, dir, img string, fn func(data string) error) error {
+	p := filepath.Join(dir, img)
+	if disk.SizeMB(p) <= 0 {
+		return fn(dir)
+	}
+	d, err := disk.Mount(p)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		d.Close()
+		_ = disk.WaitReleased(context.WithoutCancel(ctx), p) // the next start mounts it again
+	}()
+	return fn("/proc/self/fd/" + strconv.Itoa(int(d.Fd())))
 }
 
 // freezeLayer stops the sandbox id of stateDir, whose root is made of an
 // image, and copies what it changed in its root into a new layer of the
 // state dir's image store, which it returns.
-func freezeLayer(ctx context.Context, stateDir, id string) (string, error) {
+func freezeLayer(ctx context.Context, stateDir, id string) (layer string, err error) {
 	stateDir, l, err := lockExisting(ctx, stateDir, id)
 	if err != nil {
 		return "", err
@@ -100,26 +171,24 @@ func freezeLayer(ctx context.Context, stateDir, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return stopAndFreeze(ctx, st, l.path, &m)
+	err = withFrozenData(ctx, l.path, &m, true, func(data string) error {
+		layer, err = upperLayer(ctx, st, data, m.HostIDs)
+		return err
+	})
+	return layer, err
 }
 
-// freezeUpper copies the upper folder of the stopped sandbox folder dir
-// (on its disk image when it has one) into a new layer of st, with owners
-// shifted from ids back to 0-based ones, and returns the layer.
-func freezeUpper(ctx context.Context, st imageStore, dir string, ids *idRange) (string, error) {
-	data := dir
-	if imageMB(dir) > 0 {
-		disk, err := mountDisk(dir)
-		if err != nil {
-			return "", err
-		}
-		data = "/proc/self/fd/" + strconv.Itoa(int(disk.Fd()))
-		defer func() {
-			disk.Close()
-			_ = waitDiskReleased(ctx, dir) // the next start mounts it again
-		}()
-	}
-	upper := filepath.Join(data, rootFS, "upper")
+// upperLayer copies the upper folder of the root of the data folder data
+// (a sandbox's state folder, or its disk image's root) into a new layer
+// of st, with owners shifted from ids back to 0-based ones, and returns
+// the layer.
+func upperLayer(ctx context.Context, st imageStore, data string, ids *idRange) (string, error) {
+	return layerOf(ctx, st, filepath.Join(data, rootFS, "upper"), ids)
+}
+
+// layerOf copies the upper folder upper (none: the sandbox never started)
+// into a new layer of st, owners shifted from ids to 0-based ones.
+func layerOf(ctx context.Context, st imageStore, upper string, ids *idRange) (string, error) {
 	if _, err := os.Lstat(upper); errors.Is(err, fs.ErrNotExist) {
 		upper = "" // never started: an empty layer
 	}
@@ -132,47 +201,22 @@ func freezeUpper(ctx context.Context, st imageStore, dir string, ids *idRange) (
 }
 
 // copyShifted copies the overlayfs upper folder src into the empty
-// folder dst: folders, files, symbolic links and whiteouts (0/0
-// character devices), with their modes, times, overlayfs xattrs
-// (trusted.overlay.opaque) and user.* xattrs, and owners in the range
-// ids shifted to 0-based ones (others become 0). Sockets and FIFOs are
-// left out. src is not in use (its sandbox is stopped).
+// folder dst (copyTree): owners in the range ids shifted to 0-based ones
+// (others become 0), overlayfs's opaque marks and user.* xattrs kept. src
+// is not in use (its sandbox is stopped or frozen).
 func copyShifted(src, dst string, ids *idRange) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		t := filepath.Join(dst, rel)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		var sys unix.Stat_t
-		if err := unix.Lstat(p, &sys); err != nil {
-			return err
-		}
-		switch mode := fi.Mode(); {
-		case rel == ".":
-		case mode.IsDir():
-			err = os.Mkdir(t, 0o700)
-		case mode.IsRegular():
-			err = copyFile(p, t)
-		case mode&fs.ModeSymlink != 0:
-			var target string
-			if target, err = os.Readlink(p); err == nil {
-				err = os.Symlink(target, t)
-			}
-		case mode&fs.ModeCharDevice != 0 && sys.Rdev == 0:
-			err = unix.Mknod(t, unix.S_IFCHR, 0) // a whiteout
-		default:
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return copyMeta(p, t, &sys, ids)
-	})
+	t := &treeCopy{src: src, dst: dst, shift: shiftToZero(ids), xattr: snapshotXattr}
+	return t.run()
+}
+
+// copyFileAt copies the file src to the new file dst, holes kept.
+func copyFileAt(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return disk.CopyFile(dst, in)
 }
 
 // copyFile copies the regular file src to the new file dst, holes kept
@@ -188,34 +232,9 @@ func copyFile(src, dst string) error {
 	return disk.CopyFile(dst, in)
 }
 
-// copyMeta gives dst the xattrs, owner (shifted out of ids), mode and
-// times of src, whose lstat is sys.
-func copyMeta(src, dst string, sys *unix.Stat_t, ids *idRange) error {
-	if err := copyXattrs(src, dst); err != nil {
-		return err
-	}
-	shift := func(id uint32) int {
-		if ids != nil && int(id) >= ids.First && int(id) < ids.First+ids.Count {
-			return int(id) - ids.First
-		}
-		return 0
-	}
-	if err := os.Lchown(dst, shift(sys.Uid), shift(sys.Gid)); err != nil {
-		return err
-	}
-	if sys.Mode&unix.S_IFMT != unix.S_IFLNK {
-		if err := unix.Fchmodat(unix.AT_FDCWD, dst, sys.Mode&0o7777, 0); err != nil {
-			return err
-		}
-	}
-	ts := []unix.Timespec{sys.Atim, sys.Mtim}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-// copyXattrs copies the overlayfs and user xattrs of src to dst (neither
-// followed if a link). Others (security.capability, which names the
-// sandbox's root, overlayfs's origin and index records) stay behind.
-func copyXattrs(src, dst string) error {
+// copyXattrs copies the xattrs of src that keep names to dst (neither
+// followed if a link).
+func copyXattrs(src, dst string, keep func(name string) bool) error {
 	size, err := unix.Llistxattr(src, nil)
 	if err != nil || size == 0 {
 		return nil // none, or a file system without xattrs
@@ -225,7 +244,7 @@ func copyXattrs(src, dst string) error {
 		return err
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
-		if name != "trusted.overlay.opaque" && !strings.HasPrefix(name, "user.") {
+		if !keep(name) {
 			continue
 		}
 		val := make([]byte, 4096)

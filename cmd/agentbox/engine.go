@@ -41,13 +41,14 @@ func (localEngine) List(ctx context.Context, stateDir string) ([]sandbox.Info, e
 }
 
 // Find returns the handle of the existing sandbox id: a *local.Sandbox
-// from local.Open, whose methods are the operations on it.
+// from local.Open, whose methods are the operations on it, as a
+// local.Forkable (a sandbox.Forker).
 func (localEngine) Find(ctx context.Context, stateDir, id string) (cli.Handle, error) {
 	s, err := local.Open(ctx, stateDir, id)
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return local.Forkable{Sandbox: s}, nil
 }
 
 // newServer returns the server of agentbox serve: Daytona's control plane

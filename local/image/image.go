@@ -67,10 +67,22 @@ type Image struct {
 	// Base is the ID of the image a snapshot was taken over ("" for one
 	// taken over the default root).
 	Base string `json:"base,omitempty"`
+	// HostOverlays, in a snapshot of a sandbox whose root is made of the
+	// host's system folders, are the host folders with overlays of their
+	// own: each has the next Layers of the end of Layers, in this order,
+	// over the host's folder; the layers before them are the root's.
+	HostOverlays []HostOverlay `json:"hostOverlays,omitempty"`
 	// Size is the unpacked size in bytes of its layers.
 	Size int64 `json:"size"`
 	// Created is when the store recorded it.
 	Created time.Time `json:"created"`
+}
+
+// HostOverlay is a host folder of a snapshot of a host root, and how many
+// of the snapshot's layers are its (see Image.HostOverlays).
+type HostOverlay struct {
+	Path   string `json:"path"`
+	Layers int    `json:"layers"`
 }
 
 // Config is the part of an OCI image configuration a sandbox applies.

@@ -34,18 +34,20 @@ func (s *Store) layerSize(digest string) (int64, bool) {
 }
 
 // computeID is the content address of a record made in the store (not
-// pulled): the digest of its kind, layers, configuration and base.
+// pulled): the digest of its kind, layers, configuration, base and host
+// overlays.
 func computeID(r *record) string {
 	digests := make([]string, len(r.Layers))
 	for i, l := range r.Layers {
 		digests[i] = l.Digest
 	}
 	b, _ := json.Marshal(struct {
-		Kind   Kind     `json:"kind"`
-		Layers []string `json:"layers"`
-		Config Config   `json:"config"`
-		Base   string   `json:"base,omitempty"`
-	}{r.Kind, digests, r.Config, r.Base})
+		Kind   Kind          `json:"kind"`
+		Layers []string      `json:"layers"`
+		Config Config        `json:"config"`
+		Base   string        `json:"base,omitempty"`
+		Host   []HostOverlay `json:"hostOverlays,omitempty"`
+	}{r.Kind, digests, r.Config, r.Base, r.HostOverlays})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
@@ -179,7 +181,7 @@ func (s *Store) AddLayer(ctx context.Context, fill func(dir string) error) (stri
 // docker build does); a snapshot never does, and no image takes a
 // snapshot's name: a name taken that way is an ErrExists error.
 func (s *Store) Save(ctx context.Context, img *Image) (*Image, error) {
-	rec := &record{Kind: img.Kind, Names: slices.Clone(img.Names), Config: img.Config, Created: time.Now().UTC()}
+	rec := &record{Kind: img.Kind, Names: slices.Clone(img.Names), Config: img.Config, Created: time.Now().UTC(), HostOverlays: slices.Clone(img.HostOverlays)}
 	if rec.Kind == "" {
 		rec.Kind = KindImage
 	}

@@ -83,6 +83,8 @@ type record struct {
 	Config  Config     `json:"config"`
 	Base    string     `json:"base,omitempty"`
 	Created time.Time  `json:"created"`
+	// HostOverlays are Image.HostOverlays.
+	HostOverlays []HostOverlay `json:"hostOverlays,omitempty"`
 }
 
 // layerRef names a layer of the store by the digest of its tar stream.
@@ -119,7 +121,7 @@ func (s *Store) lock(ctx context.Context) (*fileLock, error) {
 
 // image turns a record into the Image callers see.
 func (s *Store) image(r *record) *Image {
-	img := &Image{ID: r.ID, Kind: r.Kind, Names: slices.Clone(r.Names), Config: r.Config, Base: r.Base, Created: r.Created}
+	img := &Image{ID: r.ID, Kind: r.Kind, Names: slices.Clone(r.Names), Config: r.Config, Base: r.Base, Created: r.Created, HostOverlays: slices.Clone(r.HostOverlays)}
 	img.Layers = make([]string, len(r.Layers))
 	for i, l := range r.Layers {
 		img.Layers[i] = s.layerPath(l.Digest)

@@ -98,6 +98,8 @@ func Run(t *testing.T, factory func(t *testing.T) sandbox.Sandbox, opts Options)
 	t.Run("Processes", s.testProcesses)
 	t.Run("Shutdown", s.testShutdown)
 	t.Run("Pause", s.testPause)
+
+	t.Run("Fork", s.testFork)
 }
 
 // check is one property the suite checks, in a function of its own (as

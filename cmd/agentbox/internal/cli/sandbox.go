@@ -50,6 +50,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 			},
 		},
 		a.networkCommand(),
+		a.forkCommand(),
 	)
 	c.AddCommand(a.pauseCommands()...)
 	return c

@@ -35,8 +35,8 @@ type SnapshotEngine interface {
 // SnapshotSource is what a new snapshot is made of: exactly one of
 // Sandbox, Image, Dockerfile and BaseImage.
 type SnapshotSource struct {
-	// Sandbox is the id of a sandbox whose root is frozen (the sandbox is
-	// left stopped).
+	// Sandbox is the id of a sandbox whose root is frozen (a running
+	// sandbox keeps running).
 	Sandbox string
 	// Image is an image reference, such as python:3.12-slim.
 	Image string
