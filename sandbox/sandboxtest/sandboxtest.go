@@ -98,7 +98,6 @@ func Run(t *testing.T, factory func(t *testing.T) sandbox.Sandbox, opts Options)
 	t.Run("Processes", s.testProcesses)
 	t.Run("Shutdown", s.testShutdown)
 	t.Run("Pause", s.testPause)
-
 	t.Run("Fork", s.testFork)
 }
 
