@@ -264,6 +264,9 @@ func TestCrashedDestroyAfterRenameIsGone(t *testing.T) {
 		t.Fatalf("Remove: %v, want ErrNotFound", err)
 	}
 	checkGone(t, dir, "crash-renamed", 0)
+	if ents, _ := os.ReadDir(filepath.Join(dir, "sandboxes")); len(ents) != 0 {
+		t.Errorf("List left the folder of the interrupted removal: %v", ents)
+	}
 }
 
 // lookupInfo describes sandbox id of stateDir from a new handle.

@@ -120,3 +120,16 @@ func leftovers(dir string) bool {
 // most to recover ("init configured", "init ended", "folder renamed"): tests
 // set it to kill the process there. It does nothing otherwise.
 var crashPoint = func(step string) {}
+
+// abandoned reports whether no process holds the lock of the folder dir
+// (a sandbox folder being removed keeps the lock its remover took): the
+// removal that renamed it ended before it removed it.
+func abandoned(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close() // unlocks
+	ok, err := lockfile.TryLock(f, unix.LOCK_EX)
+	return err == nil && ok
+}

@@ -141,8 +141,9 @@ func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), trashPrefix) {
 			// Left by a removal that was interrupted.
-			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
-				_ = removeAll(filepath.Join(stateDir, sandboxesDir, e.Name()))
+			p := filepath.Join(stateDir, sandboxesDir, e.Name())
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute || abandoned(p) {
+				_ = removeAll(p)
 			}
 			continue
 		}

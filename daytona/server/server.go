@@ -371,6 +371,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/sandbox/{id}/start", s.lifecycleCall(s.beginStart))
 	api("POST /api/sandbox/{id}/stop", s.stopSandbox)
 	api("POST /api/sandbox/{id}/archive", s.lifecycleCall(s.beginArchive))
+	api("POST /api/sandbox/{id}/recover", s.recoverSandbox)
 	api("PUT /api/sandbox/{id}/labels", s.replaceLabels)
 	api("POST /api/sandbox/{id}/autostop/{interval}", s.setInterval(func(rec *record, v int) { rec.autoStop = v }, 0))
 	api("POST /api/sandbox/{id}/autoarchive/{interval}", s.setInterval(func(rec *record, v int) { rec.autoArchive = v }, 0))
