@@ -24,6 +24,9 @@ import (
 func (s *Server) awaitRecord(rec *record) {
 	s.mu.Lock()
 	w := rec.pending
+	if s.noWriteAhead {
+		w = nil
+	}
 	s.mu.Unlock()
 	if w != nil {
 		_ = w.wait() // a failed write was logged, and the create answered with it
@@ -68,7 +71,14 @@ func (s *Server) beginRecover(rec *record, start bool) error {
 	if !start {
 		desired = stateStopped
 	}
-	s.set(rec, stateStarting, desired)
+	// A sandbox that never started (its create failed) is created again:
+	// a restart meanwhile then resumes a create (resume), not a start of
+	// a sandbox the engine does not have.
+	via := stateStarting
+	if rec.startedAt.IsZero() {
+		via = stateCreating
+	}
+	s.set(rec, via, desired)
 	var sz sizes
 	return s.launch(rec, func(ctx context.Context) (err error) {
 		sz, err = s.revive(ctx, id, env, create)

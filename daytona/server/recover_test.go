@@ -117,3 +117,18 @@ func TestDeleteOfErrorSandboxLeavesNothing(t *testing.T) {
 		t.Fatalf("the engine after the delete: %v, want not found", err)
 	}
 }
+
+func TestRecoverCutByRestartIsResumed(t *testing.T) {
+	h, eng, sb := erroredByCreate(t)
+	release := eng.block("create")
+	h.call("POST", "/sandbox/"+sb.ID+"/start", nil, nil)
+	if got, _ := h.get(sb.ID); got.State != stateCreating {
+		t.Fatalf("recovering a sandbox whose create failed: %q, want creating", got.State)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.s.Close(ctx) // gives up on the create held
+	release()
+	h2 := newHarness(t, eng, harnessOptions{stateDir: h.stateDir})
+	h2.waitState(sb.ID, stateStarted)
+}

@@ -144,6 +144,9 @@ type Server struct {
 	// released, as the server did before its writes were grouped: the
 	// baseline of BenchmarkServeLoad. Set by tests only.
 	writesUnderLock bool
+	// noWriteAhead lets a create reach the engine before its record is
+	// on disk (awaitRecord): the benchmarks' baseline of write-ahead.
+	noWriteAhead bool
 
 	// ctx is the context of lifecycle operations, cancelled when Close
 	// gives up waiting for them; timers ends the reconciler.
