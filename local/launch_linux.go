@@ -268,6 +268,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 	if err != nil {
 		return nil, nil, err
 	}
+	notePendingInit(dir, cmd.Process.Pid)
 	var moveInto *cgroupSet
 	if cgFile == nil {
 		moveInto = cg
@@ -279,6 +280,7 @@ func launch(ctx context.Context, dir string, m *meta, cg *cgroupSet, disk *pendi
 		_ = cmd.Wait()
 		return nil, nil, err
 	}
+	crashPoint("init configured")
 	return cmd, func() (initAnswer, error) {
 		a, err := awaitReady(ctx, cmd, ctl)
 		if nerr := nb.finish(); nerr != nil && err == nil {

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if code, ok := probeMain(); ok {
 		os.Exit(code)
 	}
+	if code, ok := crashChildMain(); ok {
+		os.Exit(code)
+	}
 	// Inits orphaned by helper processes the tests kill come to us, so that
 	// the tests can reap them instead of leaving zombies on the host.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)

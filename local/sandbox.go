@@ -298,6 +298,14 @@ func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
 	if err != nil && !fresh {
 		return "", fmt.Errorf("sandbox %q: read metadata: %w", s.opts.ID, err)
 	}
+	if fresh && leftovers(l.path) {
+		// What a create that a crash interrupted left goes first.
+		if err := removeLocked(ctx, stateDir, l); err != nil {
+			return "", err
+		}
+		l.unlock()
+		return s.acquire(ctx)
+	}
 	if !fresh {
 		if expired(l.path, &m) {
 			if err := removeLocked(ctx, stateDir, l); err != nil {

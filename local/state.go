@@ -141,8 +141,9 @@ func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), trashPrefix) {
 			// Left by a removal that was interrupted.
-			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
-				_ = removeAll(filepath.Join(stateDir, sandboxesDir, e.Name()))
+			p := filepath.Join(stateDir, sandboxesDir, e.Name())
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute || abandoned(p) {
+				_ = removeAll(p)
 			}
 			continue
 		}
@@ -209,6 +210,8 @@ func openMeta(ctx context.Context, stateDir, id string) (string, meta, error) {
 	m, err := readMeta(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
+			// A create that a crash interrupted is rolled back.
+			rollbackOrphan(ctx, stateDir, id)
 			return stateDir, m, notFound(stateDir, id)
 		}
 		return stateDir, m, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
@@ -280,12 +283,15 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 // and waits until its disk image is released. It clears m.Init,
 // m.Cgroups, m.Network and m.EgressFDs and
 // records the last use in m.LastUsedAt (the next boot empties the folder
-// holding the activity stamp); the caller writes m.
+// holding the activity stamp); the caller writes m. It ends first what an
+// interrupted start left unrecorded (reclaimStrays).
 func killInit(ctx context.Context, dir string, m *meta) error {
 	thawForStop(ctx, dir, m)
+	reclaimStrays(ctx, filepath.Dir(filepath.Dir(dir)), dir, m)
 	if m.alive() {
 		terminate(ctx, *m.Init)
 	}
+	crashPoint("init ended")
 	stopMounts(ctx, dir, m)
 	stopEgressProxy(ctx, filepath.Dir(filepath.Dir(dir)), m)
 	teardownNetwork(ctx, m)
@@ -317,12 +323,16 @@ func remove(ctx context.Context, stateDir, id string) error {
 	return removeLocked(ctx, stateDir, l)
 }
 
+// removeLocked removes the locked sandbox folder l of stateDir, with or
+// without metadata: without, what an interrupted create left (an init,
+// cgroups) is found by the folder's pending init and the cgroups' names.
 func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
 	m, merr := readMeta(l.path)
-	if merr == nil {
-		if err := killInit(ctx, l.path, &m); err != nil {
-			return err
-		}
+	if merr != nil {
+		m = meta{ID: filepath.Base(l.path)}
+	}
+	if err := killInit(ctx, l.path, &m); err != nil {
+		return err
 	}
 	// Rename first so that no one finds a half-removed sandbox; the lock
 	// holders that wait on the old folder notice and retry.
@@ -330,16 +340,18 @@ func removeLocked(ctx context.Context, stateDir string, l *lockedDir) error {
 	if err := os.Rename(l.path, trash); err != nil {
 		return fmt.Errorf("remove sandbox folder: %w", err)
 	}
+	crashPoint("folder renamed")
 	if err := removeAll(trash); err != nil {
 		return fmt.Errorf("remove sandbox folder: %w", err)
 	}
 	// A range not returned now (the pool is locked past ctx, or not
 	// writable) is reclaimed by the next allocation: its folder is gone.
 	_ = releaseHostIDs(ctx, stateDir, filepath.Base(l.path))
-	if merr == nil {
-		if err := releaseRoot(stateDir, filepath.Base(l.path), m.Root); err != nil {
-			return fmt.Errorf("sandbox removed; releasing its image failed: %w", err)
-		}
+	if merr != nil {
+		return releaseUnknownRoot(stateDir, filepath.Base(l.path))
+	}
+	if err := releaseRoot(stateDir, filepath.Base(l.path), m.Root); err != nil {
+		return fmt.Errorf("sandbox removed; releasing its image failed: %w", err)
 	}
 	return nil
 }

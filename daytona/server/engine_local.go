@@ -100,12 +100,10 @@ func (e localEngine) stop(ctx context.Context, id string) error {
 	return sb.Stop(ctx)
 }
 
+// remove destroys sandbox id whatever state its folder is in: also one
+// whose create a crash interrupted, which has no metadata (local.Remove).
 func (e localEngine) remove(ctx context.Context, id string) error {
-	sb, err := local.Open(ctx, e.stateDir, id)
-	if err != nil {
-		return err
-	}
-	return sb.Destroy(ctx)
+	return local.Remove(ctx, e.stateDir, id)
 }
 
 func (e localEngine) status(ctx context.Context, id string) (engineStatus, error) {

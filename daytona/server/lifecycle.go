@@ -105,6 +105,7 @@ func (s *Server) beginCreate(rec *record, start func(context.Context) (sizes, er
 	s.set(rec, first, stateStarted)
 	var sz sizes
 	return s.launch(rec, func(ctx context.Context) (err error) {
+		s.awaitRecord(rec) // write ahead: recover.go
 		sz, err = start(ctx)
 		return err
 	}, func(err error) {
@@ -132,8 +133,12 @@ func (sz sizes) or(def sizes) sizes {
 	return sz
 }
 
-// beginStart starts rec's stopped sandbox.
+// beginStart starts rec's stopped sandbox, or recovers it from the error
+// state.
 func (s *Server) beginStart(rec *record) error {
+	if rec.state == stateError {
+		return s.beginRecover(rec, true) // recover.go
+	}
 	if rec.errored() {
 		return errorf(http.StatusBadRequest, msgErrored)
 	}

@@ -164,6 +164,8 @@ type loadConfig struct {
 	fake bool
 	// writesUnderLock is the server's baseline mode (Server.writesUnderLock).
 	writesUnderLock bool
+	// noWriteAhead is the baseline of write-ahead (Server.noWriteAhead).
+	noWriteAhead bool
 }
 
 // runLoad runs cfg.clients clients through cfg.n sandboxes' lifecycles on
@@ -187,6 +189,7 @@ func runLoad(tb testing.TB, cfg loadConfig) loadResult {
 		tb.Fatal(err)
 	}
 	s.writesUnderLock = cfg.writesUnderLock
+	s.noWriteAhead = cfg.noWriteAhead
 	srv := validatedServer(tb, harnessOptions{}, s)
 	tr := srv.Client().Transport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.clients * 2

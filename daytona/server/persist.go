@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/sandbox"
@@ -302,18 +301,10 @@ func (s *Server) resume(ctx context.Context, rec *record) {
 // end interrupted its creation before the engine had it. Called with s.mu
 // held.
 func (s *Server) recreate(ctx context.Context, rec *record) error {
-	sp := spec{name: rec.name, user: rec.user, env: rec.env, network: rec.network,
-		language: rec.labels["code-toolbox-language"],
-		// Until created, the sizes are those asked for.
-		resources: rec.sizes.resources()}
-	if rec.snapshot != DefaultSnapshot {
-		sp.image = s.storeNameOf(ctx, rec)
-	}
-	vols, err := s.resolveVolumes(rec.org, slices.Clone(rec.volumes))
+	sp, err := s.specOf(ctx, rec)
 	if err != nil {
 		return err
 	}
-	sp.volumes = vols
 	// What the interrupted creation left goes first.
 	if err := s.eng.remove(ctx, rec.id); err != nil && !errNotFound(err) {
 		return err

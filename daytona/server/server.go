@@ -151,6 +151,9 @@ type Server struct {
 	// released, as the server did before its writes were grouped: the
 	// baseline of BenchmarkServeLoad. Set by tests only.
 	writesUnderLock bool
+	// noWriteAhead lets a create reach the engine before its record is
+	// on disk (awaitRecord): the benchmarks' baseline of write-ahead.
+	noWriteAhead bool
 
 	// ctx is the context of lifecycle operations, cancelled when Close
 	// gives up waiting for them; timers ends the reconciler.
@@ -391,6 +394,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/sandbox/{id}/start", s.lifecycleCall(s.beginStart))
 	api("POST /api/sandbox/{id}/stop", s.stopSandbox)
 	api("POST /api/sandbox/{id}/archive", s.lifecycleCall(s.beginArchive))
+	api("POST /api/sandbox/{id}/recover", s.recoverSandbox)
 	api("PUT /api/sandbox/{id}/labels", s.replaceLabels)
 	api("POST /api/sandbox/{id}/autostop/{interval}", s.setInterval(func(rec *record, v int) { rec.autoStop = v }, 0))
 	api("POST /api/sandbox/{id}/autoarchive/{interval}", s.setInterval(func(rec *record, v int) { rec.autoArchive = v }, 0))
