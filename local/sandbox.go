@@ -276,16 +276,25 @@ func (d driver) Acquire(ctx context.Context) (sandbox.Outcome, error) { return d
 func (d driver) Release(ctx context.Context) error                    { return d.s.release(ctx) }
 func (d driver) Teardown(ctx context.Context) error                   { return d.s.teardown(ctx) }
 
-func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
-	stateDir := s.opts.StateDir
+// prepareStateDir checks the state dir and makes its sandboxes folder,
+// which this process must be able to write.
+func prepareStateDir(stateDir string) error {
 	if err := CheckStateDir(stateDir); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.MkdirAll(filepath.Join(stateDir, sandboxesDir), 0o700); err != nil {
-		return "", stateDirError(stateDir, err)
+		return stateDirError(stateDir, err)
 	}
 	if err := unix.Access(filepath.Join(stateDir, sandboxesDir), unix.W_OK); err != nil {
-		return "", stateDirError(stateDir, err)
+		return stateDirError(stateDir, err)
+	}
+	return nil
+}
+
+func (s *Sandbox) acquire(ctx context.Context) (sandbox.Outcome, error) {
+	stateDir := s.opts.StateDir
+	if err := prepareStateDir(stateDir); err != nil {
+		return "", err
 	}
 	l, err := lockSandbox(ctx, stateDir, s.opts.ID, true)
 	if err != nil {
