@@ -146,6 +146,8 @@ func (s *Server) beginStart(rec *record) error {
 		return nil // as Daytona: nothing to do
 	case stateArchived:
 		via = stateRestoring
+	case statePaused:
+		return s.beginResume(rec)
 	case stateStopped:
 	default:
 		return errorf(http.StatusBadRequest, "Sandbox is not in valid state")
@@ -173,7 +175,7 @@ func (s *Server) beginStop(rec *record) error {
 	if err := checkIdle(rec); err != nil {
 		return err
 	}
-	if rec.state != stateStarted {
+	if rec.state != stateStarted && rec.state != statePaused {
 		return errorf(http.StatusBadRequest, "Sandbox is not in a stoppable state")
 	}
 	id := rec.id
@@ -280,7 +282,7 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 	s.mu.Lock()
 	id, state, busy := rec.id, rec.state, rec.busy
 	s.mu.Unlock()
-	if busy || (state != stateStarted && state != stateStopped && state != stateArchived) {
+	if busy || (state != stateStarted && state != stateStopped && state != stateArchived && state != statePaused) {
 		return
 	}
 	st, err := s.eng.status(ctx, id)
@@ -303,6 +305,9 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 		return
 	case st.lastUsed.After(rec.lastActivity):
 		rec.lastActivity = st.lastUsed
+	}
+	if s.observeMore(rec, st, now) {
+		return // pause.go: paused, TTL and auto-pause
 	}
 	switch {
 	case state == stateStarted && !st.running:
