@@ -128,3 +128,8 @@ func (*spare) destroy(context.Context, string) error { return nil }
 func (*Sandbox) DialPort(context.Context, int) (net.Conn, error) {
 	return nil, checkPlatform(runtime.GOOS)
 }
+
+// Fork fails: local sandboxes need Linux.
+func (*Sandbox) Fork(context.Context, sandbox.ForkOptions) (*Sandbox, error) {
+	return nil, checkPlatform(runtime.GOOS)
+}

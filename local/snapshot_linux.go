@@ -132,47 +132,12 @@ func freezeUpper(ctx context.Context, st imageStore, dir string, ids *idRange) (
 }
 
 // copyShifted copies the overlayfs upper folder src into the empty
-// folder dst: folders, files, symbolic links and whiteouts (0/0
-// character devices), with their modes, times, overlayfs xattrs
-// (trusted.overlay.opaque) and user.* xattrs, and owners in the range
-// ids shifted to 0-based ones (others become 0). Sockets and FIFOs are
-// left out. src is not in use (its sandbox is stopped).
+// folder dst (copyTree): owners in the range ids shifted to 0-based ones
+// (others become 0), overlayfs's opaque marks and user.* xattrs kept. src
+// is not in use (its sandbox is stopped or frozen).
 func copyShifted(src, dst string, ids *idRange) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		t := filepath.Join(dst, rel)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		var sys unix.Stat_t
-		if err := unix.Lstat(p, &sys); err != nil {
-			return err
-		}
-		switch mode := fi.Mode(); {
-		case rel == ".":
-		case mode.IsDir():
-			err = os.Mkdir(t, 0o700)
-		case mode.IsRegular():
-			err = copyFile(p, t)
-		case mode&fs.ModeSymlink != 0:
-			var target string
-			if target, err = os.Readlink(p); err == nil {
-				err = os.Symlink(target, t)
-			}
-		case mode&fs.ModeCharDevice != 0 && sys.Rdev == 0:
-			err = unix.Mknod(t, unix.S_IFCHR, 0) // a whiteout
-		default:
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return copyMeta(p, t, &sys, ids)
-	})
+	t := &treeCopy{src: src, dst: dst, shift: shiftToZero(ids), xattr: snapshotXattr}
+	return t.run()
 }
 
 // copyFile copies the regular file src to the new file dst, holes kept
@@ -188,34 +153,9 @@ func copyFile(src, dst string) error {
 	return disk.CopyFile(dst, in)
 }
 
-// copyMeta gives dst the xattrs, owner (shifted out of ids), mode and
-// times of src, whose lstat is sys.
-func copyMeta(src, dst string, sys *unix.Stat_t, ids *idRange) error {
-	if err := copyXattrs(src, dst); err != nil {
-		return err
-	}
-	shift := func(id uint32) int {
-		if ids != nil && int(id) >= ids.First && int(id) < ids.First+ids.Count {
-			return int(id) - ids.First
-		}
-		return 0
-	}
-	if err := os.Lchown(dst, shift(sys.Uid), shift(sys.Gid)); err != nil {
-		return err
-	}
-	if sys.Mode&unix.S_IFMT != unix.S_IFLNK {
-		if err := unix.Fchmodat(unix.AT_FDCWD, dst, sys.Mode&0o7777, 0); err != nil {
-			return err
-		}
-	}
-	ts := []unix.Timespec{sys.Atim, sys.Mtim}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, dst, ts, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-// copyXattrs copies the overlayfs and user xattrs of src to dst (neither
-// followed if a link). Others (security.capability, which names the
-// sandbox's root, overlayfs's origin and index records) stay behind.
-func copyXattrs(src, dst string) error {
+// copyXattrs copies the xattrs of src that keep names to dst (neither
+// followed if a link).
+func copyXattrs(src, dst string, keep func(name string) bool) error {
 	size, err := unix.Llistxattr(src, nil)
 	if err != nil || size == 0 {
 		return nil // none, or a file system without xattrs
@@ -225,7 +165,7 @@ func copyXattrs(src, dst string) error {
 		return err
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
-		if name != "trusted.overlay.opaque" && !strings.HasPrefix(name, "user.") {
+		if !keep(name) {
 			continue
 		}
 		val := make([]byte, 4096)

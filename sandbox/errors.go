@@ -23,6 +23,9 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrIsolationUnavailable: the host cannot isolate a sandbox.
 	ErrIsolationUnavailable = errors.New("isolation unavailable")
+	// ErrInvalidState: the sandbox's state does not allow the operation,
+	// e.g. a pause of a stopped sandbox or a fork of one being destroyed.
+	ErrInvalidState = errors.New("sandbox is not in a state that allows this")
 )
 
 // NotReadyError reports that a sandbox is not ready. It matches ErrNotReady.

@@ -45,9 +45,10 @@ type mount struct {
 }
 
 // usedV1Controller reports whether a sandbox uses the v1 controller c:
-// those of the limits, and cpuacct for CPU accounting.
+// those of the limits, cpuacct for CPU accounting and the freezer for
+// pauses (freezer_linux.go).
 func usedV1Controller(c string) bool {
-	return c == "memory" || c == "pids" || c == "cpu" || c == "cpuacct"
+	return c == "memory" || c == "pids" || c == "cpu" || c == "cpuacct" || c == "freezer"
 }
 
 // cgroupMounts lists the cgroup2 hierarchy and the v1 hierarchies offering
@@ -310,11 +311,15 @@ func detachedMount(dir string) (*os.File, error) {
 }
 
 // Destroy kills every process left in the set and removes its folders.
+// It thaws a frozen set first: frozen v1 tasks do not die.
 func (s *Set) Destroy(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	tctx, cancel := context.WithDeadline(ctx, deadline)
+	_ = s.Thaw(tctx)
+	cancel()
 	if s.Version == 2 {
 		killCgroupV2(s.Paths["unified"])
 	}
