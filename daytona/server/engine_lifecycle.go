@@ -19,7 +19,7 @@ type lifecycleEngine interface {
 	// function that makes sandbox newID (named name) with a copy of its
 	// files and configuration, running or stopped as the source is; the
 	// source keeps running.
-	fork(srcID, newID, name string) (func(context.Context) error, error)
+	fork(srcID, newID, name string, env map[string]string) (func(context.Context) error, error)
 	// pause freezes every process of the running sandbox id with its
 	// memory kept; resume thaws them.
 	pause(ctx context.Context, id string) error
@@ -35,10 +35,27 @@ func errEngineCannot(what string) error {
 	return fmt.Errorf("%w: this agentbox serve's engine cannot %s yet on this machine", sandbox.ErrUnsupported, what)
 }
 
-// fork: package local's Fork lands with issue 27's fork work; until then
-// the server answers that it cannot.
-func (e localEngine) fork(srcID, newID, name string) (func(context.Context) error, error) {
-	return nil, errEngineCannot("fork sandboxes")
+// fork forks with package local; the fork's commands get env, which the
+// local engine does not keep across a stop.
+func (e localEngine) fork(srcID, newID, name string, env map[string]string) (func(context.Context) error, error) {
+	if err := local.ValidateID(newID); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		sb, err := local.Open(ctx, e.stateDir, srcID)
+		if err != nil {
+			return err
+		}
+		f, err := sb.Fork(ctx, sandbox.ForkOptions{ID: newID, Name: name})
+		if err != nil {
+			return err
+		}
+		defer f.Close(context.WithoutCancel(ctx))
+		if f.Status() != sandbox.StatusRunning {
+			return nil
+		}
+		return applyEnv(ctx, f.Client(), env)
+	}, nil
 }
 
 func (e localEngine) pause(ctx context.Context, id string) error {

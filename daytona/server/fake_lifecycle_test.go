@@ -6,13 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // The fake engine's fork, pause, resume and snapshot. A paused fake
 // sandbox's toolbox refuses connections (dial), so that a request that
 // reaches it proves that it was resumed first.
 
-func (e *fakeEngine) fork(srcID, newID, name string) (func(context.Context) error, error) {
+func (e *fakeEngine) fork(srcID, newID, name string, env map[string]string) (func(context.Context) error, error) {
 	e.mu.Lock()
 	_, err := e.box(srcID)
 	e.mu.Unlock()
@@ -50,7 +52,7 @@ func (e *fakeEngine) fork(srcID, newID, name string) (func(context.Context) erro
 func (e *fakeEngine) pause(ctx context.Context, id string) error {
 	return e.op(ctx, "pause", id, func(b *fakeBox) error {
 		if b.srv == nil {
-			return fmt.Errorf("fake sandbox %s is stopped: %w", id, errInvalidState)
+			return fmt.Errorf("fake sandbox %s is stopped: %w", id, sandbox.ErrInvalidState)
 		}
 		b.paused = true
 		return nil

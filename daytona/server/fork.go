@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Forks (issue 27): POST /sandbox/{id}/fork makes a new sandbox of the
@@ -83,7 +85,7 @@ func (s *Server) addFork(org, srcRef, name string) (*record, *storeWrite, error)
 	if err := s.checkSandboxQuota(org); err != nil {
 		return nil, nil, err
 	}
-	run, err := s.eng.fork(src.id, rec.id, rec.name)
+	run, err := s.eng.fork(src.id, rec.id, rec.name, rec.env)
 	if err != nil {
 		return nil, nil, lifecycleError("fork", err)
 	}
@@ -121,11 +123,11 @@ func (s *Server) addFork(org, srcRef, name string) (*record, *storeWrite, error)
 func checkForkable(src *record) error {
 	switch {
 	case src.state == stateDestroying || src.desired == stateDestroyed:
-		return &httpError{Status: http.StatusConflict, Message: "Sandbox is being destroyed: it cannot be forked", Err: errInvalidState}
+		return &httpError{Status: http.StatusConflict, Message: "Sandbox is being destroyed: it cannot be forked", Err: sandbox.ErrInvalidState}
 	case src.busy || src.state != src.desired:
 		return errorf(http.StatusConflict, msgStateChange)
 	case src.state != stateStarted && src.state != stateStopped:
-		return &httpError{Status: http.StatusConflict, Message: fmt.Sprintf("Sandbox is %s: only a started or stopped sandbox can be forked", src.state), Err: errInvalidState}
+		return &httpError{Status: http.StatusConflict, Message: fmt.Sprintf("Sandbox is %s: only a started or stopped sandbox can be forked", src.state), Err: sandbox.ErrInvalidState}
 	}
 	return nil
 }

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -362,17 +360,5 @@ func TestSandboxSnapshotBadInput(t *testing.T) {
 		if st := h.call("GET", "/snapshots/"+name, nil, nil); st != http.StatusNotFound {
 			t.Errorf("snapshot %s after a refused create: %d, want 404", name, st)
 		}
-	}
-}
-
-// TestLocalEngineRefusesForkClearly: until package local forks, the
-// local engine's fork is a 400 that says so, and makes nothing.
-func TestLocalEngineRefusesForkClearly(t *testing.T) {
-	_, err := localEngine{stateDir: filepath.Join(os.TempDir(), "none")}.fork("a", "b", "b")
-	if !errUnsupported(err) {
-		t.Fatalf("local fork: %v, want ErrUnsupported", err)
-	}
-	if e, ok := lifecycleError("fork", err).(*httpError); !ok || e.Status != http.StatusBadRequest {
-		t.Fatalf("mapped to %v, want a 400", lifecycleError("fork", err))
 	}
 }

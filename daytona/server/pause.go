@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Pause and resume (issue 27): a paused sandbox's processes are frozen
@@ -23,13 +25,6 @@ const (
 	stateResuming     = "resuming"
 	stateSnapshotting = "snapshotting"
 )
-
-// errInvalidState is the error of a call on a sandbox not in a state that
-// allows it (sandbox.ErrInvalidState once package sandbox has it).
-var errInvalidState = errors.New("sandbox is not in a state that allows this")
-
-// errorsIsInvalidState reports whether err is errInvalidState.
-func errorsIsInvalidState(err error) bool { return errors.Is(err, errInvalidState) }
 
 // msgNotPausable answers a pause of a sandbox that is not started.
 const msgNotPausable = "Sandbox is not started: only a started sandbox can be paused"
@@ -49,7 +44,7 @@ func (s *Server) beginPause(rec *record, notify func(error)) error {
 		return nil
 	case stateStarted:
 	default:
-		return &httpError{Status: http.StatusConflict, Message: msgNotPausable, Err: errInvalidState}
+		return &httpError{Status: http.StatusConflict, Message: msgNotPausable, Err: sandbox.ErrInvalidState}
 	}
 	id := rec.id
 	s.set(rec, statePausing, statePaused)
@@ -123,7 +118,7 @@ func lifecycleError(what string, err error) error {
 		return &httpError{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: %v", what, err), Err: err}
 	case errNotFound(err):
 		return &httpError{Status: http.StatusNotFound, Message: fmt.Sprintf("%s: the sandbox is gone", what), Err: err}
-	case errorsIsInvalidState(err):
+	case errors.Is(err, sandbox.ErrInvalidState):
 		return &httpError{Status: http.StatusConflict, Message: fmt.Sprintf("%s: %v", what, err), Err: err}
 	}
 	return engineError(fmt.Errorf("%s: %w", what, err))

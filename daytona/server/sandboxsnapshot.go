@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Snapshots of sandboxes (issue 27): POST /sandbox/{id}/snapshot makes a
@@ -97,7 +99,7 @@ func (s *Server) beginSnapshot(rec *record, snap *snapshotRecord) error {
 	}
 	was := rec.state
 	if was != stateStarted && was != stateStopped {
-		return &httpError{Status: http.StatusConflict, Message: fmt.Sprintf("Sandbox is %s: only a started or stopped sandbox can be snapshotted", was), Err: errInvalidState}
+		return &httpError{Status: http.StatusConflict, Message: fmt.Sprintf("Sandbox is %s: only a started or stopped sandbox can be snapshotted", was), Err: sandbox.ErrInvalidState}
 	}
 	run, err := s.eng.snapshot(rec.id, orgImageName(snap.org, snap.name))
 	if err != nil {
