@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sb
+		return local.Forkable{Sandbox: sb} // runs the Fork check
 	}, sandboxtest.Options{PersistentFiles: true, Reopen: func(sb sandbox.Sandbox) (sandbox.Sandbox, error) {
 		return local.New(local.Options{StateDir: stateDir, ID: sb.ID()})
 	}})

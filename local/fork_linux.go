@@ -235,13 +235,7 @@ func copyDiskImage(ctx context.Context, src, dst string, m *meta, shift idShift)
 			return err
 		}
 	}
-	in, err := os.Open(filepath.Join(src, diskImage))
-	if err != nil {
-		return err
-	}
-	err = disk.CopyFile(filepath.Join(dst, diskImage), in)
-	in.Close()
-	if err != nil {
+	if err := copyFileAt(filepath.Join(src, diskImage), filepath.Join(dst, diskImage)); err != nil {
 		return fmt.Errorf("copy the disk image: %w", err)
 	}
 	if shift(uint32(m.HostIDs.First)) == m.HostIDs.First {
@@ -255,7 +249,8 @@ func copyDiskImage(ctx context.Context, src, dst string, m *meta, shift idShift)
 		d.Close()
 		_ = waitDiskReleased(ctx, dst)
 	}()
-	return shiftOwners("/proc/self/fd/"+strconv.Itoa(int(d.Fd())), shift)
+	// "/." walks the mount the magic link names, not the link.
+	return shiftOwners("/proc/self/fd/"+strconv.Itoa(int(d.Fd()))+"/.", shift)
 }
 
 // syncSandboxFS writes to its disk image what the file system of the

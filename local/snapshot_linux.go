@@ -22,13 +22,15 @@ import (
 // snapshot name: a new read-only layer, a copy of the sandbox's
 // upper folder (the files it changed, made and deleted in its root, not
 // its home, /tmp or volumes) over the layers of its image. A running
-// sandbox is stopped first, so that the copy is consistent, and left
-// stopped; start it again to go on. The copy gives files the owners they
-// have inside the sandbox (its host ids shifted back to 0-based ones) and
-// keeps overlayfs's deletion marks. [Config.Snapshot] creates sandboxes
-// from it. It fails with an error matching image.ErrExists when the name
-// is taken, and [sandbox.ErrInvalidArgument] when the sandbox was created
-// without an Image or Snapshot (its root is not made of an image).
+// sandbox keeps running: its processes are frozen during the copy, so
+// that the copy is consistent (where its cgroups have no freezer, it is
+// stopped first and left stopped, as before). The copy gives files the
+// owners they have inside the sandbox (its host ids shifted back to
+// 0-based ones) and keeps overlayfs's deletion marks. [Config.Snapshot]
+// creates sandboxes from it. It fails with an error matching
+// image.ErrExists when the name is taken, and [sandbox.ErrInvalidArgument]
+// when the sandbox was created without an Image or Snapshot (its root is
+// not made of an image).
 func (s *Sandbox) CreateSnapshot(ctx context.Context, name string) (*image.Image, error) {
 	if err := ValidateID(name); err != nil {
 		return nil, fmt.Errorf("snapshot name: %w", err)
@@ -55,7 +57,7 @@ func (s *Sandbox) CreateSnapshot(ctx context.Context, name string) (*image.Image
 	} else if !errors.Is(err, image.ErrNotFound) {
 		return nil, err
 	}
-	layer, err := stopAndFreeze(ctx, st, l.path, &m)
+	layer, err := liveFreeze(ctx, st, l.path, &m)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s of sandbox %s: %w", name, id, err)
 	}
@@ -78,6 +80,58 @@ func stopAndFreeze(ctx context.Context, st imageStore, dir string, m *meta) (str
 		}
 	}
 	return freezeUpper(ctx, st, dir, m.HostIDs)
+}
+
+// liveFreeze copies the upper folder of the locked sandbox folder dir
+// (metadata m) into a new layer of st, as stopAndFreeze does, but leaves
+// a running sandbox running: frozen during the copy. Without a freezer
+// it is stopped first (stopAndFreeze).
+func liveFreeze(ctx context.Context, st imageStore, dir string, m *meta) (layer string, err error) {
+	if !m.alive() {
+		return freezeUpper(ctx, st, dir, m.HostIDs)
+	}
+	thaw, err := freezeSandbox(ctx, m)
+	if errors.Is(err, sandbox.ErrUnsupported) {
+		return stopAndFreeze(ctx, st, dir, m)
+	}
+	if err != nil {
+		return "", err
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			if terr := thaw(context.WithoutCancel(ctx)); terr != nil && err == nil {
+				err = fmt.Errorf("thaw the sandbox: %w", terr)
+			}
+		}
+	}()
+	if imageMB(dir) == 0 {
+		return upperLayer(ctx, st, dir, m.HostIDs)
+	}
+	// Its disk image is mounted by the sandbox: copy it, let the sandbox
+	// go on, and read the copy.
+	if err := syncSandboxFS(m); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(dir, "snapshot-"+diskImage)
+	_ = os.Remove(tmp)
+	defer os.Remove(tmp)
+	if err := copyFileAt(filepath.Join(dir, diskImage), tmp); err != nil {
+		return "", fmt.Errorf("copy the disk image: %w", err)
+	}
+	thawed = true
+	if err := thaw(context.WithoutCancel(ctx)); err != nil {
+		return "", fmt.Errorf("thaw the sandbox: %w", err)
+	}
+	d, err := disk.Mount(tmp)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		d.Close()
+		_ = disk.WaitReleased(context.WithoutCancel(ctx), tmp)
+	}()
+	return upperLayer(ctx, st, "/proc/self/fd/"+strconv.Itoa(int(d.Fd())), m.HostIDs)
 }
 
 // freezeLayer stops the sandbox id of stateDir, whose root is made of an
@@ -119,6 +173,14 @@ func freezeUpper(ctx context.Context, st imageStore, dir string, ids *idRange) (
 			_ = waitDiskReleased(ctx, dir) // the next start mounts it again
 		}()
 	}
+	return upperLayer(ctx, st, data, ids)
+}
+
+// upperLayer copies the upper folder of the root of the data folder data
+// (a sandbox's state folder, or its disk image's root) into a new layer
+// of st, with owners shifted from ids back to 0-based ones, and returns
+// the layer.
+func upperLayer(ctx context.Context, st imageStore, data string, ids *idRange) (string, error) {
 	upper := filepath.Join(data, rootFS, "upper")
 	if _, err := os.Lstat(upper); errors.Is(err, fs.ErrNotExist) {
 		upper = "" // never started: an empty layer
@@ -138,6 +200,16 @@ func freezeUpper(ctx context.Context, st imageStore, dir string, ids *idRange) (
 func copyShifted(src, dst string, ids *idRange) error {
 	t := &treeCopy{src: src, dst: dst, shift: shiftToZero(ids), xattr: snapshotXattr}
 	return t.run()
+}
+
+// copyFileAt copies the file src to the new file dst, holes kept.
+func copyFileAt(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return disk.CopyFile(dst, in)
 }
 
 // copyFile copies the regular file src to the new file dst, holes kept

@@ -97,6 +97,7 @@ func Run(t *testing.T, factory func(t *testing.T) sandbox.Sandbox, opts Options)
 	t.Run("Exec", s.testExec)
 	t.Run("Processes", s.testProcesses)
 	t.Run("Shutdown", s.testShutdown)
+	t.Run("Fork", s.testFork)
 }
 
 // check is one property the suite checks, in a function of its own (as
