@@ -15,28 +15,28 @@ import (
 const maxSocketPath = 99
 
 // newClient returns a toolbox client for the socket in the sandbox folder
-// dir, and the transport it made (nil when it uses the client's own). A
-// socket path too long for a unix socket address is reached through a
-// short path (shortPath) made per dial.
+// dir, and the transport it made. A socket path too long for a unix
+// socket address is reached through a short path (shortPath) made per
+// dial. Every request first resumes the sandbox if it is paused
+// (resumingTransport).
 func newClient(dir string) (*toolbox.Client, *http.Transport, error) {
 	sock := filepath.Join(dir, socketFile)
-	if len(sock) <= maxSocketPath {
-		c, err := toolbox.NewClient(toolbox.ClientOptions{Socket: sock})
-		return c, nil, err
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout = 64, 32, 90*time.Second
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		if len(sock) <= maxSocketPath {
+			return d.DialContext(ctx, "unix", sock)
+		}
+		p, release, err := shortPath(dir, socketFile)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		return d.DialContext(ctx, "unix", p)
 	}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			p, release, err := shortPath(dir, socketFile)
-			if err != nil {
-				return nil, err
-			}
-			defer release()
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", p)
-		},
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://sandbox", HTTPClient: &http.Client{Transport: tr}})
+	hc := &http.Client{Transport: resumingTransport{dir: dir, base: tr}}
+	c, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: "http://sandbox", HTTPClient: hc})
 	return c, tr, err
 }

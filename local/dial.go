@@ -13,6 +13,9 @@ import (
 // error when it does not run.
 func (s *Sandbox) DialToolbox(ctx context.Context) (net.Conn, error) {
 	stateDir, id := s.opts.StateDir, s.opts.ID
+	if err := s.resumeBeforeUse(ctx); err != nil {
+		return nil, fmt.Errorf("sandbox %q: %w", id, err)
+	}
 	p, release, err := shortPath(s.dir, socketFile)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %q: toolbox socket: %w", id, err)

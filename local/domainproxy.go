@@ -65,6 +65,9 @@ const (
 type commandHost struct{ s *Sandbox }
 
 func (h commandHost) EnsureRunning(ctx context.Context) error {
+	if err := h.s.resumeBeforeUse(ctx); err != nil {
+		return &sandbox.NotReadyError{ID: h.s.opts.ID, Err: err}
+	}
 	if err := h.s.Lifecycle.EnsureRunning(ctx); err != nil {
 		return err
 	}

@@ -144,3 +144,9 @@ func PoolSpares(p *Pool) []PoolSpare {
 	}
 	return out
 }
+
+// Frozen reports whether the running sandbox's cgroups are frozen.
+func Frozen(s *Sandbox) bool {
+	m, err := readMeta(s.dir)
+	return err == nil && m.Cgroups.Frozen()
+}

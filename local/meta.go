@@ -23,6 +23,7 @@ type meta struct {
 	CreatedAt  time.Time      `json:"createdAt"`
 	Status     sandbox.Status `json:"status"` // last status written by a host process
 	StoppedAt  time.Time      `json:"stoppedAt,omitzero"`
+	PausedAt   time.Time      `json:"pausedAt,omitzero"`   // while paused (pause.go)
 	LastUsedAt time.Time      `json:"lastUsedAt,omitzero"` // as of the last stop; see lastUsed
 	// Config is the sandbox's shape, as it was created.
 	Config Config `json:"options"`
@@ -203,6 +204,9 @@ func liveInit(dir string) (initRecord, bool) {
 
 func statusOf(m *meta) sandbox.Status {
 	if m.alive() {
+		if m.Status == sandbox.StatusPaused {
+			return sandbox.StatusPaused
+		}
 		return sandbox.StatusRunning
 	}
 	return sandbox.StatusStopped
@@ -240,9 +244,11 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 		LastUsedAt: lastUsed(dir, m),
 		Metadata:   map[string]string{},
 	}
-	if info.Status == sandbox.StatusRunning && c.AutoStopInterval > 0 && !info.LastUsedAt.IsZero() {
+	live := info.Status == sandbox.StatusRunning || info.Status == sandbox.StatusPaused
+	if live && c.AutoStopInterval > 0 && !info.LastUsedAt.IsZero() {
 		// The init stops itself this long after the last request (at its
-		// next check, a quarter of the interval later at most).
+		// next check, a quarter of the interval later at most); a host
+		// process stops a paused one (pause.go).
 		info.TimeoutAt = info.LastUsedAt.Add(c.AutoStopInterval)
 	}
 	for k, v := range c.Labels {
@@ -271,7 +277,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 	for i := range m.Mounts {
 		info.Mounts = append(info.Mounts, m.Mounts[i].info(info.Status == sandbox.StatusRunning))
 	}
-	if info.Status == sandbox.StatusRunning && m.Cgroups != nil {
+	if live && m.Cgroups != nil {
 		info.Usage = m.Cgroups.Resources()
 		info.Usage.DiskMB, info.Usage.DiskUsedMB = diskUsage(m)
 	}

@@ -163,7 +163,7 @@ func (s *Sandbox) endedMeanwhile(ctx context.Context) bool {
 // a stop by another process) as stopped, so that the next command starts
 // it again.
 func (s *Sandbox) noticeDeath() {
-	if s.Status() != sandbox.StatusRunning {
+	if st := s.Status(); st != sandbox.StatusRunning && st != sandbox.StatusPaused {
 		return
 	}
 	if _, ok := liveInit(s.dir); !ok {
@@ -190,8 +190,11 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 		}
 	}
 	info := infoFrom(s.dir, &m)
-	info.Status = s.Status()
-	if info.Status != sandbox.StatusRunning {
+	live := info.Status == sandbox.StatusRunning || info.Status == sandbox.StatusPaused
+	if st := s.Status(); !live || (st != sandbox.StatusRunning && st != sandbox.StatusPaused) {
+		info.Status = st // this object's status, unless paused or resumed by another
+	}
+	if info.Status != sandbox.StatusRunning && info.Status != sandbox.StatusPaused {
 		info.TimeoutAt = time.Time{}
 	}
 	return info, nil

@@ -213,6 +213,9 @@ func openMeta(ctx context.Context, stateDir, id string) (string, meta, error) {
 		}
 		return stateDir, m, fmt.Errorf("sandbox %q: read metadata: %w", id, err)
 	}
+	if err := stopIdlePaused(ctx, stateDir, id, dir, &m); err != nil {
+		return stateDir, m, err
+	}
 	if expired(dir, &m) {
 		if err := remove(ctx, stateDir, id); err == nil {
 			return stateDir, m, fmt.Errorf("sandbox %q in %s was deleted after it stopped: %w", id, stateDir, sandbox.ErrNotFound)
@@ -279,6 +282,7 @@ func stopLocked(ctx context.Context, dir string, m *meta) error {
 // records the last use in m.LastUsedAt (the next boot empties the folder
 // holding the activity stamp); the caller writes m.
 func killInit(ctx context.Context, dir string, m *meta) error {
+	thawForStop(ctx, dir, m)
 	if m.alive() {
 		terminate(ctx, *m.Init)
 	}

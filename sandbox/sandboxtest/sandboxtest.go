@@ -77,7 +77,7 @@ type Options struct {
 }
 
 // Run runs the conformance suite as subtests of t, grouped as Lifecycle,
-// Exec, Processes and Shutdown (select them with go test -run, e.g.
+// Exec, Processes, Shutdown and Pause (for a sandbox.Pauser; select them with go test -run, e.g.
 // -run 'Conformance/Exec/Timeout'). factory returns a new sandbox, in
 // status pending, each time it is called; the suite destroys every sandbox
 // it got when the subtest that asked for it ends, and fails if Destroy
@@ -98,6 +98,7 @@ func Run(t *testing.T, factory func(t *testing.T) sandbox.Sandbox, opts Options)
 	t.Run("Processes", s.testProcesses)
 	t.Run("Shutdown", s.testShutdown)
 	t.Run("Fork", s.testFork)
+	t.Run("Pause", s.testPause)
 }
 
 // check is one property the suite checks, in a function of its own (as
