@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -15,7 +16,10 @@ import (
 // *APIError, wrapped with what was being done, as the package's other
 // calls: 404 matches sandbox.ErrNotFound, 409 ErrConflict.
 
-var _ sandbox.Forker = (*Sandbox)(nil)
+var (
+	_ sandbox.Forker = (*Sandbox)(nil)
+	_ sandbox.Pauser = (*Sandbox)(nil)
+)
 
 // ForkSandbox forks sandbox idOrName into a new sandbox named name (""
 // lets the server choose) and returns it, usually creating.
@@ -115,10 +119,15 @@ func (s *Sandbox) Fork(ctx context.Context, opts sandbox.ForkOptions) (sandbox.S
 }
 
 // Pause freezes the started sandbox's processes, keeping their memory,
-// and returns once it is paused. Resume, Start or (on agentbox serve) any
-// command resumes it.
+// and returns once it is paused; its Status is then sandbox.StatusPaused.
+// Resume, Start or any command resumes it. Pause of a stopped sandbox
+// fails with an error matching sandbox.ErrInvalidState, as does one the
+// server refuses with 409.
 func (s *Sandbox) Pause(ctx context.Context) error {
 	id, err := s.remoteFor("Pause")
+	if err == nil && s.Status() != sandbox.StatusRunning && s.Status() != sandbox.StatusPaused {
+		err = fmt.Errorf("daytona: pausing sandbox %s: %w: it is %s", s.opts.Name, sandbox.ErrInvalidState, s.Status())
+	}
 	if err != nil {
 		return err
 	}
@@ -126,21 +135,35 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	if err == nil && sb.State != StatePaused {
 		_, err = s.api.WaitForState(ctx, id, StatePaused)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrConflict):
+		return fmt.Errorf("daytona: pausing sandbox %s: %w: %w", s.opts.Name, sandbox.ErrInvalidState, err)
+	case err != nil:
 		return fmt.Errorf("daytona: pausing sandbox %s: %w", s.opts.Name, err)
 	}
+	s.SetStatus(sandbox.StatusPaused)
 	return nil
 }
 
-// Resume resumes the paused sandbox and returns once it is started.
+// Resume resumes the paused sandbox and returns once it is started;
+// Resume of a running sandbox does nothing, of a stopped one fails with
+// an error matching sandbox.ErrInvalidState.
 func (s *Sandbox) Resume(ctx context.Context) error {
 	id, err := s.remoteFor("Resume")
 	if err != nil {
 		return err
 	}
+	switch s.Status() {
+	case sandbox.StatusRunning:
+		return nil
+	case sandbox.StatusPaused:
+	default:
+		return fmt.Errorf("daytona: resuming sandbox %s: %w: it is %s", s.opts.Name, sandbox.ErrInvalidState, s.Status())
+	}
 	if _, err := s.api.StartAndWait(ctx, id); err != nil {
 		return fmt.Errorf("daytona: resuming sandbox %s: %w", s.opts.Name, err)
 	}
+	s.SetStatus(sandbox.StatusRunning)
 	return nil
 }
 

@@ -59,10 +59,11 @@ func (e localEngine) fork(srcID, newID, name string, env map[string]string) (fun
 }
 
 func (e localEngine) pause(ctx context.Context, id string) error {
-	if _, err := local.Open(ctx, e.stateDir, id); err != nil {
+	sb, err := local.Open(ctx, e.stateDir, id)
+	if err != nil {
 		return err
 	}
-	return errEngineCannot("pause sandboxes")
+	return sb.Pause(ctx)
 }
 
 func (e localEngine) resume(ctx context.Context, id string) error {
@@ -70,8 +71,7 @@ func (e localEngine) resume(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = sb.Start(ctx)
-	return err
+	return sb.Resume(ctx)
 }
 
 // snapshot makes the image under a name package local accepts, then

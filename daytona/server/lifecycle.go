@@ -137,6 +137,9 @@ func (s *Server) beginStart(rec *record) error {
 	if rec.errored() {
 		return errorf(http.StatusBadRequest, msgErrored)
 	}
+	if rec.state == stateResuming {
+		return nil // the resume in flight (pause.go) starts it
+	}
 	if err := checkIdle(rec); err != nil {
 		return err
 	}

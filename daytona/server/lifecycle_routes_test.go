@@ -362,3 +362,22 @@ func TestSandboxSnapshotBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestStartWhileResuming: a start while a resume is in flight (begun by
+// a toolbox request) is answered 200, as a start of a started sandbox.
+func TestStartWhileResuming(t *testing.T) {
+	eng := newFakeEngine(t)
+	h := newHarness(t, eng, harnessOptions{})
+	sb := h.started(map[string]any{})
+	h.call("POST", "/sandbox/"+sb.ID+"/pause", nil, nil)
+	release := eng.block("resume")
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/start", nil, nil); st != http.StatusOK {
+		t.Fatalf("first start: %d", st)
+	}
+	var got apiSandbox
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/start", nil, &got); st != http.StatusOK || got.State != stateResuming {
+		t.Fatalf("start while resuming: %d %q, want 200 resuming", st, got.State)
+	}
+	release()
+	h.waitState(sb.ID, stateStarted)
+}
