@@ -63,6 +63,36 @@ func (c *Client) CreateSandboxSnapshot(ctx context.Context, idOrName, name strin
 	return &out, c.do(ctx, call{method: "POST", path: "/sandbox/" + escape(idOrName) + "/snapshot", body: map[string]any{"name": name}}, &out)
 }
 
+// ForkAndWait forks sandbox idOrName into the sandbox name ("" lets the
+// server choose), labels it with labels when not nil, and waits until
+// the fork is started or stopped (as the source was).
+func (c *Client) ForkAndWait(ctx context.Context, idOrName, name string, labels map[string]string) (*SandboxDTO, error) {
+	sb, err := c.ForkSandbox(ctx, idOrName, name)
+	if err != nil {
+		return nil, err
+	}
+	if labels != nil {
+		if _, err := c.SetLabels(ctx, sb.ID, labels); err != nil {
+			return nil, fmt.Errorf("labelling the fork %s: %w", sb.Name, err)
+		}
+	}
+	return c.WaitForState(ctx, sb.ID, StateStarted, StateStopped)
+}
+
+// PauseAndWait pauses sandbox idOrName and waits until it is paused. A
+// 409 (not started, or a change in flight) matches
+// sandbox.ErrInvalidState too.
+func (c *Client) PauseAndWait(ctx context.Context, idOrName string) (*SandboxDTO, error) {
+	sb, err := c.PauseSandbox(ctx, idOrName)
+	if err == nil && sb.State != StatePaused {
+		sb, err = c.WaitForState(ctx, sb.ID, StatePaused)
+	}
+	if errors.Is(err, ErrConflict) {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrInvalidState, err)
+	}
+	return sb, err
+}
+
 // remoteFor returns the Daytona id of the started sandbox, or a
 // *sandbox.NotReadyError for what.
 func (s *Sandbox) remoteFor(what string) (string, error) {
@@ -99,14 +129,7 @@ func (s *Sandbox) Fork(ctx context.Context, opts sandbox.ForkOptions) (sandbox.S
 	}
 	labels[LabelSandboxID] = child.opts.ID
 	child.opts.Labels = labels
-	sb, err := s.api.ForkSandbox(ctx, id, child.opts.Name)
-	if err != nil {
-		return nil, fmt.Errorf("daytona: forking sandbox %s: %w", s.opts.Name, err)
-	}
-	if _, err := s.api.SetLabels(ctx, sb.ID, labels); err != nil {
-		return nil, fmt.Errorf("daytona: labelling fork %s of sandbox %s: %w", child.opts.Name, s.opts.Name, err)
-	}
-	got, err := s.api.WaitForState(ctx, sb.ID, StateStarted, StateStopped)
+	got, err := s.api.ForkAndWait(ctx, id, child.opts.Name, labels)
 	if err != nil {
 		return nil, fmt.Errorf("daytona: forking sandbox %s: %w", s.opts.Name, err)
 	}
@@ -131,14 +154,7 @@ func (s *Sandbox) Pause(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sb, err := s.api.PauseSandbox(ctx, id)
-	if err == nil && sb.State != StatePaused {
-		_, err = s.api.WaitForState(ctx, id, StatePaused)
-	}
-	switch {
-	case errors.Is(err, ErrConflict):
-		return fmt.Errorf("daytona: pausing sandbox %s: %w: %w", s.opts.Name, sandbox.ErrInvalidState, err)
-	case err != nil:
+	if _, err := s.api.PauseAndWait(ctx, id); err != nil {
 		return fmt.Errorf("daytona: pausing sandbox %s: %w", s.opts.Name, err)
 	}
 	s.SetStatus(sandbox.StatusPaused)

@@ -28,21 +28,7 @@ import (
 func TestDaytonaEngine(t *testing.T) {
 	testenv.NeedRoot(t, "needs root: agentbox serve's sandboxes present as Daytona's user")
 	e := newEnv(t)
-	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("close serve: %v", err)
-		}
-	})
-	t.Setenv("DAYTONA_API_URL", ts.URL+"/api")
-	t.Setenv("DAYTONA_API_KEY", "cli-test-key")
+	serveFor(t, e)
 	dt := func(args ...string) result {
 		t.Helper()
 		return e.must(append([]string{"--engine", "daytona"}, args...)...)
