@@ -381,3 +381,40 @@ func TestStartWhileResuming(t *testing.T) {
 	release()
 	h.waitState(sb.ID, stateStarted)
 }
+
+// TestLifecycleRoutesPerOrganization: another organization's key gets
+// 404 from every new route of a sandbox, and changes nothing.
+func TestLifecycleRoutesPerOrganization(t *testing.T) {
+	eng := newImageFake(t)
+	dir := t.TempDir()
+	other := newOrgKey(t, dir, "b", "team-b")
+	h := newHarness(t, eng, harnessOptions{stateDir: dir})
+	sb := h.started(map[string]any{})
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{"POST", "/fork", map[string]any{}},
+		{"GET", "/forks", nil},
+		{"POST", "/pause", nil},
+		{"POST", "/autopause/5", nil},
+		{"POST", "/last-activity", nil},
+		{"POST", "/snapshot", map[string]any{"name": "theirs"}},
+	} {
+		if st := h.callKey(other, c.method, "/sandbox/"+sb.ID+c.path, c.body, nil); st != http.StatusNotFound {
+			t.Errorf("%s %s with another organization's key: %d, want 404", c.method, c.path, st)
+		}
+		if st := h.callKey("", c.method, "/sandbox/"+sb.ID+c.path, c.body, nil); st != http.StatusUnauthorized {
+			t.Errorf("%s %s without a key: %d, want 401", c.method, c.path, st)
+		}
+	}
+	got, _ := h.get(sb.ID)
+	if got.State != stateStarted || got.AutoPauseInterval != 0 || got.LastActivityAt != sb.LastActivityAt {
+		t.Fatalf("after other organizations' calls: %+v", got)
+	}
+	for _, op := range []string{"fork", "pause", "snapshot"} {
+		if n := eng.called(op); n != 0 {
+			t.Errorf("engine %s called %d times, want 0", op, n)
+		}
+	}
+}
