@@ -13,12 +13,12 @@ import (
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
-// serveFor starts agentbox serve over e's state dir on loopback, ended by
-// the test's cleanup, and points the daytona engine (DAYTONA_API_URL,
-// DAYTONA_API_KEY) at it.
-func serveFor(t *testing.T, e *env) {
+// serveFor starts agentbox serve over e's state dir on loopback, with
+// the published images of its store, ended by the test's cleanup, and
+// points the daytona engine (DAYTONA_API_URL, DAYTONA_API_KEY) at it.
+func serveFor(t *testing.T, e *env, published ...string) {
 	t.Helper()
-	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}})
+	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}, PublishedImages: published})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,13 @@ func (h *harness) run(id, command string) string {
 	return strings.TrimSpace(res.Result)
 }
 
+// clockedHarness returns a harness over a fake engine whose clock the
+// test moves.
+func clockedHarness(t *testing.T) (*harness, *fakeClock) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return newHarness(t, newFakeEngine(t), harnessOptions{now: clock.Now}), clock
+}
+
 // started creates a sandbox with body and waits until it is started.
 func (h *harness) started(body map[string]any) apiSandbox {
 	h.t.Helper()
@@ -206,9 +213,7 @@ func TestPauseBadInput(t *testing.T) {
 }
 
 func TestAutoPause(t *testing.T) {
-	eng := newFakeEngine(t)
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	h, clock := clockedHarness(t)
 	sb := h.started(map[string]any{"autoPauseInterval": 2})
 	if sb.AutoPauseInterval != 2 || sb.AutoStopInterval != 0 {
 		t.Fatalf("intervals: pause %d stop %d, want 2 and 0", sb.AutoPauseInterval, sb.AutoStopInterval)
@@ -222,9 +227,7 @@ func TestAutoPause(t *testing.T) {
 }
 
 func TestAutoPauseRoute(t *testing.T) {
-	eng := newFakeEngine(t)
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	h, clock := clockedHarness(t)
 	sb := h.started(map[string]any{})
 	var got apiSandbox
 	if st := h.call("POST", "/sandbox/"+sb.ID+"/autopause/1", nil, &got); st != http.StatusOK || got.AutoPauseInterval != 1 || got.AutoStopInterval != 0 {
@@ -235,9 +238,7 @@ func TestAutoPauseRoute(t *testing.T) {
 }
 
 func TestPausedIdleIsStopped(t *testing.T) {
-	eng := newFakeEngine(t)
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	h, clock := clockedHarness(t)
 	sb := h.started(map[string]any{"autoStopInterval": 5})
 	h.call("POST", "/sandbox/"+sb.ID+"/pause", nil, nil)
 	clock.advance(4 * time.Minute)
@@ -249,9 +250,7 @@ func TestPausedIdleIsStopped(t *testing.T) {
 }
 
 func TestLastActivityRestartsTimers(t *testing.T) {
-	eng := newFakeEngine(t)
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	h, clock := clockedHarness(t)
 	sb := h.started(map[string]any{"autoStopInterval": 2})
 	clock.advance(90 * time.Second)
 	if st := h.call("POST", "/sandbox/"+sb.ID+"/last-activity", map[string]any{"activityType": "toolbox"}, nil); st != http.StatusCreated {
@@ -273,9 +272,7 @@ func TestLastActivityRestartsTimers(t *testing.T) {
 }
 
 func TestTTLDeletesWhateverTheState(t *testing.T) {
-	eng := newFakeEngine(t)
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	h := newHarness(t, eng, harnessOptions{now: clock.Now})
+	h, clock := clockedHarness(t)
 	sb := h.started(map[string]any{"ttlMinutes": 10, "autoStopInterval": 0})
 	if want := "2026-01-01T00:10:00.000Z"; sb.AutoDestroyAt != want {
 		t.Fatalf("autoDestroyAt %q, want %q", sb.AutoDestroyAt, want)
