@@ -17,8 +17,10 @@ func (st SandboxState) Status() sandbox.Status {
 		return sandbox.StatusStarting
 	case StateStopping, StateArchiving, StatePausing:
 		return sandbox.StatusStopping
-	case StateStopped, StateArchived, StatePaused:
+	case StateStopped, StateArchived:
 		return sandbox.StatusStopped
+	case StatePaused:
+		return sandbox.StatusPaused
 	case StateDestroying:
 		return sandbox.StatusDestroying
 	case StateDestroyed:

@@ -1,18 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentbox-dev/agentbox/cmd/agentbox/internal/cli"
-	"github.com/agentbox-dev/agentbox/daytona/server"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/internal/testrootfs"
 	"github.com/agentbox-dev/agentbox/local"
@@ -28,21 +24,7 @@ import (
 func TestDaytonaEngine(t *testing.T) {
 	testenv.NeedRoot(t, "needs root: agentbox serve's sandboxes present as Daytona's user")
 	e := newEnv(t)
-	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("close serve: %v", err)
-		}
-	})
-	t.Setenv("DAYTONA_API_URL", ts.URL+"/api")
-	t.Setenv("DAYTONA_API_KEY", "cli-test-key")
+	serveFor(t, e)
 	dt := func(args ...string) result {
 		t.Helper()
 		return e.must(append([]string{"--engine", "daytona"}, args...)...)
@@ -98,21 +80,7 @@ func TestDaytonaSnapshotCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	testrootfs.SaveImage(t, st, "team/base:1")
-	srv, err := server.New(server.Options{StateDir: e.stateDir, APIKeys: []string{"cli-test-key"}, PublishedImages: []string{"team/base:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("close serve: %v", err)
-		}
-	})
-	t.Setenv("DAYTONA_API_URL", ts.URL+"/api")
-	t.Setenv("DAYTONA_API_KEY", "cli-test-key")
+	serveFor(t, e, "team/base:1")
 	dt := func(args ...string) result {
 		t.Helper()
 		return e.must(append([]string{"--engine", "daytona"}, args...)...)

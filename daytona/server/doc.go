@@ -26,6 +26,10 @@
 //	POST /api/snapshots, GET /api/snapshots, GET|DELETE /api/snapshots/{idOrName}
 //	POST /api/snapshots/{idOrName}/activate|deactivate
 //	GET  /api/snapshots/{idOrName}/build-logs-url|build-logs
+//	POST /api/sandbox/{idOrName}/fork, GET …/forks   a copy, started or stopped as the source (fork.go)
+//	POST /api/sandbox/{idOrName}/pause             memory kept; start or any toolbox request resumes (pause.go)
+//	POST /api/sandbox/{idOrName}/autopause/{minutes}, POST /api/sandbox/{id}/last-activity
+//	POST /api/sandbox/{idOrName}/snapshot          an organization's snapshot of its files (sandboxsnapshot.go)
 //
 // and it proxies the toolbox API of every started sandbox, WebSocket
 // upgrades included, at {toolboxProxyUrl}/{sandboxId}/… (that is

@@ -41,6 +41,9 @@ type engine interface {
 	// dialPort connects to TCP port of the running sandbox id, publishing
 	// nothing on the host.
 	dialPort(ctx context.Context, id string, port int) (net.Conn, error)
+	// The lifecycle beyond start and stop: fork, pause, resume and
+	// snapshots of sandboxes (engine_lifecycle.go).
+	lifecycleEngine
 }
 
 // spec is what a sandbox is created with.
@@ -73,6 +76,7 @@ type sizes struct {
 // engineStatus is what status reports.
 type engineStatus struct {
 	running  bool
+	paused   bool      // frozen with its memory kept (running is then false)
 	lastUsed time.Time // zero when never used
 }
 

@@ -115,7 +115,7 @@ func (e localEngine) status(ctx context.Context, id string) (engineStatus, error
 	if err != nil {
 		return engineStatus{}, err
 	}
-	return engineStatus{running: info.Status == sandbox.StatusRunning, lastUsed: info.LastUsedAt}, nil
+	return engineStatus{running: info.Status == sandbox.StatusRunning, paused: info.Status == sandbox.StatusPaused, lastUsed: info.LastUsedAt}, nil
 }
 
 func (e localEngine) setNetwork(ctx context.Context, id string, n sandbox.NetworkPolicy) error {

@@ -41,6 +41,7 @@ type fakeBox struct {
 	env      map[string]string
 	network  sandbox.NetworkPolicy
 	lastUsed time.Time
+	paused   bool         // fake_lifecycle_test.go
 	srv      *http.Server // nil when stopped
 	daemon   *daemon.Server
 	served   chan struct{}
@@ -201,6 +202,7 @@ func (e *fakeEngine) op(ctx context.Context, name, id string, fn func(b *fakeBox
 
 func (e *fakeEngine) start(ctx context.Context, id string, env map[string]string) error {
 	return e.op(ctx, "start", id, func(b *fakeBox) error {
+		b.paused = false // start resumes
 		if b.srv != nil {
 			return nil
 		}
@@ -241,7 +243,7 @@ func (e *fakeEngine) status(_ context.Context, id string) (engineStatus, error) 
 	if err != nil {
 		return engineStatus{}, err
 	}
-	return engineStatus{running: b.srv != nil, lastUsed: b.lastUsed}, nil
+	return engineStatus{running: b.srv != nil && !b.paused, paused: b.paused && b.srv != nil, lastUsed: b.lastUsed}, nil
 }
 
 func (e *fakeEngine) setNetwork(_ context.Context, id string, n sandbox.NetworkPolicy) error {
@@ -261,6 +263,9 @@ func (e *fakeEngine) setNetwork(_ context.Context, id string, n sandbox.NetworkP
 func (e *fakeEngine) dial(ctx context.Context, id string) (net.Conn, error) {
 	e.mu.Lock()
 	b, err := e.box(id)
+	if err == nil && b.paused {
+		err = fmt.Errorf("fake sandbox %s is paused: resume it first", id)
+	}
 	if err == nil {
 		b.lastUsed = time.Now()
 	}

@@ -204,6 +204,9 @@ func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error
 		}
 		*iv.dst = *iv.v
 	}
+	if err := setPauseAndTTL(rec, req); err != nil {
+		return nil, spec{}, err
+	}
 	sp := spec{name: rec.name, user: rec.user, env: rec.env, network: rec.network, volumes: rec.volumes,
 		language: rec.labels["code-toolbox-language"]}
 	if req.Snapshot != "" && req.Snapshot != DefaultSnapshot {

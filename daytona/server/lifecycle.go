@@ -142,6 +142,9 @@ func (s *Server) beginStart(rec *record) error {
 	if rec.errored() {
 		return errorf(http.StatusBadRequest, msgErrored)
 	}
+	if rec.state == stateResuming {
+		return nil // the resume in flight (pause.go) starts it
+	}
 	if err := checkIdle(rec); err != nil {
 		return err
 	}
@@ -151,6 +154,8 @@ func (s *Server) beginStart(rec *record) error {
 		return nil // as Daytona: nothing to do
 	case stateArchived:
 		via = stateRestoring
+	case statePaused:
+		return s.beginResume(rec)
 	case stateStopped:
 	default:
 		return errorf(http.StatusBadRequest, "Sandbox is not in valid state")
@@ -178,7 +183,7 @@ func (s *Server) beginStop(rec *record) error {
 	if err := checkIdle(rec); err != nil {
 		return err
 	}
-	if rec.state != stateStarted {
+	if rec.state != stateStarted && rec.state != statePaused {
 		return errorf(http.StatusBadRequest, "Sandbox is not in a stoppable state")
 	}
 	id := rec.id
@@ -285,7 +290,7 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 	s.mu.Lock()
 	id, state, busy := rec.id, rec.state, rec.busy
 	s.mu.Unlock()
-	if busy || (state != stateStarted && state != stateStopped && state != stateArchived) {
+	if busy || (state != stateStarted && state != stateStopped && state != stateArchived && state != statePaused) {
 		return
 	}
 	st, err := s.eng.status(ctx, id)
@@ -308,6 +313,9 @@ func (s *Server) observe(ctx context.Context, rec *record) {
 		return
 	case st.lastUsed.After(rec.lastActivity):
 		rec.lastActivity = st.lastUsed
+	}
+	if s.observeMore(rec, st, now) {
+		return // pause.go: paused, TTL and auto-pause
 	}
 	switch {
 	case state == stateStarted && !st.running:

@@ -38,6 +38,9 @@ type storedSandbox struct {
 	AutoStop     int               `json:"autoStopInterval"`
 	AutoArchive  int               `json:"autoArchiveInterval"`
 	AutoDelete   int               `json:"autoDeleteInterval"`
+	AutoPause    int               `json:"autoPauseInterval,omitempty"`
+	TTL          int               `json:"ttlMinutes,omitempty"`
+	ForkedFrom   string            `json:"forkedFrom,omitempty"`
 	State        string            `json:"state"`
 	Desired      string            `json:"desiredState"`
 	ErrorReason  string            `json:"errorReason,omitempty"`
@@ -86,6 +89,7 @@ func (rec *record) stored() storedSandbox {
 		Network: storedNetworkOf(rec.network),
 		Volumes: rec.volumes, CPU: rec.sizes.cpu, MemoryGiB: rec.sizes.memoryGiB, DiskGiB: rec.sizes.diskGiB,
 		AutoStop: rec.autoStop, AutoArchive: rec.autoArchive, AutoDelete: rec.autoDelete,
+		AutoPause: rec.autoPause, TTL: rec.ttl, ForkedFrom: rec.forkedFrom,
 		State: rec.state, Desired: rec.desired, ErrorReason: rec.errorReason,
 		CreatedAt: rec.createdAt, UpdatedAt: rec.updatedAt, StartedAt: rec.startedAt, StoppedAt: rec.stoppedAt,
 		LastActivity: rec.lastActivity, Build: rec.build.stored(),
@@ -118,6 +122,7 @@ func (ss *storedSandbox) record() *record {
 		env: ss.Env, labels: ss.Labels, public: ss.Public, previewToken: ss.PreviewToken,
 		volumes: ss.Volumes, sizes: sizes{ss.CPU, ss.MemoryGiB, ss.DiskGiB},
 		autoStop: ss.AutoStop, autoArchive: ss.AutoArchive, autoDelete: ss.AutoDelete,
+		autoPause: ss.AutoPause, ttl: ss.TTL, forkedFrom: ss.ForkedFrom,
 		state: ss.State, desired: ss.Desired, errorReason: ss.ErrorReason,
 		createdAt: ss.CreatedAt, updatedAt: ss.UpdatedAt, startedAt: ss.StartedAt, stoppedAt: ss.StoppedAt,
 		lastActivity: ss.LastActivity, build: ss.Build.build(),
@@ -266,6 +271,8 @@ func (s *Server) resume(ctx context.Context, rec *record) {
 	}
 	now := s.now()
 	switch {
+	case st.paused:
+		s.set(rec, statePaused, statePaused)
 	case st.running:
 		if rec.startedAt.IsZero() {
 			rec.startedAt = now
@@ -285,6 +292,8 @@ func (s *Server) resume(ctx context.Context, rec *record) {
 		begin = s.beginDestroy
 	case desired == stateStarted && !st.running:
 		begin = s.beginStart
+	case desired == statePaused && st.running:
+		begin = s.beginAutoPause
 	case desired == stateStopped && st.running:
 		begin = s.beginStop
 	case desired == stateArchived && rec.state == stateStopped:

@@ -81,6 +81,11 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if state == statePaused || state == stateResuming {
+		if state, err = s.resumeForToolbox(r.Context(), rec); err != nil {
+			return err
+		}
+	}
 	if state != stateStarted {
 		return errorf(http.StatusConflict, "Sandbox %s is %s, not started: start it first", id, state)
 	}

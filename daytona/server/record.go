@@ -53,6 +53,12 @@ type record struct {
 	// Intervals in minutes, with Daytona's meaning: autoStop 0 never;
 	// autoDelete < 0 never, 0 as soon as stopped.
 	autoStop, autoArchive, autoDelete int
+	// autoPause is the auto-pause interval in minutes (0 never); ttl
+	// the minutes after createdAt the sandbox is deleted (0 never);
+	// forkedFrom the id of the sandbox it was forked from (pause.go,
+	// fork.go).
+	autoPause, ttl int
+	forkedFrom     string
 
 	state, desired string
 	errorReason    string
@@ -106,6 +112,8 @@ func (rec *record) item(proxyURL string) sandboxListItem {
 		AutoStopInterval:    rec.autoStop,
 		AutoArchiveInterval: rec.autoArchive,
 		AutoDeleteInterval:  rec.autoDelete,
+		AutoPauseInterval:   rec.autoPause,
+		AutoDestroyAt:       rec.autoDestroyAt(),
 		CreatedAt:           rec.createdAt.UTC().Format(timeLayout),
 		UpdatedAt:           rec.updatedAt.UTC().Format(timeLayout),
 		ToolboxProxyURL:     proxyURL,

@@ -400,6 +400,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/sandbox/{id}/autoarchive/{interval}", s.setInterval(func(rec *record, v int) { rec.autoArchive = v }, 0))
 	api("POST /api/sandbox/{id}/autodelete/{interval}", s.setInterval(func(rec *record, v int) { rec.autoDelete = v }, -1))
 	api("POST /api/sandbox/{id}/public/{isPublic}", s.setPublic)
+	s.lifecycleRoutes(api)
 	api("POST /api/sandbox/{id}/network-settings", s.updateNetwork)
 	api("GET /api/sandbox/{id}/toolbox-proxy-url", s.getToolboxProxyURL)
 	api("POST /api/volumes", s.createVolume)

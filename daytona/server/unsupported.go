@@ -17,12 +17,6 @@ func unsupported(req *createSandbox) error {
 	if req.GPU != nil && *req.GPU > 0 {
 		what = append(what, "GPUs")
 	}
-	if req.AutoPauseInterval != nil && *req.AutoPauseInterval > 0 {
-		what = append(what, "autoPauseInterval (VM classes only)")
-	}
-	if req.TTLMinutes != nil && *req.TTLMinutes > 0 {
-		what = append(what, "ttlMinutes")
-	}
 	if req.LinkedSandbox != "" {
 		what = append(what, "linkedSandbox")
 	}

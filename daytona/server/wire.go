@@ -80,6 +80,8 @@ type sandboxListItem struct {
 	AutoStopInterval    int               `json:"autoStopInterval"`
 	AutoArchiveInterval int               `json:"autoArchiveInterval"`
 	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	AutoPauseInterval   int               `json:"autoPauseInterval"`
+	AutoDestroyAt       string            `json:"autoDestroyAt,omitempty"`
 	CreatedAt           string            `json:"createdAt"`
 	UpdatedAt           string            `json:"updatedAt"`
 	LastActivityAt      string            `json:"lastActivityAt,omitempty"`
