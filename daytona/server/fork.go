@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -92,7 +93,10 @@ func (s *Server) addFork(org, srcRef, name string) (*record, *storeWrite, error)
 	desired := src.state
 	s.set(rec, stateCreating, desired)
 	src.busy = true // no stop, delete or second fork of it meanwhile
-	err = s.launch(rec, run, func(err error) {
+	err = s.launch(rec, func(ctx context.Context) error {
+		s.awaitRecord(rec) // write ahead, as a create: recover.go
+		return run(ctx)
+	}, func(err error) {
 		src.busy = false
 		if err != nil {
 			s.fail(rec, "forking the sandbox", err)

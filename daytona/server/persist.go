@@ -240,6 +240,10 @@ var errInterruptedBuild = errors.New("agentbox serve ended during the build: del
 // interrupted, and whose creation again failed, is in the error state.
 var errInterruptedCreate = errors.New("agentbox serve ended while it created the sandbox, and creating it again failed: delete it and create it again")
 
+// errInterruptedFork is why a fork whose copy a server's end interrupted
+// is in the error state.
+var errInterruptedFork = errors.New("agentbox serve ended while it forked the sandbox: delete the fork and fork its source again")
+
 // resume brings rec, just restored, up to date with its sandbox when an
 // operation on it was in flight (its state differs from its desired
 // state): the state becomes what the engine says, and the operation runs
@@ -256,6 +260,11 @@ func (s *Server) resume(ctx context.Context, rec *record) {
 	switch {
 	case errNotFound(err) && (was == statePendingBuild || was == stateBuildingSnapshot):
 		s.fail(rec, "creating the sandbox", &buildError{errInterruptedBuild})
+		return
+	case errNotFound(err) && was == stateCreating && rec.forkedFrom != "":
+		// A fork cannot be made again from a record: the source has
+		// changed since.
+		s.fail(rec, "forking the sandbox", errInterruptedFork)
 		return
 	case errNotFound(err) && was == stateCreating:
 		if err := s.recreate(ctx, rec); err != nil {

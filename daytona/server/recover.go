@@ -65,6 +65,11 @@ func (s *Server) beginRecover(rec *record, start bool) error {
 	if err != nil {
 		return engineError(err)
 	}
+	if rec.forkedFrom != "" {
+		// A fork the engine lost cannot be made again from its record:
+		// a new sandbox would lack the source's files.
+		create = func(context.Context) (sizes, error) { return sizes{}, errInterruptedFork }
+	}
 	id, env := rec.id, rec.env
 	rec.errorReason = ""
 	desired := stateStarted

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -131,4 +132,45 @@ func TestRecoverCutByRestartIsResumed(t *testing.T) {
 	release()
 	h2 := newHarness(t, eng, harnessOptions{stateDir: h.stateDir})
 	h2.waitState(sb.ID, stateStarted)
+}
+
+// forkFailingEngine is a fakeEngine whose forks fail: the fork's record
+// ends in the error state with no sandbox in the engine.
+type forkFailingEngine struct{ *fakeEngine }
+
+func (e forkFailingEngine) fork(srcID, newID, name string, env map[string]string) (func(context.Context) error, error) {
+	if _, err := e.fakeEngine.fork(srcID, newID, name, env); err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { return errInjected }, nil
+}
+
+// TestRecoverOfLostForkMakesNoBlankSandbox: a fork the engine does not
+// have cannot be recovered by creating a sandbox from its record (it
+// would lack the source's files): the start fails, saying to fork again,
+// and the engine creates nothing.
+func TestRecoverOfLostForkMakesNoBlankSandbox(t *testing.T) {
+	eng := forkFailingEngine{newFakeEngine(t)}
+	h := newHarness(t, eng, harnessOptions{})
+	src := h.create(map[string]any{"name": "source"})
+	h.waitState(src.ID, stateStarted)
+	var fork apiSandbox
+	if st := h.call("POST", "/sandbox/"+src.ID+"/fork", map[string]any{"name": "lost"}, &fork); st != http.StatusOK {
+		t.Fatalf("fork: %d, want 200", st)
+	}
+	h.waitState(fork.ID, stateError)
+	creates := eng.called("create")
+	if st := h.call("POST", "/sandbox/"+fork.ID+"/start", nil, nil); st != http.StatusOK {
+		t.Fatalf("start of the errored fork: %d, want 200", st)
+	}
+	got := h.waitState(fork.ID, stateError)
+	if !strings.Contains(got.ErrorReason, "fork its source again") {
+		t.Errorf("errorReason: %q, want one saying to fork again", got.ErrorReason)
+	}
+	if n := eng.called("create"); n != creates {
+		t.Errorf("the engine created %d sandboxes for the recovery, want none", n-creates)
+	}
+	if st := h.call("DELETE", "/sandbox/"+fork.ID, nil, nil); st != http.StatusOK {
+		t.Errorf("delete of the errored fork: %d, want 200", st)
+	}
 }
