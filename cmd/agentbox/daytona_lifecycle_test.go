@@ -80,3 +80,37 @@ func TestDaytonaHandleForkPause(t *testing.T) {
 		t.Fatalf("pause of a stopped sandbox: %v, want ErrInvalidState", err)
 	}
 }
+
+// TestDaytonaSandboxForkPauseCommands: `agentbox --engine daytona sandbox
+// fork|pause|resume` against agentbox serve: the fork has the source's
+// file and its own afterwards, pause shows in `sandbox info` and resume
+// takes it away, and pause of a stopped sandbox fails saying so.
+func TestDaytonaSandboxForkPauseCommands(t *testing.T) {
+	testenv.NeedRoot(t, "needs root: agentbox serve's sandboxes present as Daytona's user")
+	e := newEnv(t)
+	serveFor(t, e)
+	d := func(args ...string) result { return e.must(append([]string{"--engine", "daytona"}, args...)...) }
+	d("exec", "--id", "clisrc", "--", "sh", "-c", "echo one > /home/daytona/f")
+	t.Cleanup(func() { e.run("", "--engine", "daytona", "sandbox", "rm", "clisrc", "clichild") })
+	d("sandbox", "fork", "clisrc", "clichild")
+	if got := strings.TrimSpace(d("exec", "--id", "clichild", "--", "sh", "-c", "cat /home/daytona/f; echo two > /home/daytona/f").stdout); got != "one" {
+		t.Fatalf("the fork's file: %q, want %q", got, "one")
+	}
+	if got := strings.TrimSpace(d("exec", "--id", "clisrc", "--", "cat", "/home/daytona/f").stdout); got != "one" {
+		t.Fatalf("the source's file after the fork wrote its own: %q, want %q", got, "one")
+	}
+	d("sandbox", "pause", "clisrc")
+	if out := d("sandbox", "info", "clisrc").stdout; !strings.Contains(out, "paused") {
+		t.Fatalf("sandbox info after pause says no paused:\n%s", out)
+	}
+	d("sandbox", "resume", "clisrc")
+	if out := d("sandbox", "info", "clisrc").stdout; strings.Contains(out, "paused") {
+		t.Fatalf("sandbox info after resume still says paused:\n%s", out)
+	}
+	d("sandbox", "stop", "clisrc")
+	r := e.run("", "--engine", "daytona", "sandbox", "pause", "clisrc")
+	if r.code == 0 || !strings.Contains(r.stderr, "not") {
+		t.Fatalf("pause of a stopped sandbox: exit %d, stderr %q; want a failure saying why", r.code, r.stderr)
+	}
+	t.Logf("pause of a stopped sandbox: %s", r.stderr)
+}
