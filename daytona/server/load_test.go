@@ -316,6 +316,12 @@ func takeLeakView(stateDir string, ids []string) leakView {
 	for _, pattern := range []string{"*", "*/*"} {
 		fs, _ := filepath.Glob(filepath.Join(stateDir, pattern))
 		for _, f := range fs {
+			if filepath.Dir(f) == filepath.Join(stateDir, "hostroot") {
+				// Base layers of host roots are the state dir's, one per
+				// state of the host's /etc (which another process may
+				// change meanwhile), not any sandbox's: local prunes them.
+				continue
+			}
 			if st, err := os.Stat(f); err == nil && st.IsDir() {
 				v.folders = append(v.folders, f)
 			}
