@@ -13,7 +13,11 @@ func InData(s *Sandbox, f func(data string) error) error {
 	if imageMB(s.dir) == 0 {
 		return f(s.dir)
 	}
-	disk, err := mountDisk(s.dir)
+	m, err := readMeta(s.dir)
+	if err != nil {
+		return err
+	}
+	disk, err := mountDiskOf(s.dir, &m)
 	if err != nil {
 		return err
 	}

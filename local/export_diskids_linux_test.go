@@ -1,0 +1,39 @@
+package local
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+)
+
+// HostIDsOf returns the first host uid of the sandbox's own range and of
+// the range its disk image's files are stored with (meta.DiskIDs, or its
+// own), as its metadata records them; 0 for none.
+func HostIDsOf(s *Sandbox) (host, disk int) {
+	m, err := readMeta(s.dir)
+	if err != nil {
+		return 0, 0
+	}
+	if m.HostIDs != nil {
+		host = m.HostIDs.First
+	}
+	if d := m.diskIDs(); d != nil {
+		disk = d.First
+	}
+	return host, disk
+}
+
+// InDiskAsStored calls f with the root of the stopped sandbox s's disk
+// image, mounted for the call as it is stored: not ID-mapped.
+func InDiskAsStored(s *Sandbox, f func(root string) error) error {
+	d, err := mountDisk(s.dir)
+	if err != nil {
+		return err
+	}
+	err = f(filepath.Join("/proc/self/fd", strconv.Itoa(int(d.Fd()))))
+	d.Close()
+	if werr := waitDiskReleased(context.Background(), s.dir); err == nil {
+		err = werr
+	}
+	return err
+}
