@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 )
@@ -26,7 +27,13 @@ func HostIDsOf(s *Sandbox) (host, disk int) {
 // InDiskAsStored calls f with the root of the stopped sandbox s's disk
 // image, mounted for the call as it is stored: not ID-mapped.
 func InDiskAsStored(s *Sandbox, f func(root string) error) error {
-	d, err := mountDisk(s.dir)
+	return inDisk(s, mountDisk, f)
+}
+
+// inDisk calls f with the root of the disk image of the stopped sandbox
+// s, mounted by mount for the call.
+func inDisk(s *Sandbox, mount func(dir string) (*os.File, error), f func(root string) error) error {
+	d, err := mount(s.dir)
 	if err != nil {
 		return err
 	}

@@ -11,20 +11,12 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // Tests of a fork's ID-mapped disk image (diskids_linux.go): the copy
 // keeps the source's owners on disk, and the fork sees its own.
-
-// needDiskFork skips t unless sandboxes get disk images here (root), which
-// forks copy whole.
-func needDiskFork(t *testing.T) {
-	t.Helper()
-	testenv.NeedRoot(t, "needs root: disk images and host ids of a sandbox's own")
-}
 
 // hostOwner returns "uid:gid" of the file p, as the host sees it.
 func hostOwner(t *testing.T, p string) string {
@@ -59,7 +51,7 @@ func inInit(t *testing.T, sb *local.Sandbox, p string) string {
 // while the fork sees the files as its own (inside, 1000:1000; on the
 // host, through its init, its own range).
 func TestForkDiskIDMapped(t *testing.T) {
-	needDiskFork(t)
+	needRoot(t) // disk images too
 	ctx := context.Background()
 	sb := newSandbox(t, local.Options{StateDir: newStateDir(t)})
 	mustRun(t, sb, "echo x > ~/owned && chown 1000:1000 ~/owned")
@@ -90,7 +82,7 @@ func TestForkDiskIDMapped(t *testing.T) {
 // source's files with their owners and set-user-ID bit, can overwrite
 // them, and its image stores the first source's ids.
 func TestForkOfForkOwners(t *testing.T) {
-	needDiskFork(t)
+	needRoot(t) // disk images too
 	sb := newSandbox(t, local.Options{StateDir: newStateDir(t)})
 	mustRun(t, sb, "echo a > /tmp/h && chown 1000:1000 /tmp/h && echo b > /usr/local/s && chmod 4755 /usr/local/s")
 	f1 := fork(t, sb, sandbox.ForkOptions{})
@@ -113,7 +105,7 @@ func TestForkOfForkOwners(t *testing.T) {
 // restart, as root and as uid 1000, are its own on both sides: inside
 // 0:0 and 1000:1000, on the host its range.
 func TestForkRestartIDMapped(t *testing.T) {
-	needDiskFork(t)
+	needRoot(t) // disk images too
 	ctx := context.Background()
 	sb := newSandbox(t, local.Options{StateDir: newStateDir(t)})
 	f := fork(t, sb, sandbox.ForkOptions{})
@@ -158,7 +150,7 @@ func mountIDMapped(mountinfo, target string) bool {
 // owners they have inside (0-based in the layer): a sandbox made of it
 // sees 1000:1000 and the set-user-ID bit.
 func TestSnapshotOfFork(t *testing.T) {
-	needDiskFork(t)
+	needRoot(t) // disk images too
 	ctx := context.Background()
 	state := newStateDir(t)
 	sb := newSandbox(t, local.Options{StateDir: state})

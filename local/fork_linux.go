@@ -19,7 +19,9 @@ import (
 
 // Fork makes the new sandbox opts.ID (generated when empty) of this one's
 // state dir with a copy of this sandbox's files (its root's upper layer,
-// home, /tmp, working directory, or its disk image), its Config (Name and
+// home, /tmp, working directory; or its disk image, whose files keep the
+// source's owners and which the fork mounts ID-mapped to its own host
+// ids: a fork costs the same at 10k files as at none), its Config (Name and
 // Labels from opts; nil Labels keep the source's) with its network policy
 // and volumes (shared, not copied), and its bucket mounts, but not its
 // published ports (a host port serves one sandbox). The fork has its own
