@@ -17,7 +17,10 @@ import "path/filepath"
 //	<StateDir>/sandboxes/<id>/disk.img      with a disk limit: the sparse ext4 image that
 //	                                        holds home/, tmp/, workdir/ and toolbox/ (the
 //	                                        latter's on the host keeps only the exit record
-//	                                        and the activity stamp)
+//	                                        and the activity stamp); a fork's is a copy of
+//	                                        its source's, files owned by the source's host ids
+//	                                        (meta.json's diskIds), mounted ID-mapped to the
+//	                                        fork's own (diskids_linux.go)
 //	<StateDir>/sandboxes/<id>/rootfs/       with an Image or Snapshot: upper/ and work/ of its
 //	                                        writable root (root.go), on disk.img when it has one
 //	<StateDir>/templates/ext4-<N>M.img      formatted images that new disk images copy

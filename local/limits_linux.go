@@ -75,7 +75,7 @@ func plannedLimits(r Resources, dir string) limits {
 }
 
 // pendingDisk is the disk image of a starting sandbox being mounted in
-// the background (mountDisk) while the host forks the init and makes its
+// the background (mountDiskOf) while the host forks the init and makes its
 // network namespace: attaching a loop device waits for an RCU grace
 // period, and the ext4 mount reads the image.
 type pendingDisk struct {
@@ -94,9 +94,10 @@ func mountInBackground(dir string, m *meta) *pendingDisk {
 		close(d.done)
 		return d
 	}
+	mm := *m // the boot goes on changing m meanwhile
 	go func() {
 		defer close(d.done)
-		d.f, d.err = mountDisk(dir)
+		d.f, d.err = mountDiskOf(dir, &mm)
 	}()
 	return d
 }

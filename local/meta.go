@@ -37,6 +37,11 @@ type meta struct {
 	// versions that shared one range between all sandboxes: see
 	// legacyOwned).
 	HostIDs *idRange `json:"hostIds,omitempty"`
+	// DiskIDs are the host ids the files of the sandbox's disk image are
+	// stored with when they are not its HostIDs: a fork's, whose image is
+	// a copy of its source's, and which mounts it ID-mapped to its own
+	// (diskids_linux.go). nil for every other sandbox.
+	DiskIDs *idRange `json:"diskIds,omitempty"`
 	// EgressFDs are the running init's descriptors of the egress proxy's
 	// listening sockets (with a DomainAllowList): the host takes them from
 	// it for every new proxy (listenForEgress).

@@ -97,7 +97,7 @@ func withFrozenData(ctx context.Context, dir string, m *meta, stop bool, fn func
 			return err
 		}
 	}
-	return atRest(ctx, dir, diskImage, fn)
+	return atRest(ctx, dir, diskImage, m, fn)
 }
 
 // frozenData runs fn on the data folder of the frozen sandbox folder dir
@@ -129,18 +129,19 @@ func frozenData(ctx context.Context, dir string, m *meta, thaw func(context.Cont
 	if err := thaw(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("thaw the sandbox: %w", err)
 	}
-	return atRest(ctx, dir, tmp, fn)
+	return atRest(ctx, dir, tmp, m, fn)
 }
 
-// atRest runs fn on the data folder of the sandbox folder dir, whose
-// files are not in use: dir itself, or the root of its disk image img (a
-// file of dir), mounted meanwhile, when it exists.
-func atRest(ctx context.Context, dir, img string, fn func(data string) error) error {
+// atRest runs fn on the data folder of the sandbox folder dir (metadata
+// m), whose files are not in use: dir itself, or the root of its disk
+// image img (a file of dir), mounted meanwhile (ID-mapped as the sandbox
+// mounts it: mountSandboxDisk), when it exists.
+func atRest(ctx context.Context, dir, img string, m *meta, fn func(data string) error) error {
 	p := filepath.Join(dir, img)
 	if disk.SizeMB(p) <= 0 {
 		return fn(dir)
 	}
-	d, err := disk.Mount(p)
+	d, err := mountSandboxDisk(p, m)
 	if err != nil {
 		return err
 	}
