@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,49 @@ func TestRoundTrips(t *testing.T) {
 			}
 			if best > want {
 				t.Errorf("a streaming true took at least %d requests, want at most %d", best, want)
+			}
+		})
+	}
+}
+
+// TestRoundTripsLongStream: a 10 s command printing a line every 100 ms,
+// streamed through serve, costs at most 5 requests counted by serve in
+// Daytona's toolbox mode (2 in ours, whose stream ends with the exit),
+// with every line delivered in order.
+func TestRoundTripsLongStream(t *testing.T) {
+	needRoot(t)
+	noDaytonaEnv(t)
+	for _, mode := range toolboxModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			s := newServe(t, &server.Knobs{CountRequests: true, DaytonaToolbox: mode.daytona, Latency: 100 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sb := newEngine(t, s, Config{}, Options{})
+			if _, err := sb.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s.srv.ResetRequestCounts()
+			var out strings.Builder
+			res, err := sb.ExecuteCommand(ctx, "i=1; while [ $i -le 100 ]; do echo $i; i=$((i+1)); sleep 0.1; done", nil, &sandbox.ExecOptions{Stdout: &out})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("streaming command: %+v, %v", res, err)
+			}
+			var want strings.Builder
+			for i := 1; i <= 100; i++ {
+				fmt.Fprintf(&want, "%d\n", i)
+			}
+			if out.String() != want.String() {
+				t.Errorf("streamed output: %d bytes, want the 100 lines (%d bytes) in order", out.Len(), want.Len())
+			}
+			limit := 2
+			if mode.daytona {
+				limit = 5
+			}
+			c := s.srv.RequestCounts(sb.RemoteID())
+			t.Logf("a 10 s stream: %d requests: %v", c.Total(), c)
+			if c.Total() > limit {
+				t.Errorf("a 10 s stream took %d requests, want at most %d", c.Total(), limit)
 			}
 		})
 	}
