@@ -32,19 +32,24 @@ const readCounter = async () => {
   return { tok, n: Number(n) };
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// The state serve reports now. The SDK's own field can go back to an
+// older state after a wait ends: its safety-net poll, sent before the
+// event that ended the wait, may be answered after it (it applies the
+// answer anyway).
+const stateOf = async (s) => { await s.refreshData(); return s.state; };
 
 await runSteps(version, [
   ['create', async () => {
     sb = await daytona.create({ name, autoStopInterval: 0 }, { timeout: 60 });
     await sb.fs.uploadFile(Buffer.from('before'), 'f.txt');
-    return sb.state;
+    return stateOf(sb);
   }],
   ['fork', async () => {
     fork = await sb.fork({ name: `${name}-fork` });
     const seen = (await fork.fs.downloadFile('f.txt')).toString();
     await fork.fs.uploadFile(Buffer.from('fork'), 'f.txt');
     await fork.fs.uploadFile(Buffer.from('new'), 'g.txt');
-    return { state: fork.state, seen, source: (await sb.fs.downloadFile('f.txt')).toString(), sourceG: await sh(sb, 'test -e g.txt && echo yes || echo no') };
+    return { state: await stateOf(fork), seen, source: (await sb.fs.downloadFile('f.txt')).toString(), sourceG: await sh(sb, 'test -e g.txt && echo yes || echo no') };
   }],
   ['pause-keeps-memory', async () => {
     await sb.process.createSession('counter');
@@ -56,11 +61,11 @@ await runSteps(version, [
       await sleep(20);
     }
     await sb.pause();
-    const paused = sb.state;
+    const paused = await stateOf(sb);
     await sb.start();
     await sleep(200);
     const after = await readCounter();
-    return { paused, started: sb.state, sameProcess: after.tok === before.tok, counted: after.n > before.n };
+    return { paused, started: await stateOf(sb), sameProcess: after.tok === before.tok, counted: after.n > before.n };
   }],
   ['refresh-activity', async () => {
     await sb.refreshActivity();
