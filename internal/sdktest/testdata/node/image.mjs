@@ -7,6 +7,7 @@
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { stateOf } from './lib.mjs';
 import { runSteps } from './steps.mjs';
 
 const alias = process.env.AGENTBOX_SDK;
@@ -34,7 +35,7 @@ await runSteps(version, [
     sb = await daytona.create({ name, image }, { timeout: 120, onSnapshotCreateLogs: (line) => logs.push(line) });
     const text = logs.join('\n');
     return {
-      state: sb.state,
+      state: await stateOf(sb),
       dockerfile: sb.buildInfo?.dockerfileContent,
       logsFrom: text.includes(`FROM ${base}`),
       logsRun: text.includes('run-step-output'),

@@ -1,5 +1,14 @@
 // Helpers of the feature modules (see driver.mjs).
 
+/**
+ * The state serve reports for sandbox s now. Read it after an SDK call
+ * that waits for a state: the SDK's own field can go back to an older
+ * state after the wait ended, when its safety-net poll, sent before the
+ * event that ended the wait, is answered after it (the SDK applies that
+ * answer anyway).
+ */
+export const stateOf = async (s) => { await s.refreshData(); return s.state; };
+
 /** Bytes, base64-encoded: how binary values go into the report. */
 export const b64 = (buf) => Buffer.from(buf).toString('base64');
 

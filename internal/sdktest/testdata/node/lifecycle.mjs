@@ -9,6 +9,7 @@
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { stateOf } from './lib.mjs';
 import { runSteps } from './steps.mjs';
 
 const alias = process.env.AGENTBOX_SDK;
@@ -32,11 +33,6 @@ const readCounter = async () => {
   return { tok, n: Number(n) };
 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-// The state serve reports now. The SDK's own field can go back to an
-// older state after a wait ends: its safety-net poll, sent before the
-// event that ended the wait, may be answered after it (it applies the
-// answer anyway).
-const stateOf = async (s) => { await s.refreshData(); return s.state; };
 
 await runSteps(version, [
   ['create', async () => {

@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { stateOf } from './lib.mjs';
 import { runSteps } from './steps.mjs';
 
 const alias = process.env.AGENTBOX_SDK;
@@ -90,7 +91,7 @@ await runSteps(version, [
       command: 'mkdir -p /tmp/site && echo previewed > /tmp/site/index.html && exec python3 -m http.server 8080 --bind 0.0.0.0 --directory /tmp/site',
       runAsync: true,
     });
-    return sb.state;
+    return stateOf(sb);
   }],
   ['preview-token', async () => {
     const link = await sb.getPreviewLink(8080);

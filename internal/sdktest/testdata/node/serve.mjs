@@ -14,6 +14,7 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { createRequire } from 'node:module';
+import { stateOf } from './lib.mjs';
 
 const alias = process.env.AGENTBOX_SDK;
 const name = process.env.AGENTBOX_SANDBOX_NAME;
@@ -52,7 +53,7 @@ const steps = [
       { name, language: 'python', envVars: { GREETING: 'hello' }, labels: { suite: name }, autoStopInterval: 0 },
       { timeout: 60 },
     );
-    return { state: sb.state, user: sb.user, name: sb.name, labels: sb.labels };
+    return { state: await stateOf(sb), user: sb.user, name: sb.name, labels: sb.labels };
   }],
   ['work-dir', async () => sb.getWorkDir()],
   ['home-dir', async () => sb.getUserHomeDir()],

@@ -8,7 +8,7 @@
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { waitFor } from './lib.mjs';
+import { stateOf, waitFor } from './lib.mjs';
 import { runSteps } from './steps.mjs';
 
 const alias = process.env.AGENTBOX_SDK;
@@ -40,7 +40,7 @@ await runSteps(version, [
   ['create-from-pool', async () => {
     sb = await daytona.create({ snapshot: base }, { timeout: 60 });
     const r = await sb.process.executeCommand('cat /etc/os-release');
-    return { state: sb.state, snapshot: sb.snapshot, os: r.result };
+    return { state: await stateOf(sb), snapshot: sb.snapshot, os: r.result };
   }],
   ['pool-refilled', async () => ready(1)],
   ['pool-drain', async () => {
