@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,10 +57,23 @@ type treeCopy struct {
 	mu   sync.Mutex
 	errs []error
 	dirs []string // the folders copied, parents first
+	// seen holds the copy of each file with several links met so far;
+	// links the later names of those files, linked to it once the
+	// copies are done. The copy keeps the source's hard links: a
+	// sandbox's file linked 60,000 times is one file in a layer or a
+	// fork, not 60,000 copies of it filling the host's disk.
+	seen  map[fileID]string
+	links []hardLink
 }
 
+// fileID names a file of the source: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// hardLink is a later name dst of the file copied to first.
+type hardLink struct{ first, dst string }
+
 // copyTree copies the folder src into dst (made when missing): folders,
-// regular files (holes kept), symbolic links and whiteouts (0/0 character
+// regular files (holes and hard links kept), symbolic links and whiteouts (0/0 character
 // devices), with their modes, times, owners mapped by t.shift and the
 // xattrs t.xattr names. Sockets, FIFOs and other devices are left out.
 // Files are copied by several workers at once; the folders' own metadata
@@ -70,6 +84,11 @@ func (t *treeCopy) run() error {
 	t.wg.Wait()
 	if err := errors.Join(append(t.errs, walkErr)...); err != nil {
 		return err
+	}
+	for _, l := range t.links {
+		if err := os.Link(l.first, l.dst); err != nil {
+			return err
+		}
 	}
 	for _, rel := range slices.Backward(t.dirs) {
 		var sys unix.Stat_t
@@ -105,6 +124,9 @@ func (t *treeCopy) visit(p string, d fs.DirEntry, err error) error {
 		t.dirs = append(t.dirs, rel)
 		return nil
 	case mode.IsRegular():
+		if t.laterLink(d, dst) {
+			return nil
+		}
 		t.sem <- struct{}{}
 		t.wg.Go(func() {
 			defer func() { <-t.sem }()
@@ -133,6 +155,30 @@ func (t *treeCopy) visit(p string, d fs.DirEntry, err error) error {
 		})
 	}
 	return nil
+}
+
+// laterLink reports whether the regular file d of the source is a later
+// name of a file with several links met before, and then notes dst to be
+// linked to that file's copy.
+func (t *treeCopy) laterLink(d fs.DirEntry, dst string) bool {
+	info, err := d.Info()
+	if err != nil {
+		return false // the copy reports it
+	}
+	sys, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || sys.Nlink < 2 {
+		return false
+	}
+	id := fileID{dev: uint64(sys.Dev), ino: sys.Ino}
+	if first, ok := t.seen[id]; ok {
+		t.links = append(t.links, hardLink{first: first, dst: dst})
+		return true
+	}
+	if t.seen == nil {
+		t.seen = map[fileID]string{}
+	}
+	t.seen[id] = dst
+	return false
 }
 
 // copyEntry makes dst as a copy of src with mk, then gives it src's
