@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/local/internal/disk"
 )
 
 // idShift maps the host owner id of a file being copied to its owner in
@@ -52,6 +54,11 @@ type treeCopy struct {
 	// skip leaves out the entry rel (and what it holds) of src.
 	skip func(rel string) bool
 
+	// root is a descriptor of src: files are opened beneath it without
+	// following any link, so a folder the sandbox swaps for a link
+	// during the copy (a source in use) never leads outside src.
+	root int
+
 	wg   sync.WaitGroup
 	sem  chan struct{}
 	mu   sync.Mutex
@@ -80,6 +87,12 @@ type hardLink struct{ first, dst string }
 // is set last, so that their times are the source's.
 func (t *treeCopy) run() error {
 	t.sem = make(chan struct{}, max(4, 2*runtime.NumCPU()))
+	root, err := unix.Open(t.src, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: t.src, Err: err}
+	}
+	defer unix.Close(root)
+	t.root = root
 	walkErr := filepath.WalkDir(t.src, t.visit)
 	t.wg.Wait()
 	if err := errors.Join(append(t.errs, walkErr)...); err != nil {
@@ -130,7 +143,7 @@ func (t *treeCopy) visit(p string, d fs.DirEntry, err error) error {
 		t.sem <- struct{}{}
 		t.wg.Go(func() {
 			defer func() { <-t.sem }()
-			if err := t.copyEntry(p, dst, copyFile); err != nil {
+			if err := t.copyEntry(p, dst, func(_, dst string) error { return t.copyBeneath(rel, dst) }); err != nil {
 				t.mu.Lock()
 				t.errs = append(t.errs, err)
 				t.mu.Unlock()
@@ -155,6 +168,22 @@ func (t *treeCopy) visit(p string, d fs.DirEntry, err error) error {
 		})
 	}
 	return nil
+}
+
+// copyBeneath copies the regular file rel of t.src to the new file dst,
+// holes kept, opening it beneath t.root with no link followed on the way
+// (an error instead), without waiting on a FIFO.
+func (t *treeCopy) copyBeneath(rel, dst string) error {
+	fd, err := unix.Openat2(t.root, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return &os.PathError{Op: "open beneath the copy's source", Path: filepath.Join(t.src, rel), Err: err}
+	}
+	in := os.NewFile(uintptr(fd), filepath.Join(t.src, rel))
+	defer in.Close()
+	return disk.CopyFile(dst, in)
 }
 
 // laterLink reports whether the regular file d of the source is a later
