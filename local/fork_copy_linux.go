@@ -9,8 +9,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/local/internal/disk"
 )
 
 // idShift maps the host owner id of a file being copied to its owner in
@@ -51,25 +54,54 @@ type treeCopy struct {
 	// skip leaves out the entry rel (and what it holds) of src.
 	skip func(rel string) bool
 
+	// root is a descriptor of src: files are opened beneath it without
+	// following any link, so a folder the sandbox swaps for a link
+	// during the copy (a source in use) never leads outside src.
+	root int
+
 	wg   sync.WaitGroup
 	sem  chan struct{}
 	mu   sync.Mutex
 	errs []error
 	dirs []string // the folders copied, parents first
+	// seen holds the copy of each file with several links met so far;
+	// links the later names of those files, linked to it once the
+	// copies are done. The copy keeps the source's hard links: a
+	// sandbox's file linked 60,000 times is one file in a layer or a
+	// fork, not 60,000 copies of it filling the host's disk.
+	seen  map[fileID]string
+	links []hardLink
 }
 
+// fileID names a file of the source: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// hardLink is a later name dst of the file copied to first.
+type hardLink struct{ first, dst string }
+
 // copyTree copies the folder src into dst (made when missing): folders,
-// regular files (holes kept), symbolic links and whiteouts (0/0 character
+// regular files (holes and hard links kept), symbolic links and whiteouts (0/0 character
 // devices), with their modes, times, owners mapped by t.shift and the
 // xattrs t.xattr names. Sockets, FIFOs and other devices are left out.
 // Files are copied by several workers at once; the folders' own metadata
 // is set last, so that their times are the source's.
 func (t *treeCopy) run() error {
 	t.sem = make(chan struct{}, max(4, 2*runtime.NumCPU()))
+	root, err := unix.Open(t.src, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: t.src, Err: err}
+	}
+	defer unix.Close(root)
+	t.root = root
 	walkErr := filepath.WalkDir(t.src, t.visit)
 	t.wg.Wait()
 	if err := errors.Join(append(t.errs, walkErr)...); err != nil {
 		return err
+	}
+	for _, l := range t.links {
+		if err := os.Link(l.first, l.dst); err != nil {
+			return err
+		}
 	}
 	for _, rel := range slices.Backward(t.dirs) {
 		var sys unix.Stat_t
@@ -105,10 +137,13 @@ func (t *treeCopy) visit(p string, d fs.DirEntry, err error) error {
 		t.dirs = append(t.dirs, rel)
 		return nil
 	case mode.IsRegular():
+		if t.laterLink(d, dst) {
+			return nil
+		}
 		t.sem <- struct{}{}
 		t.wg.Go(func() {
 			defer func() { <-t.sem }()
-			if err := t.copyEntry(p, dst, copyFile); err != nil {
+			if err := t.copyEntry(p, dst, func(_, dst string) error { return t.copyBeneath(rel, dst) }); err != nil {
 				t.mu.Lock()
 				t.errs = append(t.errs, err)
 				t.mu.Unlock()
@@ -133,6 +168,46 @@ func (t *treeCopy) visit(p string, d fs.DirEntry, err error) error {
 		})
 	}
 	return nil
+}
+
+// copyBeneath copies the regular file rel of t.src to the new file dst,
+// holes kept, opening it beneath t.root with no link followed on the way
+// (an error instead), without waiting on a FIFO.
+func (t *treeCopy) copyBeneath(rel, dst string) error {
+	fd, err := unix.Openat2(t.root, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return &os.PathError{Op: "open beneath the copy's source", Path: filepath.Join(t.src, rel), Err: err}
+	}
+	in := os.NewFile(uintptr(fd), filepath.Join(t.src, rel))
+	defer in.Close()
+	return disk.CopyFile(dst, in)
+}
+
+// laterLink reports whether the regular file d of the source is a later
+// name of a file with several links met before, and then notes dst to be
+// linked to that file's copy.
+func (t *treeCopy) laterLink(d fs.DirEntry, dst string) bool {
+	info, err := d.Info()
+	if err != nil {
+		return false // the copy reports it
+	}
+	sys, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || sys.Nlink < 2 {
+		return false
+	}
+	id := fileID{dev: uint64(sys.Dev), ino: sys.Ino}
+	if first, ok := t.seen[id]; ok {
+		t.links = append(t.links, hardLink{first: first, dst: dst})
+		return true
+	}
+	if t.seen == nil {
+		t.seen = map[fileID]string{}
+	}
+	t.seen[id] = dst
+	return false
 }
 
 // copyEntry makes dst as a copy of src with mk, then gives it src's

@@ -31,8 +31,9 @@ import (
 // copy is of files in use). Fork fails with an error matching
 // sandbox.ErrNotFound when this sandbox does not exist,
 // sandbox.ErrInvalidArgument for a malformed or taken id, and
-// sandbox.ErrInvalidState when this sandbox is being destroyed; nothing
-// is made then.
+// sandbox.ErrInvalidState when this sandbox is being destroyed, and
+// ErrDiskBudget when a copy of its disk image does not fit the state
+// dir's disk budget (Options.DiskBudgetMB); nothing is made then.
 func (s *Sandbox) Fork(ctx context.Context, opts sandbox.ForkOptions) (*Sandbox, error) {
 	if st := s.Status(); st == sandbox.StatusDestroying || st == sandbox.StatusDestroyed {
 		return nil, fmt.Errorf("fork of sandbox %s: %w: it is %s", s.opts.ID, sandbox.ErrInvalidState, st)
@@ -82,6 +83,13 @@ func (s *Sandbox) forkFiles(ctx context.Context, id string, opts sandbox.ForkOpt
 	}
 	if id == s.opts.ID {
 		return false, fmt.Errorf("%w: fork id %q is the source's: choose a new one", sandbox.ErrInvalidArgument, id)
+	}
+	// The fork's disk image is a full-size copy: it takes the disk
+	// budget a create of that size would.
+	if mb := imageMB(src.path); mb > 0 {
+		if err := checkDiskBudget(hostLimits{}, Resources{DiskMiB: mb}, stateDir, s.opts.DiskBudgetMB); err != nil {
+			return false, fmt.Errorf("fork %s of sandbox %s (its disk image): %w", id, s.opts.ID, err)
+		}
 	}
 	dst, err := lockSandbox(ctx, stateDir, id, true)
 	if err != nil {

@@ -9,9 +9,12 @@ import "path/filepath"
 //	<StateDir>/sandboxes/<id>/home/         /home/<user>
 //	<StateDir>/sandboxes/<id>/tmp/          /tmp
 //	<StateDir>/sandboxes/<id>/workdir/      the working directory, when outside home and /tmp
-//	<StateDir>/sandboxes/<id>/toolbox/      the toolbox server's files, the init's exit
-//	                                        record and its activity stamp (/run/agentbox
-//	                                        inside), emptied each boot
+//	<StateDir>/sandboxes/<id>/toolbox/      the init's exit record and its activity stamp
+//	                                        (the host's, out of the sandbox's reach) and,
+//	                                        without a disk image, the toolbox server's files
+//	                                        in run/ (/run/agentbox inside; toolbox/ itself
+//	                                        for sandboxes without a host id range, not
+//	                                        root's), emptied each boot
 //	<StateDir>/sandboxes/<id>/egress-log.json  with DomainAllowList: the policy log of its
 //	                                        egress proxy (domainproxy.go; host side only)
 //	<StateDir>/sandboxes/<id>/disk.img      with a disk limit: the sparse ext4 image that
@@ -38,21 +41,22 @@ import "path/filepath"
 //	<StateDir>/egress-proxy.lock            flocked while a process talks to it, and by the
 //	                                        proxy as it exits
 const (
-	sandboxesDir = "sandboxes"
-	volumesDir   = "volumes"
-	metaFile     = "meta.json"
-	socketFile   = "toolbox.sock"
-	homeDir      = "home"
-	tmpDir       = "tmp"
-	workDir      = "workdir"
-	toolboxDir   = "toolbox"
-	exitFile     = "exit.json" // in toolboxDir
-	activityFile = "last-used" // in toolboxDir; its mtime is when the toolbox API was last used
-	trashPrefix  = ".trash-"   // a sandbox folder being removed
-	diskImage    = "disk.img"
-	templatesDir = "templates"
-	hostIDsFile  = "hostids.json"
-	hostIDsLock  = "hostids.lock"
+	sandboxesDir  = "sandboxes"
+	volumesDir    = "volumes"
+	metaFile      = "meta.json"
+	socketFile    = "toolbox.sock"
+	homeDir       = "home"
+	tmpDir        = "tmp"
+	workDir       = "workdir"
+	toolboxDir    = "toolbox"
+	toolboxRunDir = "run"       // in toolboxDir, without a disk image: /run/agentbox inside
+	exitFile      = "exit.json" // in toolboxDir
+	activityFile  = "last-used" // in toolboxDir; its mtime is when the toolbox API was last used
+	trashPrefix   = ".trash-"   // a sandbox folder being removed
+	diskImage     = "disk.img"
+	templatesDir  = "templates"
+	hostIDsFile   = "hostids.json"
+	hostIDsLock   = "hostids.lock"
 )
 
 // sandboxDir returns the folder of the sandbox id.

@@ -119,11 +119,12 @@ func (d *pendingDisk) release() {
 
 // limitFiles adds to files (sent to the init with cfg) the descriptors
 // the init needs for the sandbox's limits, and names them in cfg: the
-// host's files of the init's stamps when the toolbox's folder is on the
-// disk image (see stampFiles), the files through which the init's thread
-// that starts commands joins their cgroups, and its metrics cgroups.
-func limitFiles(cfg *initConfig, files []*os.File, dir string, disk bool, owner int, cg *cgroupSet) ([]*os.File, error) {
-	if disk {
+// host's files of the init's stamps with stamps (the toolbox's folder is
+// on the disk image, or below them: toolboxSource; see stampFiles), the
+// files through which the init's thread that starts commands joins their
+// cgroups, and its metrics cgroups.
+func limitFiles(cfg *initConfig, files []*os.File, dir string, stamps bool, owner int, cg *cgroupSet) ([]*os.File, error) {
+	if stamps {
 		stamps, err := stampFiles(filepath.Join(dir, toolboxDir), owner)
 		if err != nil {
 			return files, err

@@ -40,7 +40,7 @@ func prepare(dir string, m *meta, stateDir string, pid int, cg *cgroupSet, pendi
 		closeFiles(files)
 		return nil, nil, err
 	}
-	if files, err = limitFiles(cfg, files, dir, disk != nil, own.owner(), cg); err != nil {
+	if files, err = limitFiles(cfg, files, dir, disk != nil || own.shifted(), own.owner(), cg); err != nil {
 		closeFiles(files)
 		return nil, nil, err
 	}
@@ -127,7 +127,7 @@ func bindFiles(cfg *initConfig, files []*os.File, m *meta, dir, data, stateDir s
 		}
 		return spec
 	}
-	for _, b := range stateBinds(data, stateDir, &m.Config, cfg.RunAs) {
+	for _, b := range stateBinds(data, toolboxSource(dir, data, own), stateDir, &m.Config, cfg.RunAs) {
 		spec, f, err := bindSource(b, stateDir, own)
 		if err != nil {
 			return files, err
@@ -143,6 +143,21 @@ func bindFiles(cfg *initConfig, files []*os.File, m *meta, dir, data, stateDir s
 		cfg.FUSEDev = &spec
 	}
 	return files, nil
+}
+
+// toolboxSource returns the folder bound at /run/agentbox, the toolbox
+// server's files, for the sandbox folder dir whose data folder is data:
+// toolbox/ of data, or, for a sandbox of a host id range of its own
+// without a disk image (data is dir), toolbox/run/ of dir. The host's
+// files of the init's exit record and activity stamp are in dir's
+// toolbox/ (stampFiles), which the sandbox must not reach: it could date
+// its last use in the future (never idle for serve's timers, nor for the
+// auto-stop of a paused sandbox) or write its own exit record.
+func toolboxSource(dir, data string, own *ownership) string {
+	if data == dir && own.shifted() {
+		return filepath.Join(dir, toolboxDir, toolboxRunDir)
+	}
+	return filepath.Join(data, toolboxDir)
 }
 
 // hostBind is a folder of the host to bind into the sandbox.
@@ -163,15 +178,16 @@ type hostBind struct {
 
 // stateBinds lists the folders a sandbox writes, each bound in from the
 // folder data (its state folder, or the root of its disk image): home,
-// /tmp, the toolbox server's files, the working directory unless one of
-// those holds it; and the volumes, from the state dir. The home and
-// working directory are user's, when set (an image's USER).
-func stateBinds(data, stateDir string, c *Config, user *runAs) []hostBind {
+// /tmp, the toolbox server's files (from the folder toolbox), the working
+// directory unless one of those holds it; and the volumes, from the state
+// dir. The home and working directory are user's, when set (an image's
+// USER).
+func stateBinds(data, toolbox, stateDir string, c *Config, user *runAs) []hostBind {
 	home, wd := c.home(), c.WorkingDirectory
 	binds := []hostBind{
 		{host: filepath.Join(data, homeDir), perm: 0o700, owner: user, bindSpec: bindSpec{Target: home}},
 		{host: filepath.Join(data, tmpDir), perm: 0o1777, bindSpec: bindSpec{Target: sandboxTmp}},
-		{host: filepath.Join(data, toolboxDir), bindSpec: bindSpec{Target: initTmpDir}},
+		{host: toolbox, bindSpec: bindSpec{Target: initTmpDir}},
 	}
 	covered := within(wd, home) || within(wd, sandboxTmp)
 	for _, v := range c.Volumes {

@@ -33,13 +33,19 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) error {
 	if req.IncludeMemory != nil && *req.IncludeMemory {
 		return errorf(http.StatusBadRequest, msgNoMemorySnapshot)
 	}
-	if _, err := s.imageStore("snapshots of sandboxes"); err != nil {
+	ie, err := s.imageStore("snapshots of sandboxes")
+	if err != nil {
 		return err
 	}
 	org := orgOf(r)
 	// The checks of a snapshot's name, as POST /snapshots makes them.
 	snap, _, err := newSnapshotRecord(&createSnapshot{Name: req.Name, ImageName: "sandbox"}, s.now())
 	if err != nil {
+		return err
+	}
+	// A snapshot is an image of the organization's, as a build's: the
+	// same quota of the store bounds it (403 past it).
+	if err := s.checkImageQuota(r.Context(), ie, org, s.sandboxBuildRefs(org)); err != nil {
 		return err
 	}
 	snap.org, snap.imageName, snap.log = org, "", nil
