@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -30,6 +31,15 @@ import (
 // request goes on. A sandbox has at most maxListenersPerSandbox
 // listeners, the server maxListeners; they close when the sandbox stops
 // or goes, and with the server (Close).
+//
+// Browsers scope cookies by host, not port: listeners of different
+// sandboxes on one address would share their apps' cookies (HttpOnly
+// ones too), across organizations. So when the client came in on an IPv4
+// loopback address, each sandbox's listeners get a loopback address of
+// their own (127.77.x.y: Linux routes all of 127.0.0.0/8 to lo, no set-up
+// needed), the cookie host of that sandbox alone. Other addresses (IPv6
+// loopback, a non-loopback address serve listens on) are shared: there,
+// --preview-domain gives each sandbox a host of its own.
 
 const (
 	// defaultListenersPerSandbox is how many preview listeners one
@@ -70,7 +80,9 @@ type previewListeners struct {
 	perSandbox int // 0: defaultListenersPerSandbox
 	max        int // 0: defaultListeners
 	byKey      map[listenerKey]*previewListener
-	wg         sync.WaitGroup // the listeners' Serve loops
+	loopback   map[string]string // sandbox id → its own IPv4 loopback address
+	nextLoop   uint32            // the last loopback address handed out, 127.77.0.0 + n
+	wg         sync.WaitGroup    // the listeners' Serve loops
 }
 
 // get returns the listener of k, made with handler h when there is none.
@@ -92,9 +104,15 @@ func (pl *previewListeners) get(k listenerKey, h http.Handler) (*previewListener
 	if len(pl.byKey) >= cmp.Or(pl.max, defaultListeners) {
 		return nil, fmt.Errorf("%d open: %w", len(pl.byKey), errServerListeners)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(k.ip, "0"))
+	ip := pl.bindIP(k)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil && ip != k.ip {
+		// A host whose lo does not take all of 127.0.0.0/8: shared.
+		ip = k.ip
+		ln, err = net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("listening for previews of port %d of sandbox %s on %s: %w", k.port, k.id, k.ip, err)
+		return nil, fmt.Errorf("listening for previews of port %d of sandbox %s on %s: %w", k.port, k.id, ip, err)
 	}
 	l := &previewListener{
 		addr: ln.Addr().String(),
@@ -108,10 +126,44 @@ func (pl *previewListeners) get(k listenerKey, h http.Handler) (*previewListener
 	return l, nil
 }
 
+// bindIP returns the address the listener k listens on: the sandbox's own
+// loopback address when k's is an IPv4 loopback one, else k's. Called
+// with pl.mu held.
+func (pl *previewListeners) bindIP(k listenerKey) string {
+	if a, err := netip.ParseAddr(k.ip); err != nil || !a.Is4() || !a.IsLoopback() {
+		return k.ip
+	}
+	if ip, ok := pl.loopback[k.id]; ok {
+		return ip
+	}
+	taken := make(map[string]bool, len(pl.loopback))
+	for _, ip := range pl.loopback {
+		taken[ip] = true
+	}
+	var ip string
+	for {
+		// 127.77.0.1 to 127.77.255.254, then around again, skipping the
+		// addresses of sandboxes that still have listeners.
+		pl.nextLoop = pl.nextLoop%0xfffe + 1
+		ip = netip.AddrFrom4([4]byte{127, 77, byte(pl.nextLoop >> 8), byte(pl.nextLoop)}).String()
+		if !taken[ip] {
+			break
+		}
+	}
+	if pl.loopback == nil {
+		pl.loopback = map[string]string{}
+	}
+	pl.loopback[k.id] = ip
+	return ip
+}
+
 // closeSandbox closes the preview listeners of sandbox id, and their
-// connections.
+// connections, and lets its loopback address go.
 func (pl *previewListeners) closeSandbox(id string) {
 	pl.closeIf(func(k listenerKey) bool { return k.id == id })
+	pl.mu.Lock()
+	delete(pl.loopback, id)
+	pl.mu.Unlock()
 }
 
 // closeAll closes every preview listener and waits for their loops.

@@ -243,3 +243,39 @@ func TestPreviewDomainOption(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewListenerOwnLoopback: each sandbox's preview listeners have a
+// loopback address of their own (browsers scope cookies by host, not by
+// port: one address would let one sandbox's app read another's cookies),
+// shared by the ports of that sandbox; each reaches its own sandbox.
+func TestPreviewListenerOwnLoopback(t *testing.T) {
+	h, _ := listenerHarness(t)
+	other := h.create(map[string]any{"name": "web2"})
+	h.waitState(other.ID, stateStarted)
+	link := func(name string, port int) (portPreviewURL, *url.URL) {
+		var l portPreviewURL
+		if st := h.call("GET", fmt.Sprintf("/sandbox/%s/ports/%d/preview-url", name, port), nil, &l); st != http.StatusOK {
+			t.Fatalf("preview-url of %s:%d: %d", name, port, st)
+		}
+		u, err := url.Parse(l.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+			t.Fatalf("preview url %q of %s: want a loopback address", l.URL, name)
+		}
+		return l, u
+	}
+	_, web := link("web", 8080)
+	_, web9090 := link("web", 9090)
+	l2, web2 := link("web2", 8080)
+	if web.Hostname() != web9090.Hostname() {
+		t.Errorf("one sandbox's ports on %s and %s, want one address", web.Hostname(), web9090.Hostname())
+	}
+	if web.Hostname() == web2.Hostname() {
+		t.Errorf("two sandboxes' previews share the address %s (and so their cookies)", web.Hostname())
+	}
+	if st, body := previewGet(t, l2.URL+"/x", http.Header{previewTokenHeader: {l2.Token}}); st != http.StatusOK || body != `app /x token=""` {
+		t.Errorf("the second sandbox's listener: %d %q", st, body)
+	}
+}

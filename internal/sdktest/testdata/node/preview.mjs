@@ -96,7 +96,7 @@ await runSteps(version, [
   ['preview-token', async () => {
     const link = await sb.getPreviewLink(8080);
     const res = await fetchUntil(link.url + '/index.html', { 'X-Daytona-Preview-Token': link.token });
-    return { ...res, loopback: ['127.0.0.1', '[::1]'].includes(new URL(link.url).hostname) };
+    return { ...res, loopback: /^127\.\d+\.\d+\.\d+$|^\[::1\]$/.test(new URL(link.url).hostname) };
   }],
   ['preview-no-token', async () => {
     const link = await sb.getPreviewLink(8080);
