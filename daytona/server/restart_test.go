@@ -133,7 +133,8 @@ func startServe(t *testing.T, stateDir string) *serveProcess {
 func (p *serveProcess) kill(t *testing.T) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+		<-p.exited
+		t.Fatalf("serve ended before the kill: %v (%v): %s", err, p.err, p.stderr.String())
 	}
 	<-p.exited
 }
