@@ -178,6 +178,14 @@ type Config struct {
 	// (networkBlockAll, networkAllowList, domainAllowList).
 	// Stored in canonical form.
 	Network sandbox.NetworkPolicy `json:"network,omitzero"`
+	// Secrets are values commands may send to some hosts but never read
+	// (see sandbox.Secret): each command's environment holds the secret's
+	// Name set to a placeholder, which the sandbox's egress proxy replaces
+	// with the value in requests to the secret's hosts. Never stored in the
+	// metadata nor sent to the init (json "-"): the engine keeps them in a
+	// file of the sandbox's host folder, mode 0600. [Sandbox.SetSecrets]
+	// replaces them while the sandbox runs.
+	Secrets []sandbox.Secret `json:"-"`
 	// Confinement holds the explicit opt-outs of the system call filter
 	// and Landlock rules every command runs under. The zero value is the
 	// safe default; Info (Metadata "syscallFilter" and "landlock") and

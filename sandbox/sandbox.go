@@ -96,6 +96,8 @@ type Info struct {
 	// Limits are the resource limits the sandbox enforces; nil when the
 	// engine does not know.
 	Limits *Limits `json:"limits,omitempty"`
+	// Secrets are the sandbox's secrets, without their values.
+	Secrets []SecretInfo `json:"secrets,omitempty"`
 }
 
 // Identity describes who commands run as inside a sandbox.
