@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,7 @@ type received struct {
 // upstream is the test's HTTPS server for every name.
 type upstream struct {
 	srv   *httptest.Server
+	plain *httptest.Server // the same, cleartext (port 80)
 	ca    *CA
 	pool  *x509.CertPool
 	conns atomic.Int64
@@ -68,9 +70,11 @@ func startUpstream(t testing.TB, h http.HandlerFunc) *upstream {
 			u.conns.Add(1)
 		}
 	}
-	u.srv.Config.ErrorLog = nil
+	u.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	u.srv.StartTLS()
 	t.Cleanup(u.srv.Close)
+	u.plain = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.plain.Close)
 	return u
 }
 
@@ -109,9 +113,13 @@ func (u *upstream) contains(s string) bool {
 	return false
 }
 
-// dial connects to the upstream server whatever the host.
-func (u *upstream) dial(ctx context.Context, _ string, _ uint16) (net.Conn, error) {
+// dial connects to the upstream server whatever the host: the
+// cleartext one for port 80.
+func (u *upstream) dial(ctx context.Context, _ string, port uint16) (net.Conn, error) {
 	var d net.Dialer
+	if port == 80 {
+		return d.DialContext(ctx, "tcp", u.plain.Listener.Addr().String())
+	}
 	return d.DialContext(ctx, "tcp", u.srv.Listener.Addr().String())
 }
 
@@ -134,8 +142,18 @@ func secret(name, value string, hosts ...string) Secret {
 
 func startEnv(t testing.TB, h http.HandlerFunc, secrets ...Secret) *env {
 	t.Helper()
+	return startEnvWith(t, h, nil, secrets...)
+}
+
+// startEnvWith is startEnv with the proxy's RootCAs (nil: the
+// upstream's CA).
+func startEnvWith(t testing.TB, h http.HandlerFunc, roots *x509.CertPool, secrets ...Secret) *env {
+	t.Helper()
 	e := &env{t: t, up: startUpstream(t, h), ca: newTestCA(t), lns: map[string]string{}}
-	p, err := New(Config{CA: e.ca, Secrets: secrets, RootCAs: e.up.pool, Dial: e.up.dial, OnEvent: e.onEvent})
+	if roots == nil {
+		roots = e.up.pool
+	}
+	p, err := New(Config{CA: e.ca, Secrets: secrets, RootCAs: roots, Dial: e.up.dial, OnEvent: e.onEvent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +223,36 @@ func (e *env) listen(host string, tlsConn bool) string {
 	return ln.Addr().String()
 }
 
+// raw sends raw bytes on a new connection that the proxy serves as
+// going to host (over TLS with SNI sni when tlsConn), then reads all it
+// answers until it closes or 5 seconds pass.
+func (e *env) raw(host, sni string, tlsConn bool, request string) (string, error) {
+	e.t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.ca.CertPEM())
+	c, err := net.Dial("tcp", e.listen(host, tlsConn))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if tlsConn {
+		tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: pool, InsecureSkipVerify: sni != host})
+		if err := tc.Handshake(); err != nil {
+			return "", err
+		}
+		c = tc
+	}
+	if _, err := io.WriteString(c, request); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		err = nil // kept alive: what came is the answer
+	}
+	return string(b), err
+}
+
 // client returns an HTTP client (the sandbox) whose connections to a
 // host go to the proxy's listener for it; it trusts the proxy's CA.
 func (e *env) client() *http.Client {
@@ -244,4 +292,11 @@ func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request 
 		t.Fatal(err)
 	}
 	return req
+}
+
+// pool returns a pool holding ca's certificate.
+func (ca *CA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AppendCertsFromPEM(ca.CertPEM())
+	return p
 }
