@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +20,19 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("SECRETPROXY_TEST_MAKE_CA"); dir != "" {
+		// A child of TestCARacingProcessesGetOneCA.
+		ca, err := LoadOrCreateCA(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(ca.CertPEM())
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // Every test talks to servers it starts on loopback: an upstream HTTPS
 // server with a CA of its own (which the proxy trusts through RootCAs),
