@@ -276,7 +276,20 @@ func TestLongResponseBodyScrubbedStreaming(t *testing.T) {
 		_, _ = io.WriteString(w, body)
 	}, s)
 	_, body := e.get("https://api.test/", "")
-	if body != pad+s.Placeholder+pad {
-		t.Fatalf("a long body was not scrubbed (%d bytes, value in it: %t)", len(body), strings.Contains(body, testValue))
+	if body != pad+string(maskFor(s.Placeholder, len(testValue)))+pad {
+		t.Fatalf("a long body was not scrubbed to the mask (%d bytes, value in it: %t)", len(body), strings.Contains(body, testValue))
+	}
+}
+
+func TestChunkedResponseBodyScrubbedStreaming(t *testing.T) {
+	s := secret("API_KEY", testValue, "api.test")
+	e := startEnv(t, func(w http.ResponseWriter, r *http.Request) {
+		for _, part := range []string{"a", testValue[:5], testValue[5:], "b"} {
+			_, _ = io.WriteString(w, part)
+			w.(http.Flusher).Flush() // chunked, in pieces
+		}
+	}, s)
+	if _, body := e.get("https://api.test/", ""); body != "a"+s.Placeholder+"b" {
+		t.Fatalf("a chunked body scrubbed to %q, want the placeholder", body)
 	}
 }

@@ -11,7 +11,7 @@ import (
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestScrubReaderAcrossReads(t *testing.T) {
-	sc := &scrubber{pairs: []scrubPair{{[]byte("SECRETVALUE"), []byte("<ph>")}, {[]byte("KEY"), []byte("<k>")}}, keep: len("SECRETVALUE") - 1}
+	sc := &scrubber{pairs: []scrubPair{{[]byte("SECRETVALUE"), []byte("<ph>"), nil}, {[]byte("KEY"), []byte("<k>"), nil}}, keep: len("SECRETVALUE") - 1}
 	in := "aSECRETVALUEbKEYcSECRETVALUESECRETVALUE" + strings.Repeat("z", 100) + "SECRETVALUE"
 	r := &scrubReader{sc: sc, src: io.NopCloser(iotest.OneByteReader(strings.NewReader(in))), tmp: make([]byte, 7)}
 	got, err := io.ReadAll(r)

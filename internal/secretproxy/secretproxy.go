@@ -165,7 +165,7 @@ func New(c Config) (*Proxy, error) {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.route,
 		Transport:      p.tr,
-		FlushInterval:  -1,
+		BufferPool:     &copyBufs,
 		ModifyResponse: p.scrubResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       log.New(io.Discard, "", 0),
