@@ -104,6 +104,12 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok")
 }
 
+func (u *upstream) reset() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.got = nil
+}
+
 func (u *upstream) requests() []received {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -145,6 +151,7 @@ type env struct {
 	ca     *CA
 	mu     sync.Mutex
 	events []Event
+	lnMu   sync.Mutex
 	lns    map[string]string // host → address of the proxy's listener for it
 	wg     sync.WaitGroup
 }
@@ -206,6 +213,8 @@ func (e *env) hasEvent(secret, reason string) bool {
 // serves as going to host:443 (TLS), or host:80 with serve = ServeHTTP.
 func (e *env) listen(host string, tlsConn bool) string {
 	key := host + map[bool]string{true: ":tls", false: ":http"}[tlsConn]
+	e.lnMu.Lock()
+	defer e.lnMu.Unlock()
 	if a, ok := e.lns[key]; ok {
 		return a
 	}
@@ -242,21 +251,11 @@ func (e *env) listen(host string, tlsConn bool) string {
 // answers until it closes or 5 seconds pass.
 func (e *env) raw(host, sni string, tlsConn bool, request string) (string, error) {
 	e.t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(e.ca.CertPEM())
-	c, err := net.Dial("tcp", e.listen(host, tlsConn))
+	c, err := e.dial(host, sni, tlsConn)
 	if err != nil {
-		e.t.Fatal(err)
+		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if tlsConn {
-		tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: pool, InsecureSkipVerify: sni != host})
-		if err := tc.Handshake(); err != nil {
-			return "", err
-		}
-		c = tc
-	}
 	if _, err := io.WriteString(c, request); err != nil {
 		return "", err
 	}
@@ -313,4 +312,24 @@ func (ca *CA) pool() *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AppendCertsFromPEM(ca.CertPEM())
 	return p
+}
+
+// dial opens a connection that the proxy serves as going to host, over
+// TLS with SNI sni when tlsConn (handshake done).
+func (e *env) dial(host, sni string, tlsConn bool) (net.Conn, error) {
+	e.t.Helper()
+	c, err := net.Dial("tcp", e.listen(host, tlsConn))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if !tlsConn {
+		return c, nil
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: e.ca.pool(), InsecureSkipVerify: sni != host})
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tc, nil
 }

@@ -1,8 +1,10 @@
 package secretproxy
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -209,4 +211,40 @@ func TestCloseEndsServedConnections(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\r\n")
 	return line
+}
+
+func TestUpgradeRelayedBothWays(t *testing.T) {
+	s := secret("API_KEY", testValue, "api.test")
+	var gotAuth string
+	e := startEnv(t, func(w http.ResponseWriter, r *http.Request) {
+		gotAuth = r.Header.Get("Authorization")
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		line, _ := brw.ReadString('\n')
+		_, _ = brw.WriteString("echo " + line)
+		_ = brw.Flush()
+	}, s)
+	c, err := e.dial("api.test", "api.test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: api.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\nAuthorization: "+s.Placeholder+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade answered %v, %v: want 101", resp, err)
+	}
+	_, _ = io.WriteString(c, "ping "+s.Placeholder+"\n")
+	if line, _ := br.ReadString('\n'); line != "echo ping "+s.Placeholder+"\n" {
+		t.Fatalf("after the upgrade got %q: want the bytes relayed unchanged both ways", line)
+	}
+	if gotAuth != testValue {
+		t.Fatalf("the upgrade request's Authorization %q, want the value", gotAuth)
+	}
 }

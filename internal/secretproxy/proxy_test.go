@@ -154,7 +154,7 @@ func TestWildcardHosts(t *testing.T) {
 	s := secret("API_KEY", testValue, "*.example.test")
 	e := startEnv(t, nil, s)
 	for host, want := range map[string]string{"a.example.test": testValue, "a.b.example.test": testValue, "example.test": s.Placeholder, "badexample.test": s.Placeholder} {
-		e.up.got = nil
+		e.up.reset()
 		e.get("https://"+host+"/", s.Placeholder)
 		if got := e.only().Header.Get("Authorization"); got != "Bearer "+want {
 			t.Errorf("%s got Authorization %q, want %q", host, got, "Bearer "+want)
