@@ -209,6 +209,15 @@ func (e *env) hasEvent(secret, reason string) bool {
 	return false
 }
 
+// wantEvent fails the test unless an event names secret (any, when "")
+// and holds reason.
+func (e *env) wantEvent(secret, reason string) {
+	e.t.Helper()
+	if !e.hasEvent(secret, reason) {
+		e.t.Fatalf("no event for %q saying %q: %+v", secret, reason, e.eventList())
+	}
+}
+
 // listen returns the address of a listener whose connections the proxy
 // serves as going to host:443 (TLS), or host:80 with serve = ServeHTTP.
 func (e *env) listen(host string, tlsConn bool) string {

@@ -36,9 +36,7 @@ func TestProbeSpoofedHostGets421(t *testing.T) {
 	if !strings.HasPrefix(resp, "HTTP/1.1 421 ") || len(e.up.requests()) != 0 {
 		t.Fatalf("answer %q, upstream got %d requests: want 421 and nothing sent", firstLine(resp), len(e.up.requests()))
 	}
-	if !e.hasEvent("", "names the host other.test") {
-		t.Fatalf("no event: %+v", e.eventList())
-	}
+	e.wantEvent("", "names the host other.test")
 }
 
 func TestProbeAbsoluteURIOtherHostGets421(t *testing.T) {

@@ -107,9 +107,7 @@ func TestPlaceholderToOtherHostUnchangedWithEvent(t *testing.T) {
 	if got := e.only().Header.Get("Authorization"); got != "Bearer "+s.Placeholder {
 		t.Fatalf("Authorization = %q, want the placeholder unchanged", got)
 	}
-	if !e.hasEvent("API_KEY", "does not allow") {
-		t.Fatalf("no event for the placeholder: %+v", e.eventList())
-	}
+	e.wantEvent("API_KEY", "does not allow")
 }
 
 func TestEventsHoldNoPlaceholderNorValue(t *testing.T) {
@@ -135,9 +133,7 @@ func TestCleartextToTLSOnlyHostGetsPlaceholder(t *testing.T) {
 	if got := e.only().Header.Get("Authorization"); got != "Bearer "+s.Placeholder {
 		t.Fatalf("Authorization = %q, want the placeholder over cleartext", got)
 	}
-	if !e.hasEvent("API_KEY", "cleartext") {
-		t.Fatalf("no event: %+v", e.eventList())
-	}
+	e.wantEvent("API_KEY", "cleartext")
 }
 
 func TestAllowHTTPOverCleartext(t *testing.T) {

@@ -13,8 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/egress"
 	"github.com/agentbox-dev/agentbox/internal/hostname"
 )
+
+// splitHostPort splits "host:port" (port 1–65535).
+var splitHostPort = egress.SplitHostPort
 
 // handshakeTimeout bounds a client's TLS handshake with the proxy.
 const handshakeTimeout = 10 * time.Second
@@ -94,10 +98,8 @@ func (l *chanListener) Addr() net.Addr { return &net.UnixAddr{Name: "secretproxy
 // verified TLS. It closes conn when done. A ClientHello that names
 // another server than host is refused (an Event) and conn closed.
 func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port uint16) {
-	name, err := hostname.Canonical(host)
-	if err != nil {
-		p.event(Event{Protocol: "https", Host: host, Port: port, Reason: "not a host name: " + err.Error()})
-		conn.Close()
+	name, ok := p.connHost(conn, "https", host, port)
+	if !ok {
 		return
 	}
 	cfg := &tls.Config{
@@ -116,7 +118,7 @@ func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port u
 	tc := tls.Server(conn, cfg)
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	stop := context.AfterFunc(p.ctx, func() { conn.Close() })
-	err = tc.HandshakeContext(hctx)
+	err := tc.HandshakeContext(hctx)
 	cancel()
 	stop()
 	if err != nil {
@@ -129,13 +131,21 @@ func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port u
 // ServeHTTP serves conn, a cleartext HTTP/1.1 client connection to
 // host:port. It closes conn when done.
 func (p *Proxy) ServeHTTP(ctx context.Context, conn net.Conn, host string, port uint16) {
+	if name, ok := p.connHost(conn, "http", host, port); ok {
+		p.serveConn(ctx, conn, connInfo{host: name, port: port})
+	}
+}
+
+// connHost returns the canonical name of host, the host of conn, or
+// reports that it is not one and closes conn.
+func (p *Proxy) connHost(conn net.Conn, proto, host string, port uint16) (string, bool) {
 	name, err := hostname.Canonical(host)
 	if err != nil {
-		p.event(Event{Protocol: "http", Host: host, Port: port, Reason: "not a host name: " + err.Error()})
+		p.event(Event{Protocol: proto, Host: host, Port: port, Reason: "not a host name: " + err.Error()})
 		conn.Close()
-		return
+		return "", false
 	}
-	p.serveConn(ctx, conn, connInfo{host: name, port: port})
+	return name, true
 }
 
 // serveConn hands conn to the proxy's HTTP server and waits until it is
@@ -226,17 +236,4 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	p.event(Event{Protocol: info.protocol(), Host: info.host, Port: info.port, Reason: reason})
 	http.Error(w, "secretproxy: "+info.host+": "+reason, http.StatusBadGateway)
-}
-
-// splitHostPort splits "host:port" (port 1–65535).
-func splitHostPort(addr string) (string, uint16, error) {
-	host, ps, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	n, err := strconv.ParseUint(ps, 10, 16)
-	if err != nil || n == 0 {
-		return "", 0, fmt.Errorf("bad port %q", ps)
-	}
-	return host, uint16(n), nil
 }

@@ -111,9 +111,7 @@ func TestTransparentCleartextTLSOnlyRelayedWithEvent(t *testing.T) {
 	if string(b) != req || strings.Contains(string(b), testValue) {
 		t.Fatalf("relayed %q, want the request unchanged", b)
 	}
-	if !e.hasEvent("API_KEY", "cleartext") {
-		t.Fatalf("no event: %+v", e.eventList())
-	}
+	e.wantEvent("API_KEY", "cleartext")
 }
 
 func TestTransparentCleartextAllowHTTPServed(t *testing.T) {
