@@ -82,12 +82,9 @@ func (p *Proxy) intercept(s *session, br *bufio.Reader, host string, port uint16
 	if ic == nil || port == 0 {
 		return false
 	}
-	name, err := canonicalName(host)
-	if err != nil || !ic.Intercepts(name) {
-		return false
-	}
-	if _, f := p.admitName(host); f != nil {
-		return false // the tunnel's path refuses it and logs why
+	name, f := p.admitName(host)
+	if f != nil || !ic.Intercepts(name) {
+		return false // refused: the tunnel's path refuses it again and logs why
 	}
 	if accept() != nil {
 		return true

@@ -25,8 +25,8 @@
 //   - the body, when its length is known and at most Config.MaxBody, or
 //     it is chunked and ends within MaxBody: it is read whole, replaced,
 //     and sent with its new Content-Length. A longer body streams
-//     unchanged (an Event says so when its first MaxBody bytes hold a
-//     placeholder). Trailers are not rewritten.
+//     unchanged (for a chunked one, an Event says so when its first
+//     MaxBody bytes hold a placeholder). Trailers are not rewritten.
 //
 // Over cleartext HTTP ([Proxy.ServeHTTP], absolute-URI requests of the
 // egress proxy) only the secrets with AllowHTTP are replaced. Any other
