@@ -231,3 +231,29 @@ func TestInterceptForwardingAllowHTTPSecretGetsValue(t *testing.T) {
 		t.Fatalf("cleartext Authorization %q, want the value", got)
 	}
 }
+
+func TestInterceptConnectWithOtherSNIClosed(t *testing.T) {
+	e := startIntercept(t)
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	target := "api.test:" + strconv.Itoa(e.upPort)
+	_, _ = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "other.test", InsecureSkipVerify: true})
+	if err := tc.Handshake(); err == nil {
+		t.Fatal("a ClientHello for other.test in a tunnel to api.test was served")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.auth) != 0 {
+		t.Fatal("the upstream got a request")
+	}
+}

@@ -95,8 +95,9 @@ func (l *chanListener) Addr() net.Addr { return &net.UnixAddr{Name: "secretproxy
 // ServeTLS serves conn, a client connection whose next bytes are a TLS
 // ClientHello for host, as host: it terminates TLS with a certificate for
 // host, substitutes, and forwards each request to host:port over
-// verified TLS. It closes conn when done. A ClientHello that names
-// another server than host is refused (an Event) and conn closed.
+// verified TLS. It returns once conn has ended, closed. A ClientHello
+// that names another server than host (SNI) is refused (an Event) and
+// conn closed; so is a handshake not done within 10 seconds.
 func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port uint16) {
 	name, ok := p.connHost(conn, "https", host, port)
 	if !ok {
@@ -129,7 +130,8 @@ func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port u
 }
 
 // ServeHTTP serves conn, a cleartext HTTP/1.1 client connection to
-// host:port. It closes conn when done.
+// host:port: only secrets with AllowHTTP are replaced. It returns once
+// conn has ended, closed.
 func (p *Proxy) ServeHTTP(ctx context.Context, conn net.Conn, host string, port uint16) {
 	if name, ok := p.connHost(conn, "http", host, port); ok {
 		p.serveConn(ctx, conn, connInfo{host: name, port: port})
