@@ -32,7 +32,9 @@
 // egress proxy) only the secrets with AllowHTTP are replaced. Any other
 // placeholder (a secret that does not allow the host, or TLS-only over
 // cleartext) goes out unchanged and is reported as an [Event] naming the
-// secret. Events never hold a value or a placeholder. A placeholder is
+// secret. Events never hold a value or a placeholder (one a client put
+// in a Host header or server name is quoted as "[the placeholder of
+// NAME]"), nor do the proxy's 502 answers hold a value. A placeholder is
 // replaced only whole, within one header value, the URL, or the body: one
 // split across two headers, or between a header and the body, stays as it
 // is.

@@ -246,3 +246,15 @@ func TestUpgradeRelayedBothWays(t *testing.T) {
 		t.Fatalf("the upgrade request's Authorization %q, want the value", gotAuth)
 	}
 }
+
+func TestEventQuotingAPlaceholderHostRedacted(t *testing.T) {
+	s := secret("API_KEY", testValue, "api.test")
+	e := startEnv(t, nil, s)
+	_, _ = e.raw("api.test", "api.test", true, "GET / HTTP/1.1\r\nHost: "+s.Placeholder+".test\r\nConnection: close\r\n\r\n")
+	e.wantEvent("", "the placeholder of API_KEY")
+	for _, ev := range e.eventList() {
+		if strings.Contains(ev.Reason+ev.Host, PlaceholderPrefix) {
+			t.Fatalf("event %+v quotes a placeholder", ev)
+		}
+	}
+}

@@ -237,5 +237,5 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return // the client went away
 	}
 	p.event(Event{Protocol: info.protocol(), Host: info.host, Port: info.port, Reason: reason})
-	http.Error(w, "secretproxy: "+info.host+": "+reason, http.StatusBadGateway)
+	http.Error(w, "secretproxy: "+info.host+": "+p.redact(reason), http.StatusBadGateway)
 }
