@@ -167,17 +167,7 @@ func TestInterceptSOCKS5ToSecretHostGetsValue(t *testing.T) {
 
 func TestInterceptConnectToIPRefused(t *testing.T) {
 	e := startIntercept(t)
-	c, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	_, _ = io.WriteString(c, "CONNECT 127.0.0.1:"+strconv.Itoa(e.upPort)+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "CONNECT"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, resp := e.connect(t, "127.0.0.1:"+strconv.Itoa(e.upPort))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || e.sp.Intercepts("127.0.0.1") {
 		t.Fatalf("CONNECT to an IP: status %d, want 403 and no interception", resp.StatusCode)
@@ -234,18 +224,9 @@ func TestInterceptForwardingAllowHTTPSecretGetsValue(t *testing.T) {
 
 func TestInterceptConnectWithOtherSNIClosed(t *testing.T) {
 	e := startIntercept(t)
-	c, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	target := "api.test:" + strconv.Itoa(e.upPort)
-	_, _ = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %v %v", resp, err)
+	c, resp := e.connect(t, "api.test:"+strconv.Itoa(e.upPort))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %s", resp.Status)
 	}
 	tc := tls.Client(c, &tls.Config{ServerName: "other.test", InsecureSkipVerify: true})
 	if err := tc.Handshake(); err == nil {
@@ -256,4 +237,22 @@ func TestInterceptConnectWithOtherSNIClosed(t *testing.T) {
 	if len(e.auth) != 0 {
 		t.Fatal("the upstream got a request")
 	}
+}
+
+// connect sends CONNECT target to the egress proxy on a new connection
+// and returns it (closed when the test ends) with the response.
+func (e *interceptEnv) connect(t *testing.T, target string) (net.Conn, *http.Response) {
+	t.Helper()
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "CONNECT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, resp
 }
