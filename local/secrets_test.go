@@ -292,9 +292,7 @@ func TestSecretsDomainAllowListSubstitutes(t *testing.T) {
 	if out := callAPI(t, sb, api, "api.test"); out != "api ok" {
 		t.Fatalf("curl: %q", out)
 	}
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue {
-		t.Errorf("the API got %q, want the value", got)
-	}
+	wantValue(t, api, secretValue)
 }
 
 func TestSecretsDomainAllowListPython(t *testing.T) {
@@ -307,9 +305,7 @@ print(u.urlopen(r, timeout=10).read().decode())`
 	if out := mustRun(t, sb, "python3 -c '"+py+"'"); strings.TrimSpace(out) != "api ok" {
 		t.Fatalf("python: %q", out)
 	}
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue {
-		t.Errorf("the API got %q, want the value", got)
-	}
+	wantValue(t, api, secretValue)
 }
 
 func TestSecretsDomainAllowListNode(t *testing.T) {
@@ -332,9 +328,7 @@ req.end();`
 	if out := mustRun(t, sb, "cat > /tmp/call.js <<'EOF'\n"+js+"\nEOF\nnode /tmp/call.js"); strings.TrimSpace(out) != "api ok" {
 		t.Fatalf("node: %q", out)
 	}
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue {
-		t.Errorf("the API got %q, want the value", got)
-	}
+	wantValue(t, api, secretValue)
 }
 
 func TestSecretsOtherHostGetsPlaceholder(t *testing.T) {
@@ -381,9 +375,7 @@ func TestSetSecretsLiveRotateAndDetach(t *testing.T) {
 		t.Errorf("placeholder after rotation %q, want %q", got, before)
 	}
 	callAPI(t, sb, api, "api.test")
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue+"-rotated" {
-		t.Errorf("after rotation the API got %q, want the new value", got)
-	}
+	wantValue(t, api, secretValue+"-rotated")
 	if err := sb.SetSecrets(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -401,6 +393,15 @@ func TestSetSecretsLiveRotateAndDetach(t *testing.T) {
 	}
 	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+before {
 		t.Errorf("after detach the API got %q, want the placeholder", got)
+	}
+}
+
+// wantValue fails the test unless the API got one request, to api.test,
+// with value.
+func wantValue(t *testing.T, api *apiServer, value string) {
+	t.Helper()
+	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+value {
+		t.Errorf("the API got %q, want %s at api.test", got, value)
 	}
 }
 
