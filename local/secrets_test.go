@@ -486,3 +486,30 @@ func trustAPI(t testing.TB, sb *local.Sandbox, api *apiServer) string {
 	mustRun(t, sb, "cat \"$SSL_CERT_FILE\" > /tmp/api-bundle.pem && cat >> /tmp/api-bundle.pem <<'EOF'\n"+string(api.caPEM)+"EOF")
 	return "/tmp/api-bundle.pem"
 }
+
+func TestSetSecretsBeforeCreateShapesIt(t *testing.T) {
+	sb := openSandbox(t, local.Options{})
+	if err := sb.SetSecrets(context.Background(), apiSecret(secretValue)); err != nil {
+		t.Fatal(err)
+	}
+	if p := placeholderOf(t, sb); !strings.HasPrefix(p, "agentbox_secret_") {
+		t.Errorf("API_KEY = %q in the sandbox created after SetSecrets, want a placeholder", p)
+	}
+}
+
+func TestSetSecretsAddsInterceptionLive(t *testing.T) {
+	api := newAPIServer(t)
+	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
+	testenv.Need(t, os.Geteuid() == 0, "the domain allow list's sandboxes need root here")
+	sb := openSandbox(t, local.Options{Config: local.Config{Network: netPolicy(t, false, "", "api.test,evil.test")}})
+	local.SetEgressTestHooks(sb, secretHosts, true)
+	local.SetSecretsTestRoots(sb, api.caPEM)
+	if _, err := sb.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.SetSecrets(context.Background(), apiSecret(secretValue)); err != nil {
+		t.Fatal(err)
+	}
+	callAPI(t, sb, api, "api.test")
+	wantValue(t, api, secretValue)
+}
