@@ -132,6 +132,9 @@ func (s *Sandbox) SetSecrets(ctx context.Context, secrets []sandbox.Secret) erro
 				return err
 			}
 		}
+		if statusOf(m) == sandbox.StatusPaused {
+			return fmt.Errorf("set the secrets of sandbox %q: %w: it is paused, and its toolbox cannot take the new placeholders: resume it first", m.ID, sandbox.ErrInvalidState)
+		}
 		prev, err := readSecretsFile(dir)
 		if err != nil {
 			return err

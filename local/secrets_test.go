@@ -513,3 +513,11 @@ func TestSetSecretsAddsInterceptionLive(t *testing.T) {
 	callAPI(t, sb, api, "api.test")
 	wantValue(t, api, secretValue)
 }
+
+func TestSetSecretsRefusedWhilePaused(t *testing.T) {
+	sb := pausedSandbox(t, local.Options{Config: local.Config{Secrets: apiSecret(secretValue)}})
+	err := sb.SetSecrets(context.Background(), apiSecret(secretValue+"-new"))
+	if !errors.Is(err, sandbox.ErrInvalidState) {
+		t.Fatalf("SetSecrets on a paused sandbox: err = %v, want one matching ErrInvalidState", err)
+	}
+}
