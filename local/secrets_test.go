@@ -12,6 +12,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -82,6 +84,7 @@ func newAPIServer(t testing.TB) *apiServer {
 		w.Write([]byte("api ok"))
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the probes' aborted handshakes
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, a.port, _ = net.SplitHostPort(srv.Listener.Addr().String())
