@@ -259,6 +259,15 @@ func TestSecretsAtRest(t *testing.T) {
 	if out := run(t, sb, insideGrep(line)).Stdout; out != "" {
 		t.Errorf("files inside hold the CA key: %s", out)
 	}
+	// Nor the sealed record: its text is nowhere inside.
+	rec, _ := os.ReadFile(filepath.Join(dir, "secrets.json"))
+	_, sealed, _ := strings.Cut(string(rec), `"sealed": "`)
+	if len(sealed) < 24 {
+		t.Fatalf("secrets.json has no sealed value: %s", rec)
+	}
+	if out := run(t, sb, insideGrep(sealed[:24])).Stdout; out != "" {
+		t.Errorf("files inside hold the sealed record: %s", out)
+	}
 	if out := run(t, sb, "ls "+sb.StateDir()+" 2>&1; cat "+filepath.Join(dir, "secrets.json")+" 2>&1").Stdout; strings.Contains(out, "sealed") || strings.Contains(out, "secrets-ca") {
 		t.Errorf("the state dir is visible inside: %s", out)
 	}
@@ -522,5 +531,22 @@ func TestSetSecretsRefusedWhilePaused(t *testing.T) {
 	err := sb.SetSecrets(context.Background(), apiSecret(secretValue+"-new"))
 	if !errors.Is(err, sandbox.ErrInvalidState) {
 		t.Fatalf("SetSecrets on a paused sandbox: err = %v, want one matching ErrInvalidState", err)
+	}
+}
+
+func TestSecretsInNoProcessArgvOrEnvironment(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	callAPI(t, sb, api, "api.test") // egressd holds the value now
+	if local.EgressProxyPID(sb) == 0 {
+		t.Fatal("no egress proxy serves the sandbox")
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		for _, f := range []string{"cmdline", "environ"} {
+			if b, err := os.ReadFile(filepath.Join(p, f)); err == nil && strings.Contains(string(b), secretValue) {
+				t.Errorf("%s/%s holds the value", p, f)
+			}
+		}
 	}
 }
