@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -549,4 +550,23 @@ func TestSecretsInNoProcessArgvOrEnvironment(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestSecretsSurviveEgressProxyRestart(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	pid := local.EgressProxyPID(sb)
+	if pid == 0 {
+		t.Fatal("no egress proxy serves the sandbox")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(5*time.Second, func() bool { return processGone(pid) }) {
+		t.Fatalf("the egress proxy %d outlived SIGKILL", pid)
+	}
+	// The next command starts a proxy again, which gets the secrets from
+	// the sandbox's folder.
+	callAPI(t, sb, api, "api.test")
+	wantValue(t, api, secretValue)
 }
