@@ -570,3 +570,19 @@ func TestSecretsSurviveEgressProxyRestart(t *testing.T) {
 	callAPI(t, sb, api, "api.test")
 	wantValue(t, api, secretValue)
 }
+
+func TestSecretsRotationReachesRunningProcess(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	// A process started before the rotation waits on a fifo, then calls
+	// the API with the placeholder its environment got at its start.
+	mustRun(t, sb, `mkfifo /tmp/go && (read x < /tmp/go; curl -sS --max-time 10 -H "Authorization: Bearer $API_KEY" https://api.test:`+api.port+`/late > /tmp/late.out 2>&1; touch /tmp/late.done) > /dev/null 2>&1 &`)
+	if err := sb.SetSecrets(context.Background(), apiSecret(secretValue+"-rotated")); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, sb, "echo go > /tmp/go; timeout 20 sh -c 'until [ -e /tmp/late.done ]; do sleep 0.05; done'; cat /tmp/late.out")
+	if out != "api ok" {
+		t.Fatalf("the running process's request: %q", out)
+	}
+	wantValue(t, api, secretValue+"-rotated")
+}
