@@ -245,7 +245,8 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) checkSecretUnused(sr *secretRecord) error {
 	var users []string
 	for _, rec := range s.byID {
-		if rec.org == sr.org && rec.holdsSecret(sr.name) {
+		// A sandbox being deleted holds it no longer.
+		if rec.org == sr.org && rec.holdsSecret(sr.name) && rec.desired != stateDestroyed {
 			users = append(users, rec.name)
 		}
 	}
