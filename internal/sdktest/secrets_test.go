@@ -1,31 +1,9 @@
 package sdktest
 
-import (
-	"context"
-	"errors"
-	"slices"
-	"testing"
-
-	"github.com/agentbox-dev/agentbox/internal/testenv"
-	"github.com/agentbox-dev/agentbox/local"
-	agentbox "github.com/agentbox-dev/agentbox/sandbox"
-)
+import "testing"
 
 // sdkSecretValue is the secret value of TestTypeScriptSDKSecrets.
 const sdkSecretValue = "sk-sdk-VALUE-4c0ffee5"
-
-// localSecretsBuilt reports whether the local engine gives sandboxes
-// secrets: false while its SetSecrets is the stub of the agreed
-// interface (branch wt-local brings the real one).
-func localSecretsBuilt() (built bool) {
-	defer func() {
-		if recover() != nil {
-			built = true // the real one reads the sandbox's state
-		}
-	}()
-	err := new(local.Sandbox).SetSecrets(context.Background(), nil)
-	return !errors.Is(err, agentbox.ErrUnsupported)
-}
 
 // TestTypeScriptSDKSecrets has the SDK release that has daytona.secret
 // (0.218) drive serve's secrets (testdata/node/secrets.mjs): create, the
@@ -56,19 +34,6 @@ func TestTypeScriptSDKSecrets(t *testing.T) {
 		{"delete-sandbox", `"destroying"`},
 		{"secret-delete", `[]`},
 	}
-	steps := rep.Steps
-	built := localSecretsBuilt() || testenv.RequireAll()
-	if !built {
-		// Without the local engine's secrets, the steps that need a
-		// placeholder in the sandbox are left out, and the test skips
-		// once the others are checked.
-		needsEngine := func(name string) bool { return name == "printenv" || name == "update-secrets-none" }
-		want = slices.DeleteFunc(want, func(w wantStep) bool { return needsEngine(w.name) })
-		steps = slices.DeleteFunc(slices.Clone(steps), func(r stepResult) bool { return needsEngine(r.Name) })
-	}
-	checkReported(t, "secrets.mjs", steps, want)
+	checkReported(t, "secrets.mjs", rep.Steps, want)
 	t.Run("spec", func(t *testing.T) { offSpec.report(t) })
-	if !built {
-		t.Skip("the local engine does not give sandboxes secrets yet (its SetSecrets is the stub): the placeholder steps were not checked")
-	}
 }
