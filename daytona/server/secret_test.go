@@ -311,33 +311,43 @@ func TestSandboxCreateWithSecretsGivesTheEngineTheirValues(t *testing.T) {
 	}
 }
 
-func TestSandboxCreateWithUnknownSecretCreatesNothing(t *testing.T) {
+// knownSecretHarness is a harness over a fake engine whose organization
+// has the secret KNOWN.
+func knownSecretHarness(t *testing.T) (*harness, *fakeEngine) {
 	eng := newFakeEngine(t)
 	h := newHarness(t, eng, harnessOptions{})
 	h.createTestSecret("KNOWN")
-	var e apiError
-	st := h.call("POST", "/sandbox", map[string]any{"name": "nope", "secrets": []map[string]string{{"A": "KNOWN"}, {"B": "MISSING"}}}, &e)
-	if st != http.StatusBadRequest || !strings.Contains(e.Message, "MISSING") {
-		t.Fatalf("create: %d %+v", st, e)
-	}
+	return h, eng
+}
+
+// checkNoneCreated fails t when the sandbox "nope" exists or the engine
+// was asked to create anything.
+func checkNoneCreated(t *testing.T, h *harness, eng *fakeEngine) {
+	t.Helper()
 	if _, st := h.get("nope"); st != http.StatusNotFound || eng.called("create") != 0 {
 		t.Fatalf("something was created: get %d, engine creates %d", st, eng.called("create"))
 	}
 }
 
+func TestSandboxCreateWithUnknownSecretCreatesNothing(t *testing.T) {
+	h, eng := knownSecretHarness(t)
+	var e apiError
+	st := h.call("POST", "/sandbox", map[string]any{"name": "nope", "secrets": []map[string]string{{"A": "KNOWN"}, {"B": "MISSING"}}}, &e)
+	if st != http.StatusBadRequest || !strings.Contains(e.Message, "MISSING") {
+		t.Fatalf("create: %d %+v", st, e)
+	}
+	checkNoneCreated(t, h, eng)
+}
+
 func TestSandboxCreateWithBadSecretVariableCreatesNothing(t *testing.T) {
-	eng := newFakeEngine(t)
-	h := newHarness(t, eng, harnessOptions{})
-	h.createTestSecret("KNOWN")
+	h, eng := knownSecretHarness(t)
 	for _, env := range []string{"1KEY", "MY-KEY", "A B", ""} {
 		var e apiError
 		if st := h.call("POST", "/sandbox", map[string]any{"name": "nope", "secrets": []map[string]string{{env: "KNOWN"}}}, &e); st != http.StatusBadRequest {
 			t.Errorf("variable %q: %d %+v", env, st, e)
 		}
 	}
-	if _, st := h.get("nope"); st != http.StatusNotFound || eng.called("create") != 0 {
-		t.Fatalf("something was created: get %d, engine creates %d", st, eng.called("create"))
-	}
+	checkNoneCreated(t, h, eng)
 }
 
 func TestSandboxSecretsReplace(t *testing.T) {
@@ -518,5 +528,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: never", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A warm pool's spare holds no secrets: a create with secrets does not
+// take it.
+func TestSecretCreateDoesNotTakeASpare(t *testing.T) {
+	h, _, p, spare := readyPool(t, 1)
+	h.createTestSecret("POOLED")
+	if sb := h.create(map[string]any{"snapshot": warmSnapshot, "secrets": []map[string]string{{"KEY": "POOLED"}}}); sb.ID == spare || sb.State != stateCreating {
+		t.Fatalf("the create with secrets took the spare or answered %s", sb.State)
+	}
+	if ids := h.spareIDs(p.ID); !slices.Equal(ids, []string{spare}) {
+		t.Fatalf("spares after the create: %v, want [%s]", ids, spare)
 	}
 }

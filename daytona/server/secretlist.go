@@ -2,7 +2,6 @@ package server
 
 import (
 	"cmp"
-	"encoding/base64"
 	"net/http"
 	"slices"
 	"strings"
@@ -95,15 +94,16 @@ func (s *Server) listSecretsPaginated(w http.ResponseWriter, r *http.Request) er
 	return nil
 }
 
+// A secret's cursor is a sandbox list's (list.go): the sort key and id
+// of a page's last secret.
 func encodeSecretCursor(e keyedSecret) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(e.key + "\x00" + e.dto.ID))
+	return encodeCursor(sorted{key: e.key, rec: &record{id: e.dto.ID}})
 }
 
 func decodeSecretCursor(raw string) (keyedSecret, error) {
-	b, err := base64.RawURLEncoding.DecodeString(raw)
-	key, id, ok := strings.Cut(string(b), "\x00")
-	if err != nil || !ok {
-		return keyedSecret{}, errorf(http.StatusBadRequest, "cursor %q is not one this server gave", raw)
+	c, err := decodeCursor(raw)
+	if err != nil {
+		return keyedSecret{}, err
 	}
-	return keyedSecret{key: key, dto: secretDTO{ID: id}}, nil
+	return keyedSecret{key: c.key, dto: secretDTO{ID: c.rec.id}}, nil
 }
