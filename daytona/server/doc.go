@@ -201,7 +201,8 @@
 // names, with placeholders of its own) and when a server starts (the
 // started sandboxes holding any, again). PUT /sandbox/{id}/secrets
 // replaces the set ([] detaches all), live on a started sandbox (new
-// commands see the change), and answers the Sandbox (whose answer has no
+// commands see the change; the engine checks and keeps that of a stopped
+// one, a paused one gets it when resumed), and answers the Sandbox (whose answer has no
 // secrets field: api.json's has none). GET /sandbox/{id}/secrets, which
 // Daytona answers its runners with values, answers {env, placeholder,
 // hosts} entries without them. A warm pool's spare holds no secrets: a

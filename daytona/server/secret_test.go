@@ -543,3 +543,38 @@ func TestSecretCreateDoesNotTakeASpare(t *testing.T) {
 		t.Fatalf("spares after the create: %v, want [%s]", ids, spare)
 	}
 }
+
+// PUT /sandbox/{id}/secrets naming an unknown secret is 400 and leaves
+// the sandbox's secrets as they were, in the record and the engine.
+func TestSandboxSecretsBadReplaceChangesNothing(t *testing.T) {
+	h, eng := knownSecretHarness(t)
+	sb := h.create(map[string]any{"secrets": []map[string]string{{"A": "KNOWN"}}})
+	h.waitState(sb.ID, stateStarted)
+	var e apiError
+	if st := h.call("PUT", "/sandbox/"+sb.ID+"/secrets", map[string]any{"secrets": []map[string]string{{"B": "MISSING"}}}, &e); st != http.StatusBadRequest || !strings.Contains(e.Message, "MISSING") {
+		t.Fatalf("replace with an unknown secret: %d %+v", st, e)
+	}
+	var entries []sandboxSecret
+	if h.call("GET", "/sandbox/"+sb.ID+"/secrets", nil, &entries); len(entries) != 1 || entries[0].Env != "A" {
+		t.Fatalf("the sandbox's secrets after a bad replace: %+v", entries)
+	}
+	if got, _ := eng.secretsOf(sb.ID); len(got) != 1 || got[0].Name != "A" {
+		t.Fatalf("the engine's secrets after a bad replace: %v", got)
+	}
+}
+
+// PUT /sandbox/{id}/secrets on a stopped sandbox hands the set to the
+// engine, which checks and keeps it for the next start.
+func TestSandboxSecretsReplaceStopped(t *testing.T) {
+	h, eng := knownSecretHarness(t)
+	sb := h.create(map[string]any{})
+	h.waitState(sb.ID, stateStarted)
+	h.call("POST", "/sandbox/"+sb.ID+"/stop", nil, nil)
+	h.waitState(sb.ID, stateStopped)
+	if st := h.call("PUT", "/sandbox/"+sb.ID+"/secrets", map[string]any{"secrets": []map[string]string{{"A": "KNOWN"}}}, nil); st != http.StatusOK {
+		t.Fatalf("replace: %d", st)
+	}
+	if got, _ := eng.secretsOf(sb.ID); len(got) != 1 || got[0].Name != "A" || got[0].Value != testSecretValue {
+		t.Fatalf("the stopped sandbox's secrets in the engine: %v", got)
+	}
+}

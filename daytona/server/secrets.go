@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -201,7 +202,7 @@ func (s *Server) updateSecret(w http.ResponseWriter, r *http.Request) error {
 	if req.Value != nil || hosts != nil {
 		// The running sandboxes that hold it take the change now;
 		// stopped ones when they start.
-		s.reapplySecret(r.Context(), org, name)
+		s.reapplySecret(context.WithoutCancel(r.Context()), org, name)
 	}
 	writeJSON(w, dto)
 	return nil

@@ -180,7 +180,8 @@ type updateSandboxSecrets struct {
 
 // replaceSandboxSecrets is PUT /sandbox/{id}/secrets: the set given
 // replaces the sandbox's (an empty one detaches all), live when it is
-// started, else from its next start. It answers the Sandbox.
+// started (new commands see it), else from its next start or resume. It
+// answers the Sandbox.
 func (s *Server) replaceSandboxSecrets(w http.ResponseWriter, r *http.Request) error {
 	var req updateSandboxSecrets
 	if err := decodeJSON(w, r, &req); err != nil {
@@ -208,7 +209,10 @@ func (s *Server) replaceSandboxSecrets(w http.ResponseWriter, r *http.Request) e
 	mu.Lock()
 	defer mu.Unlock()
 	s.mu.Lock()
-	live := rec.state == stateStarted && rec.desired == stateStarted
+	// The engine takes the set of a started sandbox live, and checks and
+	// keeps that of a stopped one (bad input changes nothing); a paused
+	// sandbox gets it when resumed, one in the error state when started.
+	give := rec.state == rec.desired && (rec.state == stateStarted || rec.state == stateStopped || rec.state == stateArchived)
 	if rec.busy {
 		err = errorf(http.StatusConflict, msgStateChange)
 	}
@@ -216,7 +220,7 @@ func (s *Server) replaceSandboxSecrets(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	if live && (rec.hadSecrets || len(refs) > 0) {
+	if give && (rec.hadSecrets || len(refs) > 0) {
 		if err := s.eng.setSecrets(r.Context(), rec.id, resolved); err != nil {
 			return lifecycleError("secrets", err)
 		}
