@@ -30,6 +30,8 @@
 //	POST /api/sandbox/{idOrName}/pause             memory kept; start or any toolbox request resumes (pause.go)
 //	POST /api/sandbox/{idOrName}/autopause/{minutes}, POST /api/sandbox/{id}/last-activity
 //	POST /api/sandbox/{idOrName}/snapshot          an organization's snapshot of its files (sandboxsnapshot.go)
+//	POST /api/secret, GET /api/secret|secret/paginated, GET|PATCH|DELETE /api/secret/{idOrName}  secrets (secrets.go)
+//	PUT|GET /api/sandbox/{idOrName}/secrets        the secrets a sandbox holds (secretsandbox.go)
 //
 // and it proxies the toolbox API of every started sandbox, WebSocket
 // upgrades included, at {toolboxProxyUrl}/{sandboxId}/… (that is
@@ -155,6 +157,56 @@
 // the pools' sizes together count against its sandbox quota. Pools and
 // their spares' ids are in the records: a new server takes back the
 // spares that still run and refills to the recorded sizes.
+//
+// # Secrets
+//
+// Daytona's /secret API: an organization's secrets, values an agent may
+// send to some hosts but never read (the local engine's Config.Secrets:
+// the sandbox's environment holds a placeholder, swapped for the value by
+// its egress proxy in requests to the secret's hosts only). POST /secret
+// (201) takes {name, value, hosts, description}: the name Daytona's
+// (letters, digits, '_' and '-', not starting with a digit or '-', at
+// most 128 bytes), unique in the organization (409); the value not empty,
+// at most 64 KiB, no NUL or line break; hosts names and *.name patterns,
+// required — where Daytona leaves a secret without hosts unrestricted,
+// serve answers 400 asking for them: a value goes to the hosts named only,
+// and only over TLS (sandbox.Secret's AllowHTTP is never set). At most 500
+// secrets per organization (403), descriptions of 1 KiB. GET
+// /secret/paginated pages by cursor (limit 1-200, name partial match,
+// sort name|createdAt|updatedAt, order asc|desc; total; nextCursor null
+// at the end). PATCH /secret/{id} changes the value, hosts or
+// description (absent fields kept); a changed value or hosts are handed
+// at once to every started sandbox that holds the secret (placeholders
+// kept), to stopped ones when they start. DELETE /secret/{id} is 409,
+// naming the sandboxes, while any sandbox (not being deleted) holds it:
+// detach it first. Another organization's secret is 404 everywhere.
+//
+// No answer, log line or error ever holds a value: the Secret answer
+// has none, and its placeholder field is the marker
+// "agentbox_secret_(per-sandbox)", as placeholders are random per sandbox
+// and per secret here (the real one is the variable's value inside the
+// sandbox). Values are kept in the records sealed (AES-256-GCM, the
+// record's id as additional data) with the key in serve/secrets.key
+// (mode 0600, beside records.db, never in it): a copy of records.db alone
+// tells a value's length only. (Anyone with both files, root on the
+// host, has the values: the server must be able to hand them to
+// sandboxes after a restart.)
+//
+// A create's secrets ([{ENV: secretName}, …], Mastra's and the SDK's
+// secrets map) name secrets of the organization (400 naming an unknown
+// one, nothing created; ENV an environment variable name, given once, at
+// most 100); the sandbox's record keeps the names, never the values, which
+// are read from the secrets whenever they are handed to the engine: at
+// create, after every start, resume and fork (a fork keeps its source's
+// names, with placeholders of its own) and when a server starts (the
+// started sandboxes holding any, again). PUT /sandbox/{id}/secrets
+// replaces the set ([] detaches all), live on a started sandbox (new
+// commands see the change; the engine checks and keeps that of a stopped
+// one, a paused one gets it when resumed), and answers the Sandbox (whose answer has no
+// secrets field: api.json's has none). GET /sandbox/{id}/secrets, which
+// Daytona answers its runners with values, answers {env, placeholder,
+// hosts} entries without them. A warm pool's spare holds no secrets: a
+// create with secrets never takes one.
 //
 // # Limits of this version
 //
