@@ -178,6 +178,7 @@ func newValidator(dir string, files []specFile) (*Validator, error) {
 		// (a unix socket, a proxy); a base path is handled by WithBasePath.
 		doc.Servers = openapi3.Servers{{URL: "/"}}
 		allowDaytonaNulls(doc)
+		mergeTwinPaths(doc)
 		if err := doc.Validate(context.Background(), openapi3.DisableExamplesValidation()); err != nil && !f.lenient {
 			return nil, fmt.Errorf("spectest: %s is not a valid OpenAPI document: %w", f.name, err)
 		}
