@@ -178,25 +178,21 @@ func (s *SecretsService) List(ctx context.Context, o ListSecretsOptions) (*Secre
 // All iterates over every secret, page after page. It stops at the first
 // error, which it yields.
 func (s *SecretsService) All(ctx context.Context) iter.Seq2[*Secret, error] {
-	return func(yield func(*Secret, error) bool) {
-		o := ListSecretsOptions{Limit: 200}
-		for {
-			page, err := s.List(ctx, o)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for i := range page.Items {
-				if !yield(&page.Items[i], nil) {
-					return
-				}
-			}
-			if page.NextCursor == nil || *page.NextCursor == "" || len(page.Items) == 0 {
-				return
-			}
-			o.Cursor = *page.NextCursor
+	return s.pages(ctx, ListSecretsOptions{Limit: 200})
+}
+
+// pages iterates over the secrets o's filter keeps, from o's cursor on.
+func (s *SecretsService) pages(ctx context.Context, o ListSecretsOptions) iter.Seq2[*Secret, error] {
+	return cursorPages(func(cursor string) ([]Secret, *string, error) {
+		if cursor != "" {
+			o.Cursor = cursor
 		}
-	}
+		page, err := s.List(ctx, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		return page.Items, page.NextCursor, nil
+	})
 }
 
 // Get returns the secret with id.
@@ -212,22 +208,15 @@ func (s *SecretsService) Get(ctx context.Context, id string) (*Secret, error) {
 // name filter; none is an error matching ErrNotFound and
 // sandbox.ErrNotFound.
 func (s *SecretsService) ByName(ctx context.Context, name string) (*Secret, error) {
-	o := ListSecretsOptions{Name: name, Limit: 200}
-	for {
-		page, err := s.List(ctx, o)
+	for sec, err := range s.pages(ctx, ListSecretsOptions{Name: name, Limit: 200}) {
 		if err != nil {
 			return nil, err
 		}
-		for i := range page.Items {
-			if page.Items[i].Name == name {
-				return &page.Items[i], nil
-			}
+		if sec.Name == name {
+			return sec, nil
 		}
-		if page.NextCursor == nil || *page.NextCursor == "" || len(page.Items) == 0 {
-			return nil, fmt.Errorf("daytona: no secret named %q: %w (%w)", name, ErrNotFound, sandbox.ErrNotFound)
-		}
-		o.Cursor = *page.NextCursor
 	}
+	return nil, fmt.Errorf("daytona: no secret named %q: %w (%w)", name, ErrNotFound, sandbox.ErrNotFound)
 }
 
 // Update changes the secret id as u says and returns it. Bad input
