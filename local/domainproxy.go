@@ -78,6 +78,7 @@ func (h commandHost) EnsureRunning(ctx context.Context) error {
 }
 
 func (h commandHost) MergeEnv(perCall map[string]string) (map[string]string, error) {
+	perCall = mergeSecretsEnv(h.s.dir, perCall)
 	h.s.mu.Lock()
 	c, booted := h.s.opts.Config, h.s.proxyEnv
 	h.s.mu.Unlock()
@@ -120,6 +121,9 @@ func egressEnv(c *Config) []string {
 type egressTestHooks struct {
 	Hosts          map[string][]netip.Addr `json:"hosts,omitempty"`
 	AllowNonPublic bool                    `json:"allowNonPublic,omitempty"`
+	// RootCAs (PEM) verify the upstream hosts of secrets in place of the
+	// host's trust store: the tests' own CA.
+	RootCAs string `json:"rootCAs,omitempty"`
 }
 
 // policyLog is the policy log file of a sandbox folder (egressLogFile):

@@ -170,10 +170,19 @@ func (c *egressClient) serve(m *meta, lns []*os.File, hooks egressTestHooks) err
 		return stateDirError(c.stateDir, err)
 	}
 	defer logf.Close()
+	files := []*os.File{logf}
+	sf, err := egressSecretsOf(c.stateDir, m.ID)
+	if err != nil {
+		return err
+	}
+	if sf != nil {
+		defer sf.Close()
+		files = append(files, sf)
+	}
 	_, err = c.call(egressRequest{
 		Op: "serve", ID: m.ID, Allow: m.Config.Network.DomainAllowListString(),
-		InitPID: m.Init.PID, InitStart: m.Init.StartTime, egressTestHooks: hooks,
-	}, append([]*os.File{logf}, lns...))
+		InitPID: m.Init.PID, InitStart: m.Init.StartTime, Secrets: sf != nil, egressTestHooks: hooks,
+	}, append(files, lns...))
 	return err
 }
 

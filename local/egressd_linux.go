@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox-dev/agentbox/internal/egress"
+	"github.com/agentbox-dev/agentbox/internal/secretproxy"
 )
 
 // The shared egress proxy: one process per state dir serves the egress
@@ -74,6 +75,10 @@ type egressRequest struct {
 	// sandbox's proxy.
 	InitPID   int    `json:"initPid,omitempty"`
 	InitStart uint64 `json:"initStart,omitempty"`
+	// Secrets: the sandbox has secrets, in the memfd that comes after
+	// the policy log ("serve") or alone ("secrets": replace them; none
+	// without it).
+	Secrets bool `json:"secrets,omitempty"`
 	egressTestHooks
 }
 
@@ -150,6 +155,7 @@ type egressServer struct {
 // egressBox is the proxy of one sandbox.
 type egressBox struct {
 	p        *egress.Proxy
+	sp       *secretproxy.Proxy // its Intercept, when the sandbox has secrets (guarded by the server's mu)
 	rec      *policyRecorder
 	stopInit func() // stops watching the init
 	once     sync.Once
@@ -161,6 +167,9 @@ func (b *egressBox) close() {
 	b.once.Do(func() {
 		b.stopInit()
 		b.p.Close()
+		if b.sp != nil {
+			b.sp.Close()
+		}
 		b.rec.close()
 	})
 }
@@ -256,6 +265,8 @@ func (s *egressServer) handle(req *egressRequest, files []*os.File, reply *egres
 		}
 		b.p.SetAllowList(l)
 		return nil
+	case "secrets":
+		return s.setSecrets(req, files)
 	case "drop":
 		s.forget(req.ID, nil)
 		return nil
@@ -281,8 +292,12 @@ func (s *egressServer) serve(req *egressRequest, files []*os.File) error {
 	if err != nil {
 		return err
 	}
+	lnFiles, secrets := files[1:], files[1:1]
+	if req.Secrets && len(lnFiles) > 0 {
+		lnFiles, secrets = files[2:], files[1:2]
+	}
 	var lns []net.Listener
-	for _, f := range files[1:] {
+	for _, f := range lnFiles {
 		ln, err := net.FileListener(f)
 		if err != nil {
 			for _, ln := range lns {
@@ -319,6 +334,13 @@ func (s *egressServer) serve(req *egressRequest, files []*os.File) error {
 		p:        egress.New(egress.Config{Allow: allow, Resolver: resolver, AllowNonPublic: req.AllowNonPublic, OnRefusal: rec.add}),
 		rec:      rec,
 		stopInit: stop,
+	}
+	if err := b.setSecrets(req, secrets); err != nil {
+		b.close()
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return fmt.Errorf("serve: secrets: %w", err)
 	}
 	for _, ln := range lns {
 		go func() { _ = b.p.Serve(ln) }()

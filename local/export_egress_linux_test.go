@@ -32,3 +32,9 @@ func EgressProxyPID(s *Sandbox) int {
 	}
 	return r.PID
 }
+
+// SetSecretsTestRoots makes the proxies that substitute s's secrets
+// verify upstream hosts against rootsPEM (the test server's own CA) in
+// place of the host's trust store; like the other egress test hooks it is
+// never persisted.
+func SetSecretsTestRoots(s *Sandbox, rootsPEM []byte) { s.egressTest.RootCAs = string(rootsPEM) }

@@ -163,6 +163,9 @@ func forkLocked(ctx context.Context, stateDir, src, dst string, m *meta, id stri
 	if err := copySandboxFiles(ctx, src, dst, m, shiftRange(m.HostIDs, fm.HostIDs)); err != nil {
 		return fm, err
 	}
+	if err := forkSecrets(stateDir, src, m.ID, dst, id); err != nil {
+		return fm, err
+	}
 	if imageMB(dst) > 0 {
 		fm.DiskIDs = forkDiskIDs(m, fm) // its mounts are ID-mapped: no owner changes
 	}

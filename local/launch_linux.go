@@ -73,12 +73,14 @@ type booting struct {
 // are: each already says what failed.
 func (b *booting) steps() []namedStep {
 	return []namedStep{
+		{"keep the secrets", b.keepSecrets},
 		{"claim host ids and apply limits", b.claimResources},
 		{"plan the network", b.planNetwork},
 		{"start the init", b.startInit},
 		{"record the init and wait for it", b.recordAndWait},
 		{"serve egress", func() error { return b.s.serveEgress(b.ctx, b.m, b.answer.files) }},
 		{"mount volumes again", b.remountVolumes},
+		{"put the secrets' placeholders in the environment", b.secretsInside},
 	}
 }
 

@@ -74,6 +74,11 @@ func setFields(c Config) []int {
 		if f.IsZero() || (f.Kind() == reflect.Map || f.Kind() == reflect.Slice) && f.Len() == 0 {
 			continue
 		}
+		if v.Type().Field(i).Name == "Secrets" {
+			// Kept in the sandbox's folder, not its Config: they shape a
+			// new sandbox; SetSecrets changes an existing one's.
+			continue
+		}
 		set = append(set, i)
 	}
 	return set

@@ -183,8 +183,11 @@ type Config struct {
 	// Name set to a placeholder, which the sandbox's egress proxy replaces
 	// with the value in requests to the secret's hosts. Never stored in the
 	// metadata nor sent to the init (json "-"): the engine keeps them in a
-	// file of the sandbox's host folder, mode 0600. [Sandbox.SetSecrets]
-	// replaces them while the sandbox runs.
+	// file of the sandbox's host folder, mode 0600, the values sealed.
+	// They shape a new sandbox only (a handle of an existing one ignores
+	// them, and no mismatch is reported): [Sandbox.SetSecrets] replaces an
+	// existing sandbox's, running or not. A host-mode or blocked sandbox
+	// cannot hold secrets (no proxy of the engine sees its traffic).
 	Secrets []sandbox.Secret `json:"-"`
 	// Confinement holds the explicit opt-outs of the system call filter
 	// and Landlock rules every command runs under. The zero value is the
@@ -413,6 +416,9 @@ func (c Config) normalize() (Config, error) {
 		return c, err
 	}
 	if err := normalizeNetwork(&c); err != nil {
+		return c, err
+	}
+	if c.Secrets, err = normalizeSecrets(&c); err != nil {
 		return c, err
 	}
 	if c.Resources, err = normalizeResources(c.Resources); err != nil {

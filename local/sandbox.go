@@ -246,6 +246,9 @@ func (s *Sandbox) Instructions() string {
 	}
 	parts = append(parts, c.Confinement.instructions(landlockABI()))
 	parts = append(parts, networkInstructions(&c))
+	if t := secretsInstructions(s.dir, &c); t != "" {
+		parts = append(parts, t)
+	}
 	parts = append(parts, limitsOf(s.dir, &m).instructions())
 	return strings.Join(parts, " ")
 }

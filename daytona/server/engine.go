@@ -44,6 +44,8 @@ type engine interface {
 	// The lifecycle beyond start and stop: fork, pause, resume and
 	// snapshots of sandboxes (engine_lifecycle.go).
 	lifecycleEngine
+	// Secrets (secretsandbox.go).
+	secretsEngine
 }
 
 // spec is what a sandbox is created with.
@@ -65,6 +67,9 @@ type spec struct {
 	// daytonaToolbox runs the sandbox's toolbox in its Daytona-behaviour
 	// mode (a test knob).
 	daytonaToolbox bool
+	// secrets are the secrets the sandbox holds, with their values
+	// (secretsandbox.go).
+	secrets []sandbox.Secret
 }
 
 // sizes are the resources a created sandbox has, in Daytona's units

@@ -42,6 +42,7 @@ func (e localEngine) create(id string, sp spec) (func(context.Context) (sizes, e
 			// FUSE mounts (s3fs, gcsfuse) work as in Daytona's sandboxes.
 			Confinement: local.Confinement{AllowFUSE: local.FUSEAvailable()},
 			Resources:   sp.resources,
+			Secrets:     sp.secrets,
 		},
 	})
 	if err != nil {

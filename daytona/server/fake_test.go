@@ -32,6 +32,9 @@ type fakeEngine struct {
 	calls   map[string]int           // operation → times called
 	ports   map[int]string           // a sandbox port → the host address serving it
 	n       int
+	// secrets are each sandbox's secrets as setSecrets last gave them
+	// (secret_test.go).
+	secrets map[string][]sandbox.Secret
 }
 
 type fakeBox struct {

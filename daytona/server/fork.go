@@ -144,6 +144,7 @@ func (src *record) forkRecord(now time.Time) *record {
 		previewToken: newToken(), network: src.network, volumes: slices.Clone(src.volumes), sizes: src.sizes,
 		autoStop: src.autoStop, autoArchive: src.autoArchive, autoDelete: src.autoDelete, autoPause: src.autoPause,
 		forkedFrom: src.id, createdAt: now, updatedAt: now,
+		secrets: slices.Clone(src.secrets), hadSecrets: len(src.secrets) > 0,
 	}
 	rec.name = rec.id
 	return rec

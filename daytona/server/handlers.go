@@ -56,6 +56,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.attachSecrets(rec, &sp, req.Secrets); err != nil {
+		return err
+	}
 	// Before a build the create may start; addRecord checks again.
 	s.mu.Lock()
 	err = s.checkSandboxQuota(rec.org)
@@ -150,6 +153,9 @@ func (s *Server) insert(rec *record, proxyURL string) (sandboxDTO, *storeWrite, 
 func (s *Server) checkAddable(rec *record) error {
 	if s.byName[nameKey(rec.org, rec.name)] != nil || s.byID[rec.name] != nil {
 		return errorf(http.StatusConflict, "Sandbox with name %s already exists", rec.name)
+	}
+	if err := s.checkSecretsExist(rec); err != nil {
+		return err
 	}
 	return s.checkSandboxQuota(rec.org)
 }

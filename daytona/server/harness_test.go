@@ -58,6 +58,8 @@ type harnessOptions struct {
 	// listener per previewed port); without, they are host-based under
 	// localhost, as they were before issue 27.
 	listenerPreviews bool
+	// logf is the server's Options.Logf; default none.
+	logf func(format string, args ...any)
 }
 
 // newHarness starts a Server over eng, ended by the test's cleanup.
@@ -82,7 +84,7 @@ func newHarness(t *testing.T, eng engine, o harnessOptions) *harness {
 		domain = ""
 	}
 	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: o.stateDir, Knobs: o.knobs, PublishedImages: o.published, BuildTimeout: o.buildTimeout, MaxSandboxesPerOrg: o.maxSandboxes,
-		MaxQueuedBuildsPerOrg: o.maxQueuedBuilds, MaxImageBytesPerOrg: o.maxImageBytes, PreviewDomain: domain}, eng, 5*time.Millisecond, o.now)
+		MaxQueuedBuildsPerOrg: o.maxQueuedBuilds, MaxImageBytesPerOrg: o.maxImageBytes, PreviewDomain: domain, Logf: o.logf}, eng, 5*time.Millisecond, o.now)
 	if err != nil {
 		t.Fatal(err)
 	}

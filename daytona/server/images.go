@@ -52,7 +52,7 @@ type imageInfo struct {
 // imageStore returns s's engine as an imageEngine, or the 501 error saying
 // that what needs one is not available.
 func (s *Server) imageStore(what string) (imageEngine, error) {
-	if ie, ok := s.eng.(imageEngine); ok {
+	if ie, ok := s.baseEngine().(imageEngine); ok {
 		return ie, nil
 	}
 	return nil, errorf(http.StatusNotImplemented, "agentbox serve does not support %s with this engine", what)

@@ -41,14 +41,17 @@ type storedSandbox struct {
 	AutoPause    int               `json:"autoPauseInterval,omitempty"`
 	TTL          int               `json:"ttlMinutes,omitempty"`
 	ForkedFrom   string            `json:"forkedFrom,omitempty"`
-	State        string            `json:"state"`
-	Desired      string            `json:"desiredState"`
-	ErrorReason  string            `json:"errorReason,omitempty"`
-	CreatedAt    time.Time         `json:"createdAt"`
-	UpdatedAt    time.Time         `json:"updatedAt"`
-	StartedAt    time.Time         `json:"startedAt"`
-	StoppedAt    time.Time         `json:"stoppedAt"`
-	LastActivity time.Time         `json:"lastActivityAt"`
+	// Secrets are the secrets the sandbox holds, by name; never values.
+	Secrets      []secretRef `json:"secrets,omitempty"`
+	HadSecrets   bool        `json:"hadSecrets,omitempty"`
+	State        string      `json:"state"`
+	Desired      string      `json:"desiredState"`
+	ErrorReason  string      `json:"errorReason,omitempty"`
+	CreatedAt    time.Time   `json:"createdAt"`
+	UpdatedAt    time.Time   `json:"updatedAt"`
+	StartedAt    time.Time   `json:"startedAt"`
+	StoppedAt    time.Time   `json:"stoppedAt"`
+	LastActivity time.Time   `json:"lastActivityAt"`
 	// Build is the buildInfo the sandbox was made of; its log is not kept.
 	Build *storedBuild `json:"build,omitempty"`
 }
@@ -93,6 +96,7 @@ func (rec *record) stored() storedSandbox {
 		State: rec.state, Desired: rec.desired, ErrorReason: rec.errorReason,
 		CreatedAt: rec.createdAt, UpdatedAt: rec.updatedAt, StartedAt: rec.startedAt, StoppedAt: rec.stoppedAt,
 		LastActivity: rec.lastActivity, Build: rec.build.stored(),
+		Secrets: rec.secrets, HadSecrets: rec.hadSecrets,
 	}
 }
 
@@ -126,6 +130,7 @@ func (ss *storedSandbox) record() *record {
 		state: ss.State, desired: ss.Desired, errorReason: ss.ErrorReason,
 		createdAt: ss.CreatedAt, updatedAt: ss.UpdatedAt, startedAt: ss.StartedAt, stoppedAt: ss.StoppedAt,
 		lastActivity: ss.LastActivity, build: ss.Build.build(),
+		secrets: ss.Secrets, hadSecrets: ss.HadSecrets,
 	}
 }
 

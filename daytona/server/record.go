@@ -59,6 +59,12 @@ type record struct {
 	// fork.go).
 	autoPause, ttl int
 	forkedFrom     string
+	// secrets are the secrets the sandbox holds, by name, sorted by
+	// variable; hadSecrets is set once it has held any, so that a start
+	// after they were all detached detaches them in the engine too
+	// (secretsandbox.go).
+	secrets    []secretRef
+	hadSecrets bool
 
 	state, desired string
 	errorReason    string

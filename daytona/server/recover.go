@@ -48,6 +48,9 @@ func (s *Server) specOf(ctx context.Context, rec *record) (spec, error) {
 		return spec{}, err
 	}
 	sp.volumes = vols
+	if sp.secrets, err = s.secrets.resolve(rec.org, rec.secrets); err != nil {
+		return spec{}, err
+	}
 	return sp, nil
 }
 

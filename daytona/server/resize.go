@@ -118,7 +118,7 @@ func (s *Server) beginResize(rec *record, want sizes) (resizer, error) {
 	case state != stateStopped && (want.cpu != 0 && want.cpu < cur.cpu || want.memoryGiB != 0 && want.memoryGiB < cur.memoryGiB):
 		return nil, errorf(http.StatusBadRequest, "CPU and memory can only be decreased while the sandbox is stopped")
 	}
-	rz, ok := s.eng.(resizer)
+	rz, ok := s.baseEngine().(resizer)
 	if !ok {
 		return nil, errorf(http.StatusNotImplemented, "agentbox serve cannot resize sandboxes with this engine: create a new sandbox with the sizes you need")
 	}

@@ -191,6 +191,9 @@ type Server struct {
 
 	// previewDomainOpt is Options.PreviewDomain.
 	previewDomainOpt string
+
+	// secrets are the organizations' secrets (secretstore.go).
+	secrets secretSet
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -252,6 +255,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		volumesByName:    map[string]*volumeRecord{},
 		previewDomainOpt: opts.PreviewDomain,
 	}
+	s.eng = secretApplier{engine: eng, s: s} // secretsandbox.go
 	if s.org == "" {
 		s.org = DefaultOrganizationID
 	}
@@ -287,6 +291,10 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 		return nil, err
 	}
 	s.store = st
+	if err := s.openSecrets(opts.StateDir); err != nil {
+		_ = st.close()
+		return nil, err
+	}
 	s.stored = &keySet{path: keysPath(opts.StateDir), logf: s.logf}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.timers, s.cancelTimers = context.WithCancel(s.ctx)
@@ -311,6 +319,9 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	}
 	s.wg.Add(1)
 	go s.reconcileLoop()
+	// The local engine's secrets of started sandboxes, again from the
+	// records, with their current values.
+	s.wg.Go(func() { s.reapply(s.timers, nil) })
 	return s, nil
 }
 
@@ -401,6 +412,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/sandbox/{id}/autodelete/{interval}", s.setInterval(func(rec *record, v int) { rec.autoDelete = v }, -1))
 	api("POST /api/sandbox/{id}/public/{isPublic}", s.setPublic)
 	s.lifecycleRoutes(api)
+	s.secretRoutes(api)
 	api("POST /api/sandbox/{id}/network-settings", s.updateNetwork)
 	api("GET /api/sandbox/{id}/toolbox-proxy-url", s.getToolboxProxyURL)
 	api("POST /api/volumes", s.createVolume)

@@ -20,9 +20,6 @@ func unsupported(req *createSandbox) error {
 	if req.LinkedSandbox != "" {
 		what = append(what, "linkedSandbox")
 	}
-	if len(req.Secrets) > 0 {
-		what = append(what, "secrets")
-	}
 	if req.OutboundProxyURL != "" {
 		what = append(what, "outboundProxyUrl")
 	}

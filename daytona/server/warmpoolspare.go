@@ -152,7 +152,7 @@ func (s *Server) removeSpares(ids ...string) {
 
 // spareFits reports whether a create of rec with sp, as req asks, can
 // take a spare of p: the same organization and snapshot, the default
-// user, no environment, volumes or build, the toolbox's normal mode, and
+// user, no environment, volumes, secrets or build, the toolbox's normal mode, and
 // the sizes the spares have (or none asked). The language label is
 // informational to the local engine; the network policy is applied to
 // the spare once taken.
@@ -164,7 +164,7 @@ func spareFits(p *warmPool, rec *record, sp spec, req *createSandbox) bool {
 	if p.org != rec.org || (snap != p.snapshot && snap != p.snapshotID) {
 		return false
 	}
-	if req.BuildInfo != nil || rec.user != DefaultUser || len(rec.env) > 0 || len(rec.volumes) > 0 || sp.daytonaToolbox {
+	if req.BuildInfo != nil || rec.user != DefaultUser || len(rec.env) > 0 || len(rec.volumes) > 0 || sp.daytonaToolbox || len(rec.secrets) > 0 {
 		return false
 	}
 	if req.Target != "" && req.Target != p.target {

@@ -96,6 +96,10 @@ func (fw *forwarder) serve(req *http.Request, hosts []string) bool {
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{""} // no Go default
 	}
+	if err := p.rewrite(req, host); err != nil {
+		writeFailure(s.client, malformed(err))
+		return false
+	}
 	return fw.exchange(req)
 }
 

@@ -44,12 +44,19 @@ func (p *Proxy) connect(s *session, br *bufio.Reader, req *http.Request, hosts [
 			return
 		}
 	}
+	established := func() error {
+		_, err := io.WriteString(s.client, "HTTP/1.1 200 Connection established\r\n\r\n")
+		return err
+	}
+	if p.intercept(s, br, host, port, established) {
+		return
+	}
 	up, name, f := p.open(p.ctx, "connect", host, port)
 	if f != nil {
 		writeFailure(s.client, f)
 		return
 	}
-	if _, err := io.WriteString(s.client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+	if err := established(); err != nil {
 		up.Close()
 		return
 	}

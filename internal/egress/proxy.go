@@ -63,6 +63,10 @@ type Config struct {
 	// OnRefusal, if set, is called with each refusal after it is logged,
 	// on the goroutine that refused; it must not block.
 	OnRefusal func(Refusal)
+	// Intercept, if set, takes the CONNECTs to the hosts it Intercepts
+	// (after policy admits them) instead of a tunnel, and rewrites
+	// absolute-URI requests; [Proxy.SetIntercept] replaces it.
+	Intercept Interceptor
 }
 
 // Proxy is the egress proxy. Create it with [New], serve listeners with
@@ -78,6 +82,7 @@ type Proxy struct {
 	g     goroutine.Group
 
 	bufs bufPool
+	icpt interceptors
 
 	mu       sync.Mutex
 	closed   bool
@@ -116,6 +121,7 @@ func New(cfg Config) *Proxy {
 	}
 	p.ctx, p.stop = context.WithCancel(context.Background())
 	p.allow.Store(cfg.Allow)
+	p.SetIntercept(cfg.Intercept)
 	return p
 }
 

@@ -63,6 +63,9 @@ func (p *Proxy) serveSOCKS5(s *session, br *bufio.Reader) {
 		socksReply(c, socksCmdUnsupported)
 		return
 	}
+	if p.intercept(s, br, host, port, func() error { return socksReply(c, socksOK) }) {
+		return
+	}
 	up, name, f := p.open(p.ctx, "socks5", host, port)
 	if f != nil {
 		socksReply(c, f.socks)

@@ -1,35 +1,25 @@
-// Package secretproxy swaps a sandbox's secret placeholders for their
-// values in the requests that leave the sandbox for the hosts each secret
-// allows, and nowhere else.
-//
-// A sandbox's environment holds, for each of its secrets, an opaque
-// placeholder (NewPlaceholder). A [Proxy] sees the sandbox's outbound
-// connections to the secrets' hosts (handed to it by the egress proxy of
-// a domain allow list, for CONNECT and absolute-URI requests, or by a
-// firewall redirect, [Proxy.ServeTransparent]); for TLS it terminates the
-// connection with a certificate for the host signed by the state dir's
-// [CA] (which the sandbox trusts; its key never enters a sandbox),
-// replaces placeholders in the request line, the headers and bodies up
-// to [Config.MaxBody], and forwards the request over TLS to the real
-// host, whose certificate it verifies against the host's trust store.
-//
-// A placeholder goes out unchanged, and an [Event] is reported, when it
-// is sent to a host its secret does not allow, or in cleartext when the
-// secret allows TLS only.
-//
-// (Contract file written by the lead: the signatures are agreed between
-// the packages that use them; the bodies are the owner's to write.)
 package secretproxy
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
-	"net/netip"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/goroutine"
+	"github.com/agentbox-dev/agentbox/internal/hostname"
+	"github.com/agentbox-dev/agentbox/sandbox"
 )
 
 // DefaultMaxBody is the default of [Config.MaxBody].
@@ -38,13 +28,34 @@ const DefaultMaxBody = 1 << 20
 // PlaceholderPrefix starts every placeholder.
 const PlaceholderPrefix = "agentbox_secret_"
 
-// ErrUnimplemented is returned by the contract's stubs.
+// placeholderChars are the characters of a placeholder after its prefix.
+const placeholderChars = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// ErrUnimplemented was returned by the contract's stubs; no function
+// returns it any more.
 var ErrUnimplemented = errors.New("secretproxy: not implemented yet")
 
+// ErrClosed is returned by [Proxy.SetSecrets] once the proxy is closed.
+var ErrClosed = errors.New("secretproxy: proxy closed")
+
 // NewPlaceholder returns a new random placeholder: PlaceholderPrefix and
-// 32 lower-case letters and digits (160 bits), which survive URL and
-// shell quoting unchanged.
-func NewPlaceholder() string { panic("unimplemented") }
+// 32 lower-case letters and digits (about 165 bits), which survive URL
+// and shell quoting unchanged.
+func NewPlaceholder() string {
+	var b [32]byte
+	out := make([]byte, 0, len(PlaceholderPrefix)+len(b))
+	out = append(out, PlaceholderPrefix...)
+	for len(out) < cap(out) {
+		rand.Read(b[:])
+		for _, c := range b {
+			// 252 = 7*36: rejecting larger bytes keeps the draw uniform.
+			if c < 252 && len(out) < cap(out) {
+				out = append(out, placeholderChars[c%36])
+			}
+		}
+	}
+	return string(out)
+}
 
 // Secret is one secret of a sandbox as the proxy holds it.
 type Secret struct {
@@ -63,6 +74,17 @@ type Secret struct {
 // Format prints s without its value or placeholder.
 func (s Secret) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "secretproxy.Secret{Name: %q, Hosts: %q}", s.Name, s.Hosts)
+}
+
+// allows reports whether s's value may go to host (canonical), over TLS
+// or cleartext.
+func (s *Secret) allows(host string, overTLS bool) bool {
+	return (overTLS || s.AllowHTTP) && s.matches(host)
+}
+
+// matches reports whether host is one of s's hosts.
+func (s *Secret) matches(host string) bool {
+	return sandbox.Secret{Hosts: s.Hosts}.Allows(host)
 }
 
 // Event is what the proxy reports to the sandbox's policy log: a
@@ -97,61 +119,188 @@ type Config struct {
 }
 
 // Proxy substitutes a sandbox's secrets. It is safe for concurrent use.
-type Proxy struct{ cfg Config }
+type Proxy struct {
+	cfg     Config
+	table   atomic.Pointer[table]
+	tr      *http.Transport
+	rp      *httputil.ReverseProxy
+	srv     *http.Server
+	ln      *chanListener
+	ctx     context.Context // cancelled by Close
+	stop    context.CancelFunc
+	g       goroutine.Group
+	mu      sync.Mutex
+	closed  bool
+	serving map[*servedConn]struct{}
+}
 
-// New returns a proxy configured by c.
-func New(c Config) (*Proxy, error) { return nil, ErrUnimplemented }
+// table is one set of secrets, never changed once stored.
+type table struct {
+	secrets []Secret
+	// prefixed: every placeholder starts with PlaceholderPrefix, so that
+	// text without the prefix holds none.
+	prefixed bool
+}
+
+// New returns a proxy configured by c, serving until [Proxy.Close].
+func New(c Config) (*Proxy, error) {
+	if c.CA == nil || c.CA.key == nil {
+		return nil, errors.New("secretproxy: Config.CA is required: load one with LoadOrCreateCA")
+	}
+	if c.Dial == nil {
+		return nil, errors.New("secretproxy: Config.Dial is required: say how to reach the upstream hosts")
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	t, err := newTable(c.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	c.Secrets = nil
+	p := &Proxy{cfg: c, serving: map[*servedConn]struct{}{}, ln: newChanListener()}
+	p.table.Store(t)
+	p.ctx, p.stop = context.WithCancel(context.Background())
+	p.tr = p.newTransport()
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.route,
+		Transport:      p.tr,
+		FlushInterval:  -1,
+		ModifyResponse: p.scrubResponse,
+		ErrorHandler:   p.upstreamError,
+		ErrorLog:       log.New(io.Discard, "", 0),
+	}
+	p.srv = &http.Server{
+		Handler:           http.HandlerFunc(p.handle),
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	p.g.Go(func() { _ = p.srv.Serve(p.ln) })
+	return p, nil
+}
+
+// newTable validates secrets into a table.
+func newTable(secrets []Secret) (*table, error) {
+	t := &table{secrets: make([]Secret, 0, len(secrets)), prefixed: true}
+	seen := map[string]bool{}
+	for _, s := range secrets {
+		c, err := sandbox.Secret{Name: s.Name, Value: s.Value, Hosts: s.Hosts, AllowHTTP: s.AllowHTTP}.Canonical()
+		if err != nil {
+			return nil, fmt.Errorf("secretproxy: %w", err)
+		}
+		if len(s.Placeholder) < 16 || seen[s.Placeholder] {
+			return nil, fmt.Errorf("secretproxy: secret %q: its placeholder is shorter than 16 bytes or another secret's: make one with NewPlaceholder", s.Name)
+		}
+		seen[s.Placeholder] = true
+		s.Hosts = c.Hosts
+		t.prefixed = t.prefixed && strings.HasPrefix(s.Placeholder, PlaceholderPrefix)
+		t.secrets = append(t.secrets, s)
+	}
+	return t, nil
+}
 
 // SetSecrets replaces the secrets; connections being served see the new
-// ones from their next request.
-func (p *Proxy) SetSecrets(secrets []Secret) error { return ErrUnimplemented }
+// ones from their next request. Invalid secrets change nothing.
+func (p *Proxy) SetSecrets(secrets []Secret) error {
+	t, err := newTable(secrets)
+	if err != nil {
+		return err
+	}
+	if p.ctx.Err() != nil {
+		return ErrClosed
+	}
+	p.table.Store(t)
+	return nil
+}
 
 // Intercepts reports whether TLS connections to host are intercepted:
 // some secret allows host.
-func (p *Proxy) Intercepts(host string) bool { return false }
+func (p *Proxy) Intercepts(host string) bool { return p.anyMatch(host, false) }
 
 // InterceptsHTTP reports whether cleartext HTTP to host is served by the
 // proxy (some secret allows host over HTTP).
-func (p *Proxy) InterceptsHTTP(host string) bool { return false }
+func (p *Proxy) InterceptsHTTP(host string) bool { return p.anyMatch(host, true) }
 
-// Rewrite replaces in req (URL, headers, a body up to MaxBody) the
-// placeholders of the secrets that allow host (over tls or not), and
-// reports an Event for each other placeholder it sees. For proxies that
-// parse requests themselves (the egress proxy's absolute-URI forwarding).
-func (p *Proxy) Rewrite(req *http.Request, host string, tls bool) error { return ErrUnimplemented }
-
-// ServeTLS serves conn, a client connection whose next bytes are a TLS
-// ClientHello for host, as host: it terminates TLS with a certificate for
-// host, substitutes, and forwards each request to host:port over
-// verified TLS. It closes conn when done.
-func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port uint16) { conn.Close() }
-
-// ServeHTTP serves conn, a cleartext HTTP/1.1 client connection to
-// host:port. It closes conn when done.
-func (p *Proxy) ServeHTTP(ctx context.Context, conn net.Conn, host string, port uint16) { conn.Close() }
-
-// ServeTransparent serves conn, redirected by a firewall from its original
-// destination orig: a TLS ClientHello whose server name Intercepts is
-// served by ServeTLS (port orig.Port), a cleartext request whose Host
-// InterceptsHTTP by ServeHTTP; anything else is relayed unchanged to orig
-// over a connection from passThrough. It closes conn when done.
-func (p *Proxy) ServeTransparent(ctx context.Context, conn net.Conn, orig netip.AddrPort, passThrough func(context.Context) (net.Conn, error)) {
-	conn.Close()
+func (p *Proxy) anyMatch(host string, cleartext bool) bool {
+	name, err := hostname.Canonical(host)
+	if err != nil {
+		return false
+	}
+	for i := range p.table.Load().secrets {
+		s := &p.table.Load().secrets[i]
+		if (!cleartext || s.AllowHTTP) && s.matches(name) {
+			return true
+		}
+	}
+	return false
 }
 
-// Close ends every connection being served.
-func (p *Proxy) Close() error { return nil }
+// Close ends every connection being served and waits for the proxy's
+// own goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.stop()
+	conns := make([]*servedConn, 0, len(p.serving))
+	for c := range p.serving {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	_ = p.srv.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	p.ln.Close()
+	err := p.g.Wait(context.Background())
+	p.tr.CloseIdleConnections()
+	return err
+}
 
-// CA is the certificate authority of a state dir whose certificates the
-// sandboxes trust for their secrets' hosts.
-type CA struct{}
+// event reports e to Config.OnEvent.
+func (p *Proxy) event(e Event) {
+	if p.cfg.OnEvent == nil {
+		return
+	}
+	e.Time = time.Now().UTC()
+	e.Host = hostname.Printable(e.Host)
+	p.cfg.OnEvent(e)
+}
 
-// LoadOrCreateCA returns the CA kept in dir (ca.pem, and ca-key.pem mode
-// 0600), making it the first time (atomically: racing callers get one).
-func LoadOrCreateCA(dir string) (*CA, error) { return nil, ErrUnimplemented }
-
-// ParseCA returns the CA of a PEM certificate and PEM private key.
-func ParseCA(certPEM, keyPEM []byte) (*CA, error) { return nil, ErrUnimplemented }
-
-// CertPEM returns the CA's certificate, PEM: what sandboxes trust.
-func (ca *CA) CertPEM() []byte { return nil }
+// newTransport returns the transport of the upstream requests: dialled
+// through Config.Dial, TLS verified against RootCAs for the URL's host,
+// HTTP/1.1, connections kept alive, bodies as they come (no
+// decompression).
+func (p *Proxy) newTransport() *http.Transport {
+	dial := func(ctx context.Context, addr string) (net.Conn, string, error) {
+		host, port, err := splitHostPort(addr)
+		if err != nil {
+			return nil, "", err
+		}
+		c, err := p.cfg.Dial(ctx, host, port)
+		return c, host, err
+	}
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			c, _, err := dial(ctx, addr)
+			return c, err
+		},
+		DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			c, host, err := dial(ctx, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(c, &tls.Config{ServerName: host, RootCAs: p.cfg.RootCAs, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		},
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
