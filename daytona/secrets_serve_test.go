@@ -13,8 +13,8 @@ import (
 // TestSecretsOverServe: against agentbox serve, a secret made through
 // the SecretsService is listed without its value, a sandbox created with
 // Options.Secrets sees a placeholder (never the value) in the variable,
-// UpdateSecrets detaches it for later commands, and Delete removes the
-// secret. It needs serve's /secret routes (branch wt-serve).
+// UpdateSecrets detaches it for processes spawned later (a new handle's
+// session), and Delete removes the secret. It needs serve's /secret routes (branch wt-serve).
 func TestSecretsOverServe(t *testing.T) {
 	needRoot(t)
 	noDaytonaEnv(t)
@@ -40,7 +40,14 @@ func TestSecretsOverServe(t *testing.T) {
 	if err := sb.UpdateSecrets(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if out := run(t, sb, "printenv API_KEY || echo none"); out != "none" {
+	// Processes spawned after the update see it (api.json): those of a
+	// new handle's session, not of the session this one holds.
+	again, err := New(Options{ID: "with-secret", Client: s.client(Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(context.Background()) // sb's cleanup destroys the sandbox
+	if out := run(t, again, "printenv API_KEY || echo none"); out != "none" {
 		t.Errorf("after detaching every secret: %q", out)
 	}
 	if err := c.Secrets().Delete(ctx, sec.ID); err != nil {

@@ -140,7 +140,7 @@ func TestSecretUpdateLocal(t *testing.T) {
 
 // TestExecSecretUnknownLocal: exec --secret naming no stored secret
 // fails naming the flag and the secret, and creates no sandbox; a bad
-// --secret is a usage error.
+// --secret, or one with --block-network, is a usage error.
 func TestExecSecretUnknownLocal(t *testing.T) {
 	e := newEnv(t)
 	r := e.run("", "exec", "--secret", "KEY=MISSING_SECRET", "--", "true")
@@ -149,6 +149,9 @@ func TestExecSecretUnknownLocal(t *testing.T) {
 	}
 	if infos, err := local.List(context.Background(), e.stateDir); err != nil || len(infos) != 0 {
 		t.Fatalf("sandboxes made: %v, %v", infos, err)
+	}
+	if r := e.run("", "exec", "--block-network", "--secret", "K", "--", "true"); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--block-network") {
+		t.Errorf("--secret with --block-network: %+v", r)
 	}
 	for _, bad := range []string{"1BAD", "K=", "K=a,K=b"} {
 		args := []string{"exec"}
@@ -262,5 +265,38 @@ func TestDaytonaSecretCLI(t *testing.T) {
 	}
 	if r := dt("", "secret", "rm", "openai-prod"); r.code != cli.ExitError || !strings.Contains(r.stderr, "no secret") {
 		t.Errorf("rm unknown: %+v", r)
+	}
+}
+
+// TestDaytonaSecretCLIOverServe: against agentbox serve, the daytona
+// engine's secret create, ls and rm manage serve's secrets, and exec
+// --secret ENV=NAME creates a sandbox whose ENV holds a placeholder,
+// never the value.
+func TestDaytonaSecretCLIOverServe(t *testing.T) {
+	testenv.NeedRoot(t, "needs root: agentbox serve's sandboxes present as Daytona's user")
+	e := newEnv(t)
+	serveFor(t, e)
+	dt := func(stdin string, args ...string) result {
+		t.Helper()
+		r := e.run(stdin, append([]string{"--engine", "daytona"}, args...)...)
+		noValue(t, strings.Join(args, " "), r)
+		return r
+	}
+	if r := dt(cliSecret, "secret", "create", "api-key", "--host", "api.example.com"); r.code != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	if got := e.listed("daytona"); len(got) != 1 || got[0].Name != "api-key" || !slices.Equal(got[0].Hosts, []string{"api.example.com"}) {
+		t.Fatalf("ls: %+v", got)
+	}
+	r := dt("", "exec", "--id", "sec", "--secret", "API_KEY=api-key", "--", "sh", "-c", "printenv API_KEY; tr '\\0' '\\n' < /proc/self/environ")
+	if r.code != 0 || strings.TrimSpace(strings.SplitN(r.stdout, "\n", 2)[0]) == "" {
+		t.Fatalf("exec --secret: %+v, want a placeholder", r)
+	}
+	dt("", "sandbox", "rm", "sec")
+	if r := dt("", "secret", "rm", "api-key"); r.code != 0 {
+		t.Fatalf("rm: %+v", r)
+	}
+	if got := e.listed("daytona"); len(got) != 0 {
+		t.Fatalf("after rm: %+v", got)
 	}
 }

@@ -138,6 +138,9 @@ func (a *app) execCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if blockNet && len(secrets.refs) > 0 {
+				return usagef("--secret and --block-network exclude each other: a sandbox without network reaches no host to send a secret to")
+			}
 			var command string
 			switch {
 			case len(args) > 0:
