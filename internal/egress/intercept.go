@@ -31,7 +31,9 @@ type Interceptor interface {
 type interceptorBox struct{ ic Interceptor }
 
 // interceptors is the Proxy's current Interceptor (nil: none).
-type interceptors struct{ p atomic.Pointer[interceptorBox] }
+type interceptors struct {
+	p atomic.Pointer[interceptorBox]
+}
 
 func (i *interceptors) load() Interceptor {
 	if b := i.p.Load(); b != nil {
