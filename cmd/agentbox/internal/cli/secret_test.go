@@ -50,3 +50,12 @@ func TestReadSecretValueTooLong(t *testing.T) {
 		t.Fatalf("CRLF-ended value: %q, %v", v, err)
 	}
 }
+
+// TestHelpJSONDocumentsExists: 'agentbox help json' documents the error
+// code of a taken secret name.
+func TestHelpJSONDocumentsExists(t *testing.T) {
+	r := newHarness(t).must("help", "json")
+	if !strings.Contains(r.stdout, KindExists+"  ") {
+		t.Errorf("help json lacks %q", KindExists)
+	}
+}
