@@ -270,7 +270,7 @@ func infoFrom(dir string, m *meta) *sandbox.Info {
 		info.Metadata["rootfs"] = "writable overlay of the image"
 	}
 	info.Limits = limitsOf(dir, m).info()
-	info.Secrets = secretInfos(dir, c)
+	addSecretsInfo(dir, c, info)
 	info.Metadata["language"] = c.Language
 	info.Metadata["ephemeral"] = strconv.FormatBool(c.Ephemeral)
 	if c.Name != "" {

@@ -132,6 +132,9 @@ func (s *Sandbox) SetSecrets(ctx context.Context, secrets []sandbox.Secret) erro
 				return err
 			}
 		}
+		if statusOf(m) == sandbox.StatusPaused {
+			return fmt.Errorf("set the secrets of sandbox %q: %w: it is paused, and its toolbox cannot take the new placeholders: resume it first", m.ID, sandbox.ErrInvalidState)
+		}
 		prev, err := readSecretsFile(dir)
 		if err != nil {
 			return err
@@ -198,6 +201,19 @@ func secretInfos(dir string, c *Config) []sandbox.SecretInfo {
 	return out
 }
 
+// secretsUnsubstitutedNote says what a sandbox without a domain allow
+// list does with its secrets' placeholders.
+const secretsUnsubstitutedNote = "Placeholders are replaced only through the egress proxy of a domain allow list (Network.Domains listing the secrets' hosts); in this network mode they go out unchanged."
+
+// addSecretsInfo adds to info what it tells of the secrets of the
+// sandbox folder dir (shaped by c).
+func addSecretsInfo(dir string, c *Config, info *sandbox.Info) {
+	info.Secrets = secretInfos(dir, c)
+	if len(info.Secrets) > 0 && !c.hasDomains() && info.Network != nil {
+		info.Network.Note = joinNote(info.Network.Note, secretsUnsubstitutedNote)
+	}
+}
+
 // heldRecords returns the records of secrets without placeholder or
 // value: what Info tells of the secrets of a sandbox not created yet.
 func heldRecords(secrets []sandbox.Secret) []secretRecord {
@@ -219,12 +235,11 @@ func secretsInstructions(dir string, c *Config) string {
 	for _, i := range infos {
 		parts = append(parts, fmt.Sprintf("$%s (for %s)", i.Name, strings.Join(i.Hosts, ", ")))
 	}
-	where := "in HTTPS requests through the egress proxy (HTTPS_PROXY)"
 	if !c.hasDomains() {
-		where = "in HTTPS requests to ports 443 and 80, which the sandbox's firewall hands to the engine's proxy"
+		return fmt.Sprintf("Secrets: %s hold placeholders, not the values. %s", strings.Join(parts, ", "), secretsUnsubstitutedNote)
 	}
-	return fmt.Sprintf("Secrets: %s hold placeholders, not the values; send them as they are (in headers, the URL or a small body) and the engine's proxy puts the value in place %s, only for the hosts listed; elsewhere they stay placeholders.",
-		strings.Join(parts, ", "), where)
+	return fmt.Sprintf("Secrets: %s hold placeholders, not the values; send them as they are (in headers, the URL or a small body) and the egress proxy (HTTPS_PROXY) puts the value in place in HTTPS requests to the hosts listed; elsewhere they stay placeholders.",
+		strings.Join(parts, ", "))
 }
 
 // mergeSecretsEnv returns perCall over the placeholders and trust

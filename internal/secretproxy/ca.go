@@ -161,23 +161,13 @@ func makeCAFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	content := append(keyPEM, certPEM...)
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ca-key-*")
+	tmp, err := writeTemp(filepath.Dir(path), content, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(content)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
+	defer os.Remove(tmp)
 	// A hard link fails if path exists: the first maker wins.
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return readNoFollow(path)
 		}
@@ -191,22 +181,36 @@ func writeCert(path string, certPEM []byte) error {
 	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, certPEM) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ca-*")
+	tmp, err := writeTemp(filepath.Dir(path), certPEM, 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(certPEM)
-	if err == nil {
-		err = tmp.Chmod(0o644)
+	defer os.Remove(tmp)
+	return os.Rename(tmp, path)
+}
+
+// writeTemp writes data, synced, to a new temporary file in dir with
+// mode perm and returns its path; on an error it leaves none.
+func writeTemp(dir string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(dir, ".ca-*")
+	if err != nil {
+		return "", err
 	}
-	if cerr := tmp.Close(); err == nil {
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		os.Remove(f.Name())
+		return "", err
 	}
-	return os.Rename(tmp.Name(), path)
+	return f.Name(), nil
 }
 
 // ParseCA returns the CA of a PEM certificate and PEM private key (PKCS

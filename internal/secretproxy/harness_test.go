@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +20,19 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("SECRETPROXY_TEST_MAKE_CA"); dir != "" {
+		// A child of TestCARacingProcessesGetOneCA.
+		ca, err := LoadOrCreateCA(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(ca.CertPEM())
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // Every test talks to servers it starts on loopback: an upstream HTTPS
 // server with a CA of its own (which the proxy trusts through RootCAs),
@@ -36,6 +51,7 @@ type received struct {
 // upstream is the test's HTTPS server for every name.
 type upstream struct {
 	srv   *httptest.Server
+	plain *httptest.Server // the same, cleartext (port 80)
 	ca    *CA
 	pool  *x509.CertPool
 	conns atomic.Int64
@@ -68,9 +84,11 @@ func startUpstream(t testing.TB, h http.HandlerFunc) *upstream {
 			u.conns.Add(1)
 		}
 	}
-	u.srv.Config.ErrorLog = nil
+	u.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	u.srv.StartTLS()
 	t.Cleanup(u.srv.Close)
+	u.plain = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.plain.Close)
 	return u
 }
 
@@ -84,6 +102,12 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, "ok")
+}
+
+func (u *upstream) reset() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.got = nil
 }
 
 func (u *upstream) requests() []received {
@@ -109,9 +133,13 @@ func (u *upstream) contains(s string) bool {
 	return false
 }
 
-// dial connects to the upstream server whatever the host.
-func (u *upstream) dial(ctx context.Context, _ string, _ uint16) (net.Conn, error) {
+// dial connects to the upstream server whatever the host: the
+// cleartext one for port 80.
+func (u *upstream) dial(ctx context.Context, _ string, port uint16) (net.Conn, error) {
 	var d net.Dialer
+	if port == 80 {
+		return d.DialContext(ctx, "tcp", u.plain.Listener.Addr().String())
+	}
 	return d.DialContext(ctx, "tcp", u.srv.Listener.Addr().String())
 }
 
@@ -123,6 +151,7 @@ type env struct {
 	ca     *CA
 	mu     sync.Mutex
 	events []Event
+	lnMu   sync.Mutex
 	lns    map[string]string // host → address of the proxy's listener for it
 	wg     sync.WaitGroup
 }
@@ -134,8 +163,18 @@ func secret(name, value string, hosts ...string) Secret {
 
 func startEnv(t testing.TB, h http.HandlerFunc, secrets ...Secret) *env {
 	t.Helper()
+	return startEnvWith(t, h, nil, secrets...)
+}
+
+// startEnvWith is startEnv with the proxy's RootCAs (nil: the
+// upstream's CA).
+func startEnvWith(t testing.TB, h http.HandlerFunc, roots *x509.CertPool, secrets ...Secret) *env {
+	t.Helper()
 	e := &env{t: t, up: startUpstream(t, h), ca: newTestCA(t), lns: map[string]string{}}
-	p, err := New(Config{CA: e.ca, Secrets: secrets, RootCAs: e.up.pool, Dial: e.up.dial, OnEvent: e.onEvent})
+	if roots == nil {
+		roots = e.up.pool
+	}
+	p, err := New(Config{CA: e.ca, Secrets: secrets, RootCAs: roots, Dial: e.up.dial, OnEvent: e.onEvent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +209,21 @@ func (e *env) hasEvent(secret, reason string) bool {
 	return false
 }
 
+// wantEvent fails the test unless an event names secret (any, when "")
+// and holds reason.
+func (e *env) wantEvent(secret, reason string) {
+	e.t.Helper()
+	if !e.hasEvent(secret, reason) {
+		e.t.Fatalf("no event for %q saying %q: %+v", secret, reason, e.eventList())
+	}
+}
+
 // listen returns the address of a listener whose connections the proxy
 // serves as going to host:443 (TLS), or host:80 with serve = ServeHTTP.
 func (e *env) listen(host string, tlsConn bool) string {
 	key := host + map[bool]string{true: ":tls", false: ":http"}[tlsConn]
+	e.lnMu.Lock()
+	defer e.lnMu.Unlock()
 	if a, ok := e.lns[key]; ok {
 		return a
 	}
@@ -203,6 +253,26 @@ func (e *env) listen(host string, tlsConn bool) string {
 	}()
 	e.lns[key] = ln.Addr().String()
 	return ln.Addr().String()
+}
+
+// raw sends raw bytes on a new connection that the proxy serves as
+// going to host (over TLS with SNI sni when tlsConn), then reads all it
+// answers until it closes or 5 seconds pass.
+func (e *env) raw(host, sni string, tlsConn bool, request string) (string, error) {
+	e.t.Helper()
+	c, err := e.dial(host, sni, tlsConn)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, request); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		err = nil // kept alive: what came is the answer
+	}
+	return string(b), err
 }
 
 // client returns an HTTP client (the sandbox) whose connections to a
@@ -244,4 +314,31 @@ func newRequest(t testing.TB, method, url string, body io.Reader) *http.Request 
 		t.Fatal(err)
 	}
 	return req
+}
+
+// pool returns a pool holding ca's certificate.
+func (ca *CA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AppendCertsFromPEM(ca.CertPEM())
+	return p
+}
+
+// dial opens a connection that the proxy serves as going to host, over
+// TLS with SNI sni when tlsConn (handshake done).
+func (e *env) dial(host, sni string, tlsConn bool) (net.Conn, error) {
+	e.t.Helper()
+	c, err := net.Dial("tcp", e.listen(host, tlsConn))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if !tlsConn {
+		return c, nil
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: sni, RootCAs: e.ca.pool(), InsecureSkipVerify: sni != host})
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tc, nil
 }

@@ -57,7 +57,7 @@ func (p *Proxy) rewrite(req *http.Request, name string, port uint16, tls bool) e
 	for k, vs := range req.Header {
 		for i, v := range vs {
 			vs[i] = s.replace(v, nil)
-			if strings.EqualFold(k, "Authorization") || strings.EqualFold(k, "Proxy-Authorization") {
+			if strings.EqualFold(k, "Authorization") {
 				vs[i] = s.basic(vs[i])
 			}
 		}

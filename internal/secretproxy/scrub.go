@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // scrubber replaces secrets' values by their placeholders in a
@@ -18,7 +19,23 @@ type scrubber struct {
 	keep  int         // the longest value's length less one
 }
 
-type scrubPair struct{ value, placeholder []byte }
+// scrubPair is a value and what replaces it: its placeholder, or, where
+// the length must not change, mask (the placeholder cut or padded with
+// '_' to the value's length).
+type scrubPair struct{ value, placeholder, mask []byte }
+
+// maskFor returns placeholder cut or padded with '_' to n bytes.
+func maskFor(placeholder string, n int) []byte {
+	if n <= len(placeholder) {
+		return []byte(placeholder[:n])
+	}
+	return []byte(placeholder + strings.Repeat("_", n-len(placeholder)))
+}
+
+// bufferedScrubMax is the largest response body of known length that is
+// read whole and scrubbed with placeholders (its Content-Length set
+// anew); longer ones stream, masked.
+const bufferedScrubMax = 64 << 10
 
 // newScrubber returns the scrubber of the values that may go to info's
 // host, or nil when there is none.
@@ -27,7 +44,7 @@ func newScrubber(t *table, info connInfo) *scrubber {
 	for i := range t.secrets {
 		s := &t.secrets[i]
 		if s.allows(info.host, info.tls) {
-			sc.pairs = append(sc.pairs, scrubPair{[]byte(s.Value), []byte(s.Placeholder)})
+			sc.pairs = append(sc.pairs, scrubPair{[]byte(s.Value), []byte(s.Placeholder), maskFor(s.Placeholder, len(s.Value))})
 			sc.keep = max(sc.keep, len(s.Value)-1)
 		}
 	}
@@ -51,10 +68,12 @@ func (sc *scrubber) replace(b []byte) []byte {
 
 // scrubResponse scrubs resp's headers, and its body unless it is
 // compressed (Content-Encoding other than identity: not scrubbed). A
-// body of known length up to MaxBody is read whole and its
-// Content-Length set anew; others stream through a window of the
-// longest value's length, and a Content-Length is dropped (the client
-// gets the body chunked), since scrubbing may change the length.
+// body of known length up to 64 KiB is read whole, its values replaced by
+// their placeholders and its Content-Length set anew; a longer one
+// streams, each value replaced by its mask (of the value's length, so
+// that the Content-Length holds); a body of unknown length streams with
+// placeholders. Streams go through a window of the longest value's
+// length.
 func (p *Proxy) scrubResponse(resp *http.Response) error {
 	info, _ := resp.Request.Context().Value(infoKey{}).(connInfo)
 	sc := newScrubber(p.table.Load(), info)
@@ -74,8 +93,9 @@ func (p *Proxy) scrubResponse(resp *http.Response) error {
 	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return nil
 	}
-	if resp.ContentLength >= 0 && resp.ContentLength <= p.cfg.MaxBody {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, resp.ContentLength))
+	if resp.ContentLength >= 0 && resp.ContentLength <= bufferedScrubMax {
+		body := make([]byte, resp.ContentLength)
+		_, err := io.ReadFull(resp.Body, body)
 		resp.Body.Close()
 		if err != nil {
 			return err
@@ -86,23 +106,23 @@ func (p *Proxy) scrubResponse(resp *http.Response) error {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
 	}
-	resp.Body = &scrubReader{sc: sc, src: resp.Body, tmp: make([]byte, 32<<10)}
-	if resp.ContentLength >= 0 {
-		resp.ContentLength = -1
-		resp.Header.Del("Content-Length")
-	}
+	resp.Body = &scrubReader{sc: sc, src: resp.Body, tmp: copyBufs.Get(), mask: resp.ContentLength >= 0}
 	return nil
 }
 
 // scrubReader scrubs a body as it streams: it holds back the last
 // sc.keep bytes read, which may start a value whose end has not come.
+// Bytes without a value are returned from its buffer as they are.
 type scrubReader struct {
-	sc  *scrubber
-	src io.ReadCloser
-	tmp []byte
-	buf []byte // read, not yet scanned to its end
-	out []byte // scrubbed, not yet returned
-	err error
+	sc   *scrubber
+	src  io.ReadCloser
+	tmp  []byte // the buffer: out, then the held-back bytes, then free space
+	n    int    // the bytes in tmp
+	from int    // where the held-back bytes start in tmp
+	out  []byte // scrubbed, not yet returned (in tmp, or rep)
+	rep  []byte // output with replacements
+	err  error
+	mask bool // replace by masks, keeping the length
 }
 
 func (r *scrubReader) Read(b []byte) (int, error) {
@@ -110,8 +130,14 @@ func (r *scrubReader) Read(b []byte) (int, error) {
 		if r.err != nil {
 			return 0, r.err
 		}
-		n, err := r.src.Read(r.tmp)
-		r.buf = append(r.buf, r.tmp[:n]...)
+		// Move the held-back bytes to the front, then read after them.
+		r.n = copy(r.tmp, r.tmp[r.from:r.n])
+		r.from = 0
+		if r.n == len(r.tmp) { // a value longer than the buffer: grow it
+			r.tmp = append(r.tmp, make([]byte, len(r.tmp))...)
+		}
+		m, err := r.src.Read(r.tmp[r.n:])
+		r.n += m
 		if err != nil {
 			r.err = err
 		}
@@ -122,29 +148,35 @@ func (r *scrubReader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// process moves what of buf can no longer start a value cut at its end
-// to out, scrubbed (everything when final).
+// process makes out what of tmp can no longer start a value cut at its
+// end, scrubbed (everything when final).
 func (r *scrubReader) process(final bool) {
-	data := r.buf
+	data := r.tmp[:r.n]
 	safe := len(data) - r.sc.keep
 	if final {
 		safe = len(data)
 	}
-	out := r.out[:0]
+	at, p := r.next(data)
+	if at < 0 || at >= safe {
+		safe = max(safe, 0)
+		r.out, r.from = data[:safe], safe
+		return
+	}
+	out := r.rep[:0]
 	i := 0
-	for {
-		at, p := r.next(data[i:])
-		if at < 0 || i+at >= safe {
-			break
-		}
+	for at >= 0 && i+at < safe {
 		out = append(out, data[i:i+at]...)
-		out = append(out, p.placeholder...)
+		if r.mask {
+			out = append(out, p.mask...)
+		} else {
+			out = append(out, p.placeholder...)
+		}
 		i += at + len(p.value)
+		at, p = r.next(data[i:])
 	}
 	end := max(i, safe)
 	out = append(out, data[i:end]...)
-	r.out = out
-	r.buf = append(r.buf[:0], data[end:]...)
+	r.out, r.rep, r.from = out, out, end
 }
 
 // next returns where the first value in b starts, and its pair, or -1.
@@ -159,4 +191,27 @@ func (r *scrubReader) next(b []byte) (int, *scrubPair) {
 	return at, which
 }
 
-func (r *scrubReader) Close() error { return r.src.Close() }
+func (r *scrubReader) Close() error {
+	if r.tmp != nil {
+		copyBufs.Put(r.tmp)
+		r.tmp = nil
+		r.err = io.ErrClosedPipe
+	}
+	return r.src.Close()
+}
+
+// bufPool is a pool of copy buffers, for httputil.ReverseProxy and the
+// scrubbers.
+type bufPool struct{ p sync.Pool }
+
+// copyBufs holds the proxy's copy buffers.
+var copyBufs bufPool
+
+func (b *bufPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufPool) Put(buf []byte) { b.p.Put(&buf) }

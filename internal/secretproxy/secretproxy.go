@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,7 +166,7 @@ func New(c Config) (*Proxy, error) {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.route,
 		Transport:      p.tr,
-		FlushInterval:  -1,
+		BufferPool:     &copyBufs,
 		ModifyResponse: p.scrubResponse,
 		ErrorHandler:   p.upstreamError,
 		ErrorLog:       log.New(io.Discard, "", 0),
@@ -264,8 +265,28 @@ func (p *Proxy) event(e Event) {
 		return
 	}
 	e.Time = time.Now().UTC()
-	e.Host = hostname.Printable(e.Host)
+	e.Host = p.redact(hostname.Printable(e.Host))
+	e.Reason = p.redact(e.Reason)
 	p.cfg.OnEvent(e)
+}
+
+// anyPlaceholder matches what looks like a placeholder.
+var anyPlaceholder = regexp.MustCompile(PlaceholderPrefix + "[a-z0-9]*")
+
+// redact returns s without the secrets' values and without anything
+// that looks like a placeholder (a client may put one where an event
+// quotes it: a Host header, a server name).
+func (p *Proxy) redact(s string) string {
+	for i := range p.table.Load().secrets {
+		sec := &p.table.Load().secrets[i]
+		if strings.Contains(s, sec.Value) {
+			s = strings.ReplaceAll(s, sec.Value, "[the value of "+sec.Name+"]")
+		}
+		if strings.Contains(s, sec.Placeholder) {
+			s = strings.ReplaceAll(s, sec.Placeholder, "[the placeholder of "+sec.Name+"]")
+		}
+	}
+	return anyPlaceholder.ReplaceAllString(s, "[a placeholder]")
 }
 
 // newTransport returns the transport of the upstream requests: dialled

@@ -13,8 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/egress"
 	"github.com/agentbox-dev/agentbox/internal/hostname"
 )
+
+// splitHostPort splits "host:port" (port 1–65535).
+var splitHostPort = egress.SplitHostPort
 
 // handshakeTimeout bounds a client's TLS handshake with the proxy.
 const handshakeTimeout = 10 * time.Second
@@ -91,13 +95,12 @@ func (l *chanListener) Addr() net.Addr { return &net.UnixAddr{Name: "secretproxy
 // ServeTLS serves conn, a client connection whose next bytes are a TLS
 // ClientHello for host, as host: it terminates TLS with a certificate for
 // host, substitutes, and forwards each request to host:port over
-// verified TLS. It closes conn when done. A ClientHello that names
-// another server than host is refused (an Event) and conn closed.
+// verified TLS. It returns once conn has ended, closed. A ClientHello
+// that names another server than host (SNI) is refused (an Event) and
+// conn closed; so is a handshake not done within 10 seconds.
 func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port uint16) {
-	name, err := hostname.Canonical(host)
-	if err != nil {
-		p.event(Event{Protocol: "https", Host: host, Port: port, Reason: "not a host name: " + err.Error()})
-		conn.Close()
+	name, ok := p.connHost(conn, "https", host, port)
+	if !ok {
 		return
 	}
 	cfg := &tls.Config{
@@ -116,7 +119,7 @@ func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port u
 	tc := tls.Server(conn, cfg)
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	stop := context.AfterFunc(p.ctx, func() { conn.Close() })
-	err = tc.HandshakeContext(hctx)
+	err := tc.HandshakeContext(hctx)
 	cancel()
 	stop()
 	if err != nil {
@@ -127,15 +130,24 @@ func (p *Proxy) ServeTLS(ctx context.Context, conn net.Conn, host string, port u
 }
 
 // ServeHTTP serves conn, a cleartext HTTP/1.1 client connection to
-// host:port. It closes conn when done.
+// host:port: only secrets with AllowHTTP are replaced. It returns once
+// conn has ended, closed.
 func (p *Proxy) ServeHTTP(ctx context.Context, conn net.Conn, host string, port uint16) {
+	if name, ok := p.connHost(conn, "http", host, port); ok {
+		p.serveConn(ctx, conn, connInfo{host: name, port: port})
+	}
+}
+
+// connHost returns the canonical name of host, the host of conn, or
+// reports that it is not one and closes conn.
+func (p *Proxy) connHost(conn net.Conn, proto, host string, port uint16) (string, bool) {
 	name, err := hostname.Canonical(host)
 	if err != nil {
-		p.event(Event{Protocol: "http", Host: host, Port: port, Reason: "not a host name: " + err.Error()})
+		p.event(Event{Protocol: proto, Host: host, Port: port, Reason: "not a host name: " + err.Error()})
 		conn.Close()
-		return
+		return "", false
 	}
-	p.serveConn(ctx, conn, connInfo{host: name, port: port})
+	return name, true
 }
 
 // serveConn hands conn to the proxy's HTTP server and waits until it is
@@ -225,18 +237,5 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return // the client went away
 	}
 	p.event(Event{Protocol: info.protocol(), Host: info.host, Port: info.port, Reason: reason})
-	http.Error(w, "secretproxy: "+info.host+": "+reason, http.StatusBadGateway)
-}
-
-// splitHostPort splits "host:port" (port 1–65535).
-func splitHostPort(addr string) (string, uint16, error) {
-	host, ps, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	n, err := strconv.ParseUint(ps, 10, 16)
-	if err != nil || n == 0 {
-		return "", 0, fmt.Errorf("bad port %q", ps)
-	}
-	return host, uint16(n), nil
+	http.Error(w, "secretproxy: "+info.host+": "+p.redact(reason), http.StatusBadGateway)
 }
