@@ -103,6 +103,13 @@ type Options struct {
 	// Daytona's networkBlockAll, networkAllowList and domainAllowList.
 	// Daytona has no host mode (sandbox.NetworkHost).
 	Network sandbox.NetworkPolicy
+	// Secrets are the sandbox's secrets, as Mastra's secrets option: each
+	// environment variable → the name of a secret of the organization
+	// (SecretsService), whose placeholder the variable holds; Daytona's
+	// egress proxy puts the value in requests to the secret's hosts.
+	// Sent on create; kept, as Network, for a sandbox made again on
+	// reconnection and for clones. UpdateSecrets changes them live.
+	Secrets map[string]string
 	// WorkingDirectory is the default working directory of commands.
 	// Default: the sandbox's own (the user's home), found at start.
 	WorkingDirectory string
@@ -187,6 +194,10 @@ func (o Options) normalize() (Options, error) {
 	if o.Network.Mode == sandbox.NetworkHost {
 		return invalid("Options.Network: Daytona has no host network mode (HostNetwork): use the default, blocked or allowList mode")
 	}
+	if err := checkSecretRefs(o.Secrets); err != nil {
+		return Options{}, fmt.Errorf("daytona: Options.Secrets: %w", err)
+	}
+	o.Secrets = maps.Clone(o.Secrets)
 	if _, _, _, err := wireResources(o.Resources); err != nil {
 		return Options{}, fmt.Errorf("daytona: Options.%w", err)
 	}
@@ -228,6 +239,7 @@ func (o *Options) createRequest(target string) (CreateSandbox, bool) {
 		Volumes: o.Volumes,
 	}
 	req.NetworkBlockAll, req.NetworkAllowList, req.DomainAllowList = o.Network.Wire()
+	req.Secrets = secretRefs(o.Secrets)
 	stop := 0 // never
 	if o.AutoStopInterval > 0 {
 		stop = minutesOf(o.AutoStopInterval)

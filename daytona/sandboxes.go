@@ -181,23 +181,11 @@ func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions, cursor str
 // Sandboxes iterates over every sandbox opts keeps, page after page. It
 // stops at the first error, which it yields.
 func (c *Client) Sandboxes(ctx context.Context, opts ListOptions) iter.Seq2[*SandboxDTO, error] {
-	return func(yield func(*SandboxDTO, error) bool) {
-		cursor := ""
-		for {
-			page, err := c.ListSandboxes(ctx, opts, cursor)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for i := range page.Items {
-				if !yield(&page.Items[i], nil) {
-					return
-				}
-			}
-			if page.NextCursor == nil || *page.NextCursor == "" || len(page.Items) == 0 {
-				return
-			}
-			cursor = *page.NextCursor
+	return cursorPages(func(cursor string) ([]SandboxDTO, *string, error) {
+		page, err := c.ListSandboxes(ctx, opts, cursor)
+		if err != nil {
+			return nil, nil, err
 		}
-	}
+		return page.Items, page.NextCursor, nil
+	})
 }

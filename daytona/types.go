@@ -152,6 +152,8 @@ type CreateSandbox struct {
 	AutoDeleteInterval  *int             `json:"autoDeleteInterval,omitempty"`
 	Volumes             []SandboxVolume  `json:"volumes,omitempty"`
 	BuildInfo           *CreateBuildInfo `json:"buildInfo,omitempty"`
+	// Secrets are one-key maps, environment variable → secret name.
+	Secrets []map[string]string `json:"secrets,omitempty"`
 }
 
 // NetworkSettings changes a sandbox's network policy; nil fields keep

@@ -25,10 +25,15 @@ func (localEngine) DefaultStateDirHelp() string {
 func (localEngine) CheckStateDir(stateDir string) error { return local.CheckStateDir(stateDir) }
 
 func (localEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error) {
+	secrets, err := localSecrets(o.StateDir, o.Secrets)
+	if err != nil {
+		return nil, err
+	}
 	s, err := local.New(local.Options{ID: o.ID, StateDir: o.StateDir, Config: local.Config{
 		Network: o.Network, Image: o.Image, Snapshot: o.Snapshot, ReadOnlyRoot: o.ReadOnlyRoot,
 		Resources:   o.Resources,
 		Confinement: local.Confinement{AllowFUSE: o.AllowFUSE},
+		Secrets:     secrets,
 	}})
 	if err != nil {
 		return nil, err

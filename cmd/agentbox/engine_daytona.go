@@ -37,7 +37,7 @@ func (daytonaEngine) Open(_ context.Context, o cli.OpenOptions) (cli.Box, error)
 		return nil, fmt.Errorf("%w: --read-only-root is the local engine's: a Daytona sandbox's root is its image's, writable", sandbox.ErrInvalidArgument)
 	}
 	// AllowFUSE: Daytona's sandboxes allow FUSE mounts already.
-	s, err := daytona.New(daytona.Options{ID: o.ID, Image: o.Image, Snapshot: o.Snapshot, Network: o.Network, Resources: o.Resources})
+	s, err := daytona.New(daytona.Options{ID: o.ID, Image: o.Image, Snapshot: o.Snapshot, Network: o.Network, Resources: o.Resources, Secrets: o.Secrets})
 	if err != nil {
 		return nil, err
 	}

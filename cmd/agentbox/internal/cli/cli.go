@@ -97,6 +97,9 @@ type OpenOptions struct {
 	// AllowFUSE lets a new local sandbox's commands mount FUSE file
 	// systems (local.Confinement.AllowFUSE).
 	AllowFUSE bool
+	// Secrets are a new sandbox's secrets: environment variable → the
+	// name of a secret of the engine's (SecretEngine); nil for none.
+	Secrets map[string]string
 }
 
 // Box is an opened sandbox: the engine-neutral contract, whose
@@ -262,7 +265,7 @@ Every command works on the sandbox "default" unless given --id.
 	pf.StringVar(&a.engineName, "engine", "", "the `ENGINE` that runs the sandboxes: "+strings.Join(engineNames(cfg), ", ")+" (default: $"+EngineEnv+", else "+DefaultEngineName+")")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON instead of text, errors included (see 'agentbox help json')")
 
-	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(), a.serveCommand(), a.snapshotCommand(), a.mcpCommand(), a.mountCommand(), a.unmountCommand(),
+	root.AddCommand(a.execCommand(), a.sandboxCommand(), a.spawnCommand(), a.psCommand(), a.killCommand(), a.logsCommand(), a.portsCommand(), a.shellCommand(), a.gitCommand(), a.imageCommand(), a.serveCommand(), a.snapshotCommand(), a.mcpCommand(), a.mountCommand(), a.unmountCommand(), a.secretCommand(),
 		// A help topic: 'agentbox help json'.
 		&cobra.Command{Use: "json", Short: "What --json prints: event streams, documents and error codes", Long: jsonHelp})
 	return root, a

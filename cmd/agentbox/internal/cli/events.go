@@ -45,6 +45,7 @@ stream of exec and logs -f:
   config_conflict  an option the existing sandbox was not created with (2)
   not_found        no such sandbox, process or image (1)
   in_use           the image is used by a sandbox or a snapshot (1)
+  exists           the name is taken (a secret's) (1)
   state_dir        the state dir is not writable, not private, or unknown (1; exec: 125)
   start_failed     the sandbox could not start (1; exec: 125)
   sandbox_gone     the sandbox was stopped or removed while the command ran (137)

@@ -85,6 +85,11 @@ With --json, exec prints a stream of JSON lines: "start", then "stdout" and
 "stderr" chunks (exact bytes, as UTF-8 text or base64), then "exit" or
 "error"; errors have a stable "code". See 'agentbox help json'.
 
+A new sandbox gets the secrets --secret names (see 'agentbox secret'): its
+environment holds a placeholder for each, which the engine's egress proxy
+replaces with the value only in requests to the secret's hosts; an
+existing sandbox keeps the secrets it was made with.
+
 A new sandbox gets the limits --cpu, --memory, --disk and --pids give
 (memory and disk: a number of MiB, or 512MiB, 2GiB); an existing one keeps
 its own (the local engine refuses values other than its own).
@@ -107,6 +112,7 @@ func (a *app) execCommand() *cobra.Command {
 		img          string
 		snap         string
 		stdin        bool
+		secrets      secretFlags
 	)
 	c := &cobra.Command{
 		Use:   "exec [flags] [--] COMMAND [ARG...]",
@@ -132,6 +138,9 @@ func (a *app) execCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if blockNet && len(secrets.refs) > 0 {
+				return usagef("--secret and --block-network exclude each other: a sandbox without network reaches no host to send a secret to")
+			}
 			var command string
 			switch {
 			case len(args) > 0:
@@ -155,7 +164,7 @@ func (a *app) execCommand() *cobra.Command {
 			opts.MaxRetainedBytes = streamTail
 			return out.explain(a.exec(out.ctx, cmd.ErrOrStderr(), events, OpenOptions{
 				StateDir: a.stateDir, ID: f.id, Network: sandbox.BlockedIf(blockNet), Resources: res.Resources, Image: img, Snapshot: snap,
-				ReadOnlyRoot: readOnlyRoot, AllowFUSE: allowFUSE,
+				ReadOnlyRoot: readOnlyRoot, AllowFUSE: allowFUSE, Secrets: secrets.refs,
 			}, command, args, opts))
 		},
 	}
@@ -167,6 +176,7 @@ func (a *app) execCommand() *cobra.Command {
 	fs.BoolVar(&readOnlyRoot, "read-only-root", false, "create the sandbox with the host's system folders read-only and no capabilities, instead of a writable root (local engine)")
 	fs.BoolVar(&allowFUSE, "allow-fuse", false, "create the sandbox with /dev/fuse, its commands allowed to mount FUSE file systems (s3fs, gcsfuse …; local engine, as root)")
 	res.add(fs)
+	secrets.add(fs)
 	fs.BoolVar(&blockNet, "block-network", false, "run without network access: create the sandbox so, or block the network of an existing one first (live; 'agentbox sandbox network ID --default' undoes it)")
 	return c
 }
