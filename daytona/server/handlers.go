@@ -236,12 +236,21 @@ func (s *Server) newRecord(org string, req *createSandbox) (*record, spec, error
 		*res.got = float64(*res.v)
 	}
 	sp.resources = rec.sizes.resources()
-	for i, v := range req.Volumes {
-		if v.VolumeID == "" || !strings.HasPrefix(v.MountPath, "/") {
-			return nil, spec{}, errorf(http.StatusBadRequest, "volumes[%d] needs a volumeId and an absolute mountPath", i)
-		}
+	if err := checkVolumes(req.Volumes); err != nil {
+		return nil, spec{}, err
 	}
 	return rec, sp, nil
+}
+
+// checkVolumes refuses volumes of a create without an id or an absolute
+// mount path.
+func checkVolumes(vs []volume) error {
+	for i, v := range vs {
+		if v.VolumeID == "" || !strings.HasPrefix(v.MountPath, "/") {
+			return errorf(http.StatusBadRequest, "volumes[%d] needs a volumeId and an absolute mountPath", i)
+		}
+	}
+	return nil
 }
 
 // checkName refuses sandbox names that cannot be a path segment.

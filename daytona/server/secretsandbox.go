@@ -109,19 +109,20 @@ func (s *Server) checkSecretsExist(rec *record) error {
 // secretLocks order the hand-overs of secrets to the engine per sandbox
 // (by a hash of its id), so that the last set recorded is the last
 // applied.
-var secretLocks [64]sync.Mutex
+type secretLocks [64]sync.Mutex
 
-func secretLock(id string) *sync.Mutex {
+// of returns the lock of sandbox id.
+func (l *secretLocks) of(id string) *sync.Mutex {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	return &secretLocks[h.Sum32()%uint32(len(secretLocks))]
+	return &l[h.Sum32()%uint32(len(l))]
 }
 
 // applySecrets hands the secrets sandbox id's record holds, with their
 // current values, to the engine; nothing for a sandbox that never held
 // any. It takes s.mu itself.
 func (s *Server) applySecrets(ctx context.Context, id string) error {
-	mu := secretLock(id)
+	mu := s.secretLocks.of(id)
 	mu.Lock()
 	defer mu.Unlock()
 	s.mu.Lock()
@@ -205,7 +206,7 @@ func (s *Server) replaceSandboxSecrets(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	mu := secretLock(rec.id)
+	mu := s.secretLocks.of(rec.id)
 	mu.Lock()
 	defer mu.Unlock()
 	s.mu.Lock()

@@ -121,9 +121,11 @@ func errBuildTimeout(d time.Duration) error {
 // (see the package documentation for its routes). Its methods are safe for
 // concurrent use.
 type Server struct {
-	org       string
-	publicURL string
-	keys      []apiKey // of Options.APIKeys
+	// secretLocks order the hand-overs of each sandbox's secrets.
+	secretLocks secretLocks
+	org         string
+	publicURL   string
+	keys        []apiKey // of Options.APIKeys
 	// stored are the keys of the keys file, which change while the
 	// server runs; keyed is set when the server had keys when it
 	// started: it then refuses every request once none is left.
