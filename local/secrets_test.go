@@ -53,8 +53,9 @@ type apiServer struct {
 }
 
 // newAPIServer starts the API with a certificate for secretHosts signed
-// by a CA of its own.
-func newAPIServer(t testing.TB) *apiServer {
+// by a CA of its own, on the host's loopback, or on the listeners lns
+// (all on one port) when there are some.
+func newAPIServer(t testing.TB, lns ...net.Listener) *apiServer {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test API CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
@@ -86,8 +87,16 @@ func newAPIServer(t testing.TB) *apiServer {
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the probes' aborted handshakes
+	if len(lns) > 0 {
+		srv.Listener.Close()
+		srv.Listener = lns[0]
+	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
+	for _, ln := range lns[min(1, len(lns)):] {
+		go func() { _ = srv.Config.Serve(tls.NewListener(ln, srv.TLS)) }()
+		t.Cleanup(func() { ln.Close() })
+	}
 	_, a.port, _ = net.SplitHostPort(srv.Listener.Addr().String())
 	return a
 }
