@@ -39,7 +39,7 @@ const (
 )
 
 // newRedirectLab builds the lab, its API and greetings.
-func newRedirectLab(t *testing.T) *redirectLab {
+func newRedirectLab(t testing.TB) *redirectLab {
 	t.Helper()
 	testenv.Need(t, haveCurl(), "curl is not installed: the probes run it inside the sandbox")
 	lab := newNetLab(t)
@@ -52,7 +52,7 @@ func newRedirectLab(t *testing.T) *redirectLab {
 
 // sandbox starts a sandbox in the default mode with the probes and
 // secrets (its egress proxy trusting roots, when not nil).
-func (rl *redirectLab) sandbox(t *testing.T, secrets []sandbox.Secret, roots []byte) *local.Sandbox {
+func (rl *redirectLab) sandbox(t testing.TB, secrets []sandbox.Secret, roots []byte) *local.Sandbox {
 	t.Helper()
 	stateDir := newStateDir(t)
 	installProbes(t, stateDir)
