@@ -53,13 +53,19 @@ func (s *Sandbox) startRedirect(ctx context.Context, m *meta) error {
 	if !redirectsSecrets(s.opts.StateDir, m) {
 		return nil
 	}
-	c, err := openEgress(ctx, s.opts.StateDir, true)
+	return withEgress(ctx, s.opts.StateDir, m.ID, func(c *egressClient) error { return c.serveRedirect(m, s.egressTest) })
+}
+
+// withEgress runs f with the state dir's shared proxy, started when none
+// runs (and then serving every running sandbox that needs it but skip).
+func withEgress(ctx context.Context, stateDir, skip string, f func(*egressClient) error) error {
+	c, err := openEgress(ctx, stateDir, true)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	c.serveRunning(m.ID)
-	return c.serveRedirect(m, s.egressTest)
+	c.serveRunning(skip)
+	return f(c)
 }
 
 // serveRedirect sets up the redirect of the running sandbox m: its
@@ -102,21 +108,17 @@ func (s *Sandbox) applyRedirectSecrets(ctx context.Context, m *meta, held []held
 	if len(held) == 0 {
 		return stopRedirect(ctx, s.opts.StateDir, m)
 	}
-	c, err := openEgress(ctx, s.opts.StateDir, true)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	c.serveRunning(m.ID)
 	f, err := secretsMemfd(s.opts.StateDir, held)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if _, err := c.call(egressRequest{Op: "secrets", ID: m.ID, Secrets: true, egressTestHooks: s.egressTest}, []*os.File{f}); err == nil {
-		return nil
-	}
-	return c.serveRedirect(m, s.egressTest)
+	return withEgress(ctx, s.opts.StateDir, m.ID, func(c *egressClient) error {
+		if _, err := c.call(egressRequest{Op: "secrets", ID: m.ID, Secrets: true, egressTestHooks: s.egressTest}, []*os.File{f}); err == nil {
+			return nil
+		}
+		return c.serveRedirect(m, s.egressTest)
+	})
 }
 
 // stopRedirect deletes the redirect table of the running sandbox m and

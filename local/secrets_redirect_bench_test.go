@@ -3,8 +3,6 @@
 package local_test
 
 import (
-	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,22 +22,9 @@ func BenchmarkSecretsRedirect(b *testing.B) {
 	withSecret := rl.sandbox(b, apiSecret(secretValue), rl.api.caPEM)
 	without := rl.sandbox(b, nil, nil)
 	mustRun(b, without, "cat > /tmp/api-ca.pem <<'EOF'\n"+string(rl.api.caPEM)+"EOF")
-	ctx := context.Background()
 	timed := func(sb *local.Sandbox, extra, path string, n int) time.Duration {
 		urls := strings.Repeat(" -o /dev/null https://api.test"+path, n)
-		r, err := sb.ExecuteCommand(ctx, `curl -sS `+extra+` --resolve api.test:443:`+redirectAPI+` -H "Authorization: Bearer $API_KEY" -w '%{time_total}\n'`+urls, nil, nil)
-		if err != nil || r.ExitCode != 0 {
-			b.Fatal(err, r)
-		}
-		var d time.Duration
-		for _, f := range strings.Fields(r.Stdout) {
-			s, err := strconv.ParseFloat(f, 64)
-			if err != nil {
-				b.Fatalf("curl printed %q", r.Stdout)
-			}
-			d += time.Duration(s * float64(time.Second))
-		}
-		return d
+		return curlTotals(b, sb, `curl -sS `+extra+` --resolve api.test:443:`+redirectAPI+` -H "Authorization: Bearer $API_KEY" -w '%{time_total}\n'`+urls)
 	}
 	cacert := "--cacert /tmp/api-ca.pem"
 	timed(withSecret, "", "/big", 1) // warm up

@@ -231,9 +231,10 @@ func TestSecretsRedirectNothingLeftAfterDestroy(t *testing.T) {
 	}
 }
 
-func TestSecretsRedirectHealsAfterEgressProxyKilled(t *testing.T) {
-	rl := newRedirectLab(t)
-	sb := rl.sandbox(t, apiSecret(secretValue), rl.api.caPEM)
+// killEgressProxy kills the egress proxy that serves sb and waits until
+// it is gone.
+func killEgressProxy(t *testing.T, sb *local.Sandbox) {
+	t.Helper()
 	pid := local.EgressProxyPID(sb)
 	if pid == 0 {
 		t.Fatal("no egress proxy serves the sandbox")
@@ -244,6 +245,12 @@ func TestSecretsRedirectHealsAfterEgressProxyKilled(t *testing.T) {
 	if !poll(5*time.Second, func() bool { return processGone(pid) }) {
 		t.Fatalf("the egress proxy %d outlived SIGKILL", pid)
 	}
+}
+
+func TestSecretsRedirectHealsAfterEgressProxyKilled(t *testing.T) {
+	rl := newRedirectLab(t)
+	sb := rl.sandbox(t, apiSecret(secretValue), rl.api.caPEM)
+	killEgressProxy(t, sb)
 	mustRun(t, sb, "true") // the heal path: a new proxy, listeners and netsock
 	if code, out := curlAt(t, sb, "api.test", redirectAPI, "/healed"); code != 0 || out != "api ok" {
 		t.Fatalf("curl after the heal: exit %d: %s", code, out)

@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -564,16 +563,7 @@ func TestSecretsInNoProcessArgvOrEnvironment(t *testing.T) {
 func TestSecretsSurviveEgressProxyRestart(t *testing.T) {
 	api := newAPIServer(t)
 	sb := secretsDomainSandbox(t, api)
-	pid := local.EgressProxyPID(sb)
-	if pid == 0 {
-		t.Fatal("no egress proxy serves the sandbox")
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if !poll(5*time.Second, func() bool { return processGone(pid) }) {
-		t.Fatalf("the egress proxy %d outlived SIGKILL", pid)
-	}
+	killEgressProxy(t, sb)
 	// The next command starts a proxy again, which gets the secrets from
 	// the sandbox's folder.
 	callAPI(t, sb, api, "api.test")
