@@ -134,6 +134,25 @@ func stopRedirect(ctx context.Context, stateDir string, m *meta) error {
 	return err
 }
 
+// syncRedirect brings the secrets' redirect of the running sandbox m in
+// line with its Config, just changed: served anew when it needs it (a
+// change of mode drops its earlier proxy), else its table removed (none:
+// nothing to do).
+func (s *Sandbox) syncRedirect(ctx context.Context, m *meta) error {
+	if m.Network == nil {
+		return nil
+	}
+	if redirectsSecrets(s.opts.StateDir, m) {
+		return withEgress(ctx, s.opts.StateDir, m.ID, func(c *egressClient) error { return c.serveRedirect(m, s.egressTest) })
+	}
+	sbx, err := openInitNetns(m.Init)
+	if err != nil {
+		return fmt.Errorf("secrets redirect: %w", err)
+	}
+	defer sbx.Close()
+	return netfilter.RemoveRedirect(sbx)
+}
+
 // serveAgain has the proxy (just started again) serve the running
 // sandbox m when it needs it: its domain allow list, or its secrets'
 // redirect.

@@ -281,3 +281,25 @@ func TestSetSecretsRedirectLive(t *testing.T) {
 		t.Errorf("the redirect table outlived the last secret: %v, %v", ok, err)
 	}
 }
+
+func TestSecretsRedirectFollowsNetworkChange(t *testing.T) {
+	rl := newRedirectLab(t)
+	sb := rl.sandbox(t, apiSecret(secretValue), rl.api.caPEM)
+	ctx := context.Background()
+	if err := sb.UpdateNetworkSettings(ctx, netPolicy(t, false, "", "api.test")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := local.RedirectInstalled(sb); err != nil || ok {
+		t.Errorf("the redirect table outlived the switch to a domain allow list: %v, %v", ok, err)
+	}
+	if err := sb.UpdateNetworkSettings(ctx, sandbox.NetworkPolicy{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := local.RedirectInstalled(sb); err != nil || !ok {
+		t.Fatalf("no redirect table after the switch back to the default mode: %v, %v", ok, err)
+	}
+	if code, out := curlAt(t, sb, "api.test", redirectAPI, "/back"); code != 0 || out != "api ok" {
+		t.Fatalf("curl after the switch back: exit %d: %s", code, out)
+	}
+	wantValue(t, rl.api, secretValue)
+}
