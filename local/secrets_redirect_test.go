@@ -303,3 +303,32 @@ func TestSecretsRedirectFollowsNetworkChange(t *testing.T) {
 	}
 	wantValue(t, rl.api, secretValue)
 }
+
+func TestSecretsRedirectNetsockUnprivileged(t *testing.T) {
+	rl := newRedirectLab(t)
+	sb := rl.sandbox(t, apiSecret(secretValue), rl.api.caPEM)
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", local.InitPID(sb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := netsockOf(ns)
+	if len(pids) != 1 {
+		t.Fatalf("netsock processes in the sandbox's namespace: %v, want one", pids)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Uid:\t65534\t65534\t65534\t65534", "Gid:\t65534\t65534\t65534\t65534", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(string(status), want+"\n") {
+			t.Errorf("the netsock process's status lacks %q:\n%s", want, status)
+		}
+	}
+	for _, kind := range []string{"mnt", "pid", "user"} {
+		mine, _ := os.Readlink("/proc/self/ns/" + kind)
+		its, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pids[0], kind))
+		if its != mine {
+			t.Errorf("the netsock process is in another %s namespace than the host's: %s", kind, its)
+		}
+	}
+}
