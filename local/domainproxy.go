@@ -71,7 +71,7 @@ func (h commandHost) EnsureRunning(ctx context.Context) error {
 	if err := h.s.Lifecycle.EnsureRunning(ctx); err != nil {
 		return err
 	}
-	if c := h.s.config(); c.hasDomains() {
+	if c := h.s.config(); healsEgress(h.s.dir, &c) {
 		h.s.healEgress(ctx)
 	}
 	return nil

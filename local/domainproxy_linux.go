@@ -155,6 +155,13 @@ func listenForEgress(cfg *initConfig) error {
 // the sockets.
 func egressListeners() ([]*os.File, error) {
 	_, port, _ := net.SplitHostPort(egressProxyAddr)
+	return loopbackListeners(port)
+}
+
+// loopbackListeners listens on 127.0.0.1:port and on [::1]:port (when
+// the kernel has IPv6) in the calling thread's network namespace, and
+// returns the sockets.
+func loopbackListeners(port string) ([]*os.File, error) {
 	var files []*os.File
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, port))

@@ -203,13 +203,10 @@ func (c *egressClient) serveRunning(skip string) {
 			continue
 		}
 		m, err := readMeta(sandboxDir(c.stateDir, id))
-		if err != nil || !m.alive() || !m.Config.hasDomains() {
+		if err != nil || !m.alive() || !needsEgress(c.stateDir, &m) {
 			continue
 		}
-		if lns, err := takeEgressListeners(&m); err == nil {
-			_ = c.serve(&m, lns, egressTestHooks{})
-			closeFiles(lns)
-		}
+		_ = c.serveAgain(&m, egressTestHooks{})
 	}
 }
 
@@ -315,7 +312,7 @@ func (s *Sandbox) serveEgress(ctx context.Context, m *meta, lns []*os.File) erro
 }
 
 // healEgress starts the state dir's shared proxy again if it died while
-// the sandbox, which has a domain allow list, runs: the new one serves
+// the sandbox, which has a domain allow list or its secrets' redirect, runs: the new one serves
 // every running sandbox that needs it. It costs a connect when the
 // proxy runs.
 func (s *Sandbox) healEgress(ctx context.Context) {
@@ -329,11 +326,8 @@ func (s *Sandbox) healEgress(ctx context.Context) {
 	}
 	defer c.close()
 	c.serveRunning(s.opts.ID)
-	if m, err := readMeta(s.dir); err == nil && m.alive() && m.Config.hasDomains() {
-		if lns, err := takeEgressListeners(&m); err == nil {
-			_ = c.serve(&m, lns, s.egressTest)
-			closeFiles(lns)
-		}
+	if m, err := readMeta(s.dir); err == nil && m.alive() && needsEgress(s.opts.StateDir, &m) {
+		_ = c.serveAgain(&m, s.egressTest)
 	}
 }
 
@@ -369,10 +363,11 @@ func (s *Sandbox) applyEgressProxy(ctx context.Context, dir string, m *meta) err
 }
 
 // stopEgressProxy has the shared proxy of stateDir stop serving the
-// sandbox m, whose init has ended, when it has a domain allow list (the
-// proxy also notices the end of the init by itself).
+// sandbox m, whose init has ended, when it has a domain allow list or its
+// secrets' redirect (the proxy also notices the end of the init by
+// itself).
 func stopEgressProxy(ctx context.Context, stateDir string, m *meta) {
-	if m.Config.hasDomains() {
+	if needsEgress(stateDir, m) {
 		dropEgress(ctx, stateDir, m.ID)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -66,7 +67,9 @@ const nobodyID = 65534
 // sandbox's policy log file, then its listening sockets.
 type egressRequest struct {
 	// Op is "serve" (serve the sandbox ID, in place of any earlier
-	// proxy of it), "allow" (change its allow list), "drop" (stop
+	// proxy of it), "allow" (change its allow list), "secrets" (replace
+	// its secrets), "redirect" (serve its secrets' redirect mode, with
+	// its socket helper's end and listening sockets), "drop" (stop
 	// serving it) or "status".
 	Op    string `json:"op"`
 	ID    string `json:"id,omitempty"`
@@ -157,7 +160,8 @@ type egressBox struct {
 	p        *egress.Proxy
 	sp       *secretproxy.Proxy // its Intercept, when the sandbox has secrets (guarded by the server's mu)
 	rec      *policyRecorder
-	stopInit func() // stops watching the init
+	rd       atomic.Pointer[redirectServing] // the secrets' redirect mode (egressd_redirect_linux.go)
+	stopInit func()                          // stops watching the init
 	once     sync.Once
 }
 
@@ -167,6 +171,9 @@ func (b *egressBox) close() {
 	b.once.Do(func() {
 		b.stopInit()
 		b.p.Close()
+		if r := b.rd.Swap(nil); r != nil {
+			r.close()
+		}
 		if b.sp != nil {
 			b.sp.Close()
 		}
@@ -267,6 +274,8 @@ func (s *egressServer) handle(req *egressRequest, files []*os.File, reply *egres
 		return nil
 	case "secrets":
 		return s.setSecrets(req, files)
+	case "redirect":
+		return s.serveRedirect(req, files)
 	case "drop":
 		s.forget(req.ID, nil)
 		return nil

@@ -45,9 +45,10 @@ func nftNested(table string) error {
 	return nil
 }
 
-// nftCreateTable creates the inet table name in the current network
-// namespace and checks that it is listed there.
-func nftCreateTable(name string) error {
+// nftTableBatch sends, in one batch, the table message msg (with flags)
+// for the inet table name in the current network namespace, and returns
+// its answer.
+func nftTableBatch(msg, flags uint16, name string) error {
 	fd, err := nftSocket()
 	if err != nil {
 		return err
@@ -56,18 +57,26 @@ func nftCreateTable(name string) error {
 	const seq = 2
 	var b []byte
 	b = nlMessage(b, unix.NFNL_MSG_BATCH_BEGIN, unix.NLM_F_REQUEST, seq-1, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES, nil)
-	b = nlMessage(b, unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWTABLE, unix.NLM_F_REQUEST|unix.NLM_F_CREATE|unix.NLM_F_ACK,
+	b = nlMessage(b, unix.NFNL_SUBSYS_NFTABLES<<8|msg, unix.NLM_F_REQUEST|flags|unix.NLM_F_ACK,
 		seq, unix.NFPROTO_INET, 0, nlStringAttr(unix.NFTA_TABLE_NAME, name))
 	b = nlMessage(b, unix.NFNL_MSG_BATCH_END, unix.NLM_F_REQUEST, seq+1, unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES, nil)
 	if err := unix.Sendto(fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return err
 	}
-	if err := nlReceive(fd, func(m syscall.NetlinkMessage) (bool, error) {
-		if m.Header.Type != unix.NLMSG_ERROR || m.Header.Seq != seq {
+	// A refused batch (EPERM) is answered on its first message.
+	return nlReceive(fd, func(m syscall.NetlinkMessage) (bool, error) {
+		if m.Header.Type != unix.NLMSG_ERROR || m.Header.Seq < seq-1 || m.Header.Seq > seq+1 {
 			return false, nil
 		}
-		return true, nlError(m)
-	}); err != nil {
+		err := nlError(m)
+		return err != nil || m.Header.Seq == seq, err
+	})
+}
+
+// nftCreateTable creates the inet table name in the current network
+// namespace and checks that it is listed there.
+func nftCreateTable(name string) error {
+	if err := nftTableBatch(unix.NFT_MSG_NEWTABLE, unix.NLM_F_CREATE, name); err != nil {
 		return err
 	}
 	tables, err := nftTables()

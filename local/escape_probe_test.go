@@ -317,6 +317,7 @@ var escapeProbes = map[string]func(args []string) error{
 	// nf_tables in a nested user and network namespace (see nft_test.go).
 	"nft_nested":      func(args []string) error { return nftNested(args[0]) },
 	"nft_create_here": func(args []string) error { return nftCreateTable(args[0]) },
+	"nft_delete_here": func(args []string) error { return nftTableBatch(unix.NFT_MSG_DELTABLE, 0, args[0]) },
 }
 
 func errnoErr(e syscall.Errno) error {

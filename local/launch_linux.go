@@ -79,6 +79,7 @@ func (b *booting) steps() []namedStep {
 		{"start the init", b.startInit},
 		{"record the init and wait for it", b.recordAndWait},
 		{"serve egress", func() error { return b.s.serveEgress(b.ctx, b.m, b.answer.files) }},
+		{"redirect the secrets' traffic", func() error { return b.s.startRedirect(b.ctx, b.m) }},
 		{"put the secrets' placeholders in the environment", b.secretsInside},
 		{"mount volumes again", b.remountVolumes},
 	}

@@ -304,7 +304,10 @@ func (s *Sandbox) applyNetwork(ctx context.Context, dir string, m *meta, next Co
 		}
 	}
 	m.Config = next
-	return s.applyEgressProxy(ctx, dir, m)
+	if err := s.applyEgressProxy(ctx, dir, m); err != nil {
+		return err
+	}
+	return s.syncRedirect(ctx, m)
 }
 
 // applyLink gives the sandbox m the link and firewall next needs, or

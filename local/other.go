@@ -23,6 +23,9 @@ func initMain() {}
 // egressProxyMain does nothing: no sandbox has an egress proxy here.
 func egressProxyMain() {}
 
+// netsockMain does nothing: no sandbox has a netsock process here.
+func netsockMain() {}
+
 // boot fails: local sandboxes need Linux.
 func (s *Sandbox) boot(context.Context, string, *meta) error {
 	return checkPlatform(runtime.GOOS)

@@ -13,6 +13,7 @@ package local
 func Init() {
 	initMain()
 	egressProxyMain()
+	netsockMain()
 }
 
 func init() { Init() }

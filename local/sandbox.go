@@ -185,7 +185,7 @@ func (s *Sandbox) Info(ctx context.Context) (*sandbox.Info, error) {
 	} else {
 		// This object's status, unless the init ended behind its back.
 		s.noticeDeath()
-		if m.alive() && m.Config.hasDomains() {
+		if m.alive() && healsEgress(s.dir, &m.Config) {
 			s.healEgress(ctx)
 		}
 	}

@@ -201,17 +201,13 @@ func secretInfos(dir string, c *Config) []sandbox.SecretInfo {
 	return out
 }
 
-// secretsUnsubstitutedNote says what a sandbox without a domain allow
-// list does with its secrets' placeholders.
-const secretsUnsubstitutedNote = "Placeholders are replaced only through the egress proxy of a domain allow list (Network.Domains listing the secrets' hosts); in this network mode they go out unchanged."
-
 // addSecretsInfo adds to info what it tells of the secrets of the
-// sandbox folder dir (shaped by c).
+// sandbox folder dir (shaped by c). Every network mode that accepts
+// secrets substitutes them: the domain allow list through its proxy
+// variables, the public and allowList modes through the redirect of
+// ports 80 and 443 (redirect_linux.go).
 func addSecretsInfo(dir string, c *Config, info *sandbox.Info) {
 	info.Secrets = secretInfos(dir, c)
-	if len(info.Secrets) > 0 && !c.hasDomains() && info.Network != nil {
-		info.Network.Note = joinNote(info.Network.Note, secretsUnsubstitutedNote)
-	}
 }
 
 // heldRecords returns the records of secrets without placeholder or
@@ -236,7 +232,8 @@ func secretsInstructions(dir string, c *Config) string {
 		parts = append(parts, fmt.Sprintf("$%s (for %s)", i.Name, strings.Join(i.Hosts, ", ")))
 	}
 	if !c.hasDomains() {
-		return fmt.Sprintf("Secrets: %s hold placeholders, not the values. %s", strings.Join(parts, ", "), secretsUnsubstitutedNote)
+		return fmt.Sprintf("Secrets: %s hold placeholders, not the values; send them as they are (in headers, the URL or a small body) to ports 443 or 80 and the sandbox's firewall has the egress proxy put the value in place in HTTPS requests to the hosts listed; elsewhere they stay placeholders.",
+			strings.Join(parts, ", "))
 	}
 	return fmt.Sprintf("Secrets: %s hold placeholders, not the values; send them as they are (in headers, the URL or a small body) and the egress proxy (HTTPS_PROXY) puts the value in place in HTTPS requests to the hosts listed; elsewhere they stay placeholders.",
 		strings.Join(parts, ", "))

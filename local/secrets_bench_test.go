@@ -8,7 +8,27 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
 )
+
+// curlTotals runs the curl command cmd, which prints its time_total for
+// each URL, in sb and returns the sum.
+func curlTotals(b *testing.B, sb *local.Sandbox, cmd string) time.Duration {
+	r, err := sb.ExecuteCommand(context.Background(), cmd, nil, nil)
+	if err != nil || r.ExitCode != 0 {
+		b.Fatal(err, r)
+	}
+	var d time.Duration
+	for _, f := range strings.Fields(r.Stdout) {
+		s, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			b.Fatalf("curl printed %q", r.Stdout)
+		}
+		d += time.Duration(s * float64(time.Second))
+	}
+	return d
+}
 
 // smallRequests is how many requests one curl sends, on one connection,
 // in BenchmarkSecretsProxy's small-request case.
@@ -26,22 +46,9 @@ func BenchmarkSecretsProxy(b *testing.B) {
 	api := newAPIServer(b)
 	sb := secretsDomainSandbox(b, api)
 	ca := trustAPI(b, sb, api)
-	ctx := context.Background()
 	timed := func(host, path string, n int) time.Duration {
 		urls := strings.Repeat(" -o /dev/null https://"+host+":"+api.port+path, n)
-		r, err := sb.ExecuteCommand(ctx, `curl -sS -p --cacert `+ca+` -H "Authorization: Bearer $API_KEY" -w '%{time_total}\n'`+urls, nil, nil)
-		if err != nil || r.ExitCode != 0 {
-			b.Fatal(err, r)
-		}
-		var d time.Duration
-		for _, f := range strings.Fields(r.Stdout) {
-			s, err := strconv.ParseFloat(f, 64)
-			if err != nil {
-				b.Fatalf("curl printed %q", r.Stdout)
-			}
-			d += time.Duration(s * float64(time.Second))
-		}
-		return d
+		return curlTotals(b, sb, `curl -sS -p --cacert `+ca+` -H "Authorization: Bearer $API_KEY" -w '%{time_total}\n'`+urls)
 	}
 	timed("api.test", "/big", 1) // warm up: the CA's leaf, the connections
 	timed("evil.test", "/big", 1)

@@ -88,10 +88,11 @@ func egressSecretsOf(stateDir, id string) (*os.File, error) {
 // applyEgressSecrets tells the shared proxy, when it serves the running
 // sandbox m (which has a domain allow list), the sandbox's new secrets
 // held. A proxy that does not run gets them when it is started again
-// (healEgress reads them from the sandbox's folder).
+// (healEgress reads them from the sandbox's folder). A sandbox without a
+// domain allow list has its redirect brought in line.
 func (s *Sandbox) applyEgressSecrets(ctx context.Context, m *meta, held []heldSecret) error {
 	if !m.Config.hasDomains() {
-		return nil
+		return s.applyRedirectSecrets(ctx, m, held)
 	}
 	c, err := openEgress(ctx, s.opts.StateDir, false)
 	if errors.Is(err, errEgressNotRunning) {
@@ -114,11 +115,11 @@ func (s *Sandbox) applyEgressSecrets(ctx context.Context, m *meta, held []heldSe
 	return err
 }
 
-// newSecretsProxy returns the substituting proxy that the egress proxy p
-// of a sandbox intercepts with, of the secrets in the memfd f, reporting
-// its events to rec; rootsPEM (tests) are the upstream roots, else the
-// host's.
-func newSecretsProxy(f *os.File, p *egress.Proxy, rec *policyRecorder, rootsPEM string) (*secretproxy.Proxy, error) {
+// newSecretsProxy returns the substituting proxy that the egress proxy
+// of a sandbox intercepts with, of the secrets in the memfd f, dialing
+// upstream with dial, reporting its events to rec; rootsPEM (tests) are
+// the upstream roots, else the host's.
+func newSecretsProxy(f *os.File, dial func(context.Context, string, uint16) (net.Conn, error), rec *policyRecorder, rootsPEM string) (*secretproxy.Proxy, error) {
 	sf, err := readEgressSecrets(f)
 	if err != nil {
 		return nil, err
@@ -133,10 +134,7 @@ func newSecretsProxy(f *os.File, p *egress.Proxy, rec *policyRecorder, rootsPEM 
 		roots.AppendCertsFromPEM([]byte(rootsPEM))
 	}
 	return secretproxy.New(secretproxy.Config{
-		CA: ca, Secrets: proxySecrets(sf), RootCAs: roots,
-		Dial: func(ctx context.Context, host string, port uint16) (net.Conn, error) {
-			return p.Dial(ctx, host, port)
-		},
+		CA: ca, Secrets: proxySecrets(sf), RootCAs: roots, Dial: dial,
 		OnEvent: func(e secretproxy.Event) { rec.add(secretRefusal(e)) },
 	})
 }
@@ -205,7 +203,7 @@ func (b *egressBox) setSecrets(req *egressRequest, files []*os.File) error {
 		}
 		return b.sp.SetSecrets(proxySecrets(sf))
 	}
-	sp, err := newSecretsProxy(files[0], b.p, b.rec, req.RootCAs)
+	sp, err := newSecretsProxy(files[0], b.upstream, b.rec, req.RootCAs)
 	if err != nil {
 		return err
 	}

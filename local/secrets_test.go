@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,8 +52,9 @@ type apiServer struct {
 }
 
 // newAPIServer starts the API with a certificate for secretHosts signed
-// by a CA of its own.
-func newAPIServer(t testing.TB) *apiServer {
+// by a CA of its own, on the host's loopback, or on the listeners lns
+// (all on one port) when there are some.
+func newAPIServer(t testing.TB, lns ...net.Listener) *apiServer {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test API CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
@@ -86,8 +86,16 @@ func newAPIServer(t testing.TB) *apiServer {
 	}))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the probes' aborted handshakes
+	if len(lns) > 0 {
+		srv.Listener.Close()
+		srv.Listener = lns[0]
+	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
+	for _, ln := range lns[min(1, len(lns)):] {
+		go func() { _ = srv.Config.Serve(tls.NewListener(ln, srv.TLS)) }()
+		t.Cleanup(func() { ln.Close() })
+	}
 	_, a.port, _ = net.SplitHostPort(srv.Listener.Addr().String())
 	return a
 }
@@ -555,16 +563,7 @@ func TestSecretsInNoProcessArgvOrEnvironment(t *testing.T) {
 func TestSecretsSurviveEgressProxyRestart(t *testing.T) {
 	api := newAPIServer(t)
 	sb := secretsDomainSandbox(t, api)
-	pid := local.EgressProxyPID(sb)
-	if pid == 0 {
-		t.Fatal("no egress proxy serves the sandbox")
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if !poll(5*time.Second, func() bool { return processGone(pid) }) {
-		t.Fatalf("the egress proxy %d outlived SIGKILL", pid)
-	}
+	killEgressProxy(t, sb)
 	// The next command starts a proxy again, which gets the secrets from
 	// the sandbox's folder.
 	callAPI(t, sb, api, "api.test")
