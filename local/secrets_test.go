@@ -573,15 +573,28 @@ func TestSecretsSurviveEgressProxyRestart(t *testing.T) {
 func TestSecretsRotationReachesRunningProcess(t *testing.T) {
 	api := newAPIServer(t)
 	sb := secretsDomainSandbox(t, api)
-	// A process started before the rotation waits on a fifo, then calls
-	// the API with the placeholder its environment got at its start.
-	mustRun(t, sb, `mkfifo /tmp/go && (read x < /tmp/go; curl -sS --max-time 10 -H "Authorization: Bearer $API_KEY" https://api.test:`+api.port+`/late > /tmp/late.out 2>&1; touch /tmp/late.done) > /dev/null 2>&1 &`)
-	if err := sb.SetSecrets(context.Background(), apiSecret(secretValue+"-rotated")); err != nil {
+	// A process started before the rotation waits for a line on its
+	// stdin, then calls the API with the placeholder its environment got
+	// at its start.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := sb.Processes().Spawn(ctx, `read x; curl -sS --max-time 20 -H "Authorization: Bearer $API_KEY" https://api.test:`+api.port+`/late`, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	out := mustRun(t, sb, "echo go > /tmp/go; timeout 20 sh -c 'until [ -e /tmp/late.done ]; do sleep 0.05; done'; cat /tmp/late.out")
-	if out != "api ok" {
-		t.Fatalf("the running process's request: %q", out)
+	defer p.Kill(context.Background())
+	if err := sb.SetSecrets(ctx, apiSecret(secretValue+"-rotated")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendStdin(ctx, []byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "api ok" {
+		t.Fatalf("the running process's request: exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	wantValue(t, api, secretValue+"-rotated")
 }
