@@ -209,9 +209,10 @@ func netsockOf(ns string) []int {
 	return pids
 }
 
-func TestSecretsRedirectNothingLeftAfterDestroy(t *testing.T) {
-	rl := newRedirectLab(t)
-	sb := rl.sandbox(t, apiSecret(secretValue), rl.api.caPEM)
+// sandboxNetsock returns the pids of the netsock processes in the network
+// namespace of sb, failing unless there is exactly one.
+func sandboxNetsock(t *testing.T, sb *local.Sandbox) []int {
+	t.Helper()
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", local.InitPID(sb)))
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +221,13 @@ func TestSecretsRedirectNothingLeftAfterDestroy(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("netsock processes in the sandbox's namespace: %v, want one", pids)
 	}
+	return pids
+}
+
+func TestSecretsRedirectNothingLeftAfterDestroy(t *testing.T) {
+	rl := newRedirectLab(t)
+	sb := rl.sandbox(t, apiSecret(secretValue), rl.api.caPEM)
+	pids := sandboxNetsock(t, sb)
 	if err := sb.Destroy(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -307,14 +315,7 @@ func TestSecretsRedirectFollowsNetworkChange(t *testing.T) {
 func TestSecretsRedirectNetsockUnprivileged(t *testing.T) {
 	rl := newRedirectLab(t)
 	sb := rl.sandbox(t, apiSecret(secretValue), rl.api.caPEM)
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", local.InitPID(sb)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pids := netsockOf(ns)
-	if len(pids) != 1 {
-		t.Fatalf("netsock processes in the sandbox's namespace: %v, want one", pids)
-	}
+	pids := sandboxNetsock(t, sb)
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids[0]))
 	if err != nil {
 		t.Fatal(err)
