@@ -59,7 +59,7 @@ type SecretSpec struct {
 
 // Format prints s without its value.
 func (s SecretSpec) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "SecretSpec{Name: %q, Hosts: %q, Description: %q, Value: <redacted %d bytes>}", s.Name, s.Hosts, s.Description, len(s.Value))
+	fmt.Fprintf(f, "SecretSpec{Name: %q, Hosts: %q, Description: %q, Value: <redacted>}", s.Name, s.Hosts, s.Description)
 }
 
 // LogValue logs s without its value.
@@ -85,7 +85,7 @@ func (u SecretUpdate) Format(f fmt.State, _ rune) {
 	}
 	value := "<unchanged>"
 	if u.Value != nil {
-		value = fmt.Sprintf("<redacted %d bytes>", len(*u.Value))
+		value = "<redacted>"
 	}
 	fmt.Fprintf(f, "SecretUpdate{Hosts: %q, Description: %s, Value: %s}", u.Hosts, desc, value)
 }

@@ -121,7 +121,7 @@ func (s Secret) Allows(host string) bool {
 // Format prints s without its value: the fmt verbs all give
 // "Secret{Name: N, Hosts: [h…], Value: <redacted>}".
 func (s Secret) Format(f fmt.State, _ rune) {
-	fmt.Fprintf(f, "Secret{Name: %q, Hosts: %q, AllowHTTP: %t, Value: <redacted %d bytes>}", s.Name, s.Hosts, s.AllowHTTP, len(s.Value))
+	fmt.Fprintf(f, "Secret{Name: %q, Hosts: %q, AllowHTTP: %t, Value: <redacted>}", s.Name, s.Hosts, s.AllowHTTP)
 }
 
 // LogValue logs s without its value.
