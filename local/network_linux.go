@@ -235,8 +235,7 @@ func attach(u *uplink.Uplink, sbx *os.File, m *meta) error {
 	if err := netfilter.New(u.NFT(), n).Create(policyOf(m)); err != nil {
 		return err
 	}
-	// One transaction: the shared table's changes (forward) and the
-	// sandbox's table.
+	// The sandbox's table (Forward wrote the shared table's changes).
 	if err := u.NFT().Flush(); err != nil {
 		return fmt.Errorf("sandbox network: write the firewall: %w", err)
 	}

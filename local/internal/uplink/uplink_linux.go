@@ -294,8 +294,8 @@ func (u *Uplink) DelLink(n, ifindex int) {
 
 // Forward makes the uplink forward IPv4 for its sandboxes: it turns on
 // forwarding on the interfaces of its default routes that have it off,
-// and remembers them in the shared table, in the pending batch, which the
-// caller flushes (with the sandbox's firewall: one transaction).
+// after it has recorded them in the shared table (a transaction of its
+// own, written before the change it records).
 func (u *Uplink) Forward() error {
 	if all, err := u.sysctl("net/ipv4/conf/all/forwarding"); err == nil && all == "1" {
 		return nil
@@ -325,13 +325,21 @@ func (u *Uplink) Forward() error {
 	if len(flip) == 0 {
 		return nil
 	}
+	// Recorded first, then turned on: a process killed in between leaves
+	// an interface recorded but not flipped (restoring it is a no-op),
+	// never one flipped but not recorded (forwarding left on for good).
 	_, s := netfilter.SharedTable(u.nft)
+	for _, name := range flip {
+		if err := u.nft.SetAddElements(s, []nftables.SetElement{{Key: netfilter.IfNameKey(name)}}); err != nil {
+			return err
+		}
+	}
+	if err := u.nft.Flush(); err != nil {
+		return fmt.Errorf("sandbox network: record the interfaces whose forwarding agentbox turns on: %w", err)
+	}
 	for _, name := range flip {
 		if err := u.setSysctl("net/ipv4/conf/"+name+"/forwarding", "1"); err != nil {
 			return fmt.Errorf("sandbox network: turn on IPv4 forwarding on %s: %w", name, err)
-		}
-		if err := u.nft.SetAddElements(s, []nftables.SetElement{{Key: netfilter.IfNameKey(name)}}); err != nil {
-			return err
 		}
 	}
 	return nil
