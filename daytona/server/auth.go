@@ -20,6 +20,7 @@ import (
 type apiKey struct {
 	hash [sha256.Size]byte
 	org  string
+	name string // the records' name; "" for Options.APIKeys
 }
 
 // orgKey is the context key of a request's organization.
@@ -37,11 +38,16 @@ func orgOf(r *http.Request) string {
 }
 
 // requestOrg returns the organization of the API key r carries as a
-// bearer token; ok is false when it carries none of the server's keys.
-// Without keys, every request is of the server's default organization.
+// bearer token, or else of its dashboard session (its cookie and CSRF
+// token: dashboardauth.go); ok is false when it carries none of the
+// server's keys. Without keys, every request is of the server's default
+// organization.
 func (s *Server) requestOrg(r *http.Request) (org string, ok bool) {
 	if !s.AuthRequired() {
 		return s.org, true
+	}
+	if r.Header.Get("Authorization") == "" {
+		return s.dashboardOrg(r)
 	}
 	scheme, token, found := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") {
@@ -55,22 +61,27 @@ func (s *Server) requestOrg(r *http.Request) (org string, ok bool) {
 // key's, in constant time. Without keys, every token is of the server's
 // default organization.
 func (s *Server) tokenOrg(token string) (org string, ok bool) {
-	stored := s.stored.current()
-	if !s.keyed && len(s.keys)+len(stored) == 0 {
+	if !s.AuthRequired() {
 		return s.org, true
 	}
 	if token == "" {
 		return "", false
 	}
-	h := sha256.Sum256([]byte(token))
-	for _, keys := range [][]apiKey{s.keys, stored} {
+	k, ok := s.keyOfHash(sha256.Sum256([]byte(token)))
+	return k.org, ok
+}
+
+// keyOfHash returns the server's key whose hash is h, comparing it with
+// every key's in constant time.
+func (s *Server) keyOfHash(h [sha256.Size]byte) (key apiKey, ok bool) {
+	for _, keys := range [][]apiKey{s.keys, s.stored.current()} {
 		for _, k := range keys {
 			if subtle.ConstantTimeCompare(h[:], k.hash[:]) == 1 {
-				org, ok = k.org, true
+				key, ok = k, true
 			}
 		}
 	}
-	return org, ok
+	return key, ok
 }
 
 // AuthRequired reports whether the server has API keys, which every

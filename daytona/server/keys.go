@@ -130,7 +130,7 @@ func RemoveAPIKey(ctx context.Context, stateDir, idOrName string) error {
 func apiKeysOf(kf *keysFile) ([]apiKey, error) {
 	out := make([]apiKey, 0, len(kf.Keys))
 	for _, k := range kf.Keys {
-		ak := apiKey{org: k.OrganizationID}
+		ak := apiKey{org: k.OrganizationID, name: k.Name}
 		h, err := hex.DecodeString(k.Hash)
 		if err != nil || len(h) != len(ak.hash) {
 			return nil, fmt.Errorf("agentbox serve: API key %s: its hash is damaged: remove it (agentbox serve keys rm %s)", k.ID, k.ID)

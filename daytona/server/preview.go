@@ -275,6 +275,7 @@ func newPreviewProxy(s *Server) *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.Header.Del(previewTokenHeader)
 			pr.Out.Header.Del("Authorization")
+			dropDashboardCredentials(pr.Out.Header)
 			pr.Out.Host = pr.In.Host // the app sees the preview host
 			pr.SetXForwarded()
 		},

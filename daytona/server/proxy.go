@@ -44,6 +44,7 @@ func newToolboxProxy(s *Server) *toolboxProxy {
 			// The target is set by serve; only headers are fixed here.
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Del(previewTokenHeader)
+			dropDashboardCredentials(pr.Out.Header)
 		},
 		Transport:     p.transport,
 		FlushInterval: -1, // streams (logs, PTY output) pass at once
@@ -99,8 +100,9 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	out.Host = ""
 	out.RequestURI = ""
-	if q := out.URL.Query(); q.Has(previewTokenQuery) {
+	if q := out.URL.Query(); q.Has(previewTokenQuery) || q.Has(csrfQuery) {
 		q.Del(previewTokenQuery)
+		q.Del(csrfQuery)
 		out.URL.RawQuery = q.Encode()
 	}
 	// The request's body is copied to the sandbox while its answer comes

@@ -196,6 +196,9 @@ type Server struct {
 
 	// secrets are the organizations' secrets (secretstore.go).
 	secrets secretSet
+
+	// dash are the dashboard's sessions (dashboardauth.go).
+	dash dashSessions
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -444,6 +447,7 @@ func (s *Server) routes() *http.ServeMux {
 	// The proxy checks the key itself: it also takes the sandbox's preview token.
 	mux.Handle("/api/toolbox/{id}/toolbox/{path...}", s.handle(s.proxy.serve, false))
 	mux.Handle("/toolbox/{id}/{path...}", s.handle(s.proxy.serve, false))
+	s.dashboardRoutes(mux)
 	mux.Handle("/", s.handle(notFound, false))
 	return mux
 }
