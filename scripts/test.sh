@@ -28,7 +28,7 @@ GCSFUSE_VERSION=v3.8.3 # github.com/googlecloudplatform/gcsfuse/v3
 # python3 and python3-matplotlib for code-run (charts) and the
 # interpreter; tmux, which drives agentbox shell in its test; s3fs (with
 # fuse3), which the bucket mount tests run.
-APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git python3 python3-matplotlib tmux s3fs fuse3)
+APT_PACKAGES=(bash coreutils util-linux procps mawk sed grep findutils bubblewrap curl e2fsprogs git python3 python3-matplotlib tmux s3fs fuse3 chromium) # chromium: the dashboard's browser tests (daytona/server/dashboard_browser_test.go)
 command -v node >/dev/null || APT_PACKAGES+=(nodejs)
 command -v npm >/dev/null || APT_PACKAGES+=(npm)
 # The npm project of internal/sdktest: the Daytona TypeScript SDK releases

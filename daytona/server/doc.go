@@ -75,6 +75,19 @@
 // (contextHashes: files the SDKs upload to object storage) are not
 // supported.
 //
+// # Dashboard
+//
+// GET /dashboard/ serves the web dashboard (package dashboard, embedded):
+// POST /dashboard/login (JSON {"key"}) starts a session, POST
+// /dashboard/logout ends it, GET /dashboard/session answers it with its
+// CSRF token, GET /dashboard/keys lists the organization's keys
+// read-only. The session cookie (HttpOnly, SameSite=Strict, Secure over
+// TLS) authenticates /api and the toolbox proxy as its key would, with
+// the X-CSRF-Token header (?csrf= and this server's Origin on WebSocket
+// upgrades); the proxies never pass the cookie or token to a sandbox.
+// Every dashboard answer has a strict Content-Security-Policy
+// (dashboard.go, dashboardauth.go).
+//
 // # Browsers
 //
 // A web page cannot drive the server (guard.go): without keys it answers
