@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // output retains the last max bytes of one stream (all when max < 0).
@@ -171,23 +172,19 @@ func (o *output) wholeLocked() string {
 	if o.spill == nil {
 		return string(mem)
 	}
-	var b strings.Builder
-	b.Grow(len(mem) + int(o.spilled))
-	b.Write(mem[:o.head])
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	if _, err := io.CopyBuffer(&b, io.NewSectionReader(o.spill, 0, o.spilled), *bp); err != nil && o.err == nil {
+	// One buffer of the exact size, the spill file read straight into it
+	// (one copy from the page cache, not two through a bounce buffer),
+	// and a string made of it without copying: the result costs its size
+	// once.
+	b := make([]byte, len(mem)+int(o.spilled))
+	n := copy(b, mem[:o.head])
+	k, err := o.spill.ReadAt(b[n:n+int(o.spilled)], 0)
+	if err != nil && (err != io.EOF || k < int(o.spilled)) && o.err == nil {
 		o.err = err
 	}
-	b.Write(mem[o.head:]) // kept in memory after a failed spill
-	return b.String()
+	copy(b[n+int(o.spilled):], mem[o.head:]) // kept in memory after a failed spill
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
-
-// copyBufs holds the buffers a spill file is read back through.
-var copyBufs = sync.Pool{New: func() any {
-	b := make([]byte, 256<<10)
-	return &b
-}}
 
 // runeAligned returns s, the retained end of a stream that lost its first
 // dropped bytes, starting at a UTF-8 sequence boundary: when bytes were
