@@ -102,7 +102,8 @@ func initPID(id string) (int, error) {
 }
 
 // cgroupCPU returns the CPU time used by the cgroup of pid (v1 cpuacct,
-// or v2), and the file read.
+// or v2), and the file read; an error when pid is in the root cgroup
+// (a sandbox without cgroups of its own).
 func cgroupCPU(pid int) (time.Duration, string, error) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
@@ -115,6 +116,9 @@ func cgroupCPU(pid int) (time.Duration, string, error) {
 		if len(parts) != 3 {
 			continue
 		}
+		if parts[2] == "/" {
+			continue // the root cgroup: the host's, not the sandbox's own
+		}
 		for _, c := range strings.Split(parts[1], ",") {
 			if c == "cpuacct" {
 				p := filepath.Join("/sys/fs/cgroup/cpuacct", parts[2], "cpuacct.usage")
@@ -122,7 +126,7 @@ func cgroupCPU(pid int) (time.Duration, string, error) {
 				return time.Duration(d), p, err
 			}
 		}
-		if parts[0] == "0" && parts[2] != "/" {
+		if parts[0] == "0" {
 			p := filepath.Join("/sys/fs/cgroup", parts[2], "cpu.stat")
 			d, err := readCgroupInt(p, "usage_usec")
 			return time.Duration(d) * time.Microsecond, p, err
