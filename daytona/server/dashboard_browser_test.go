@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,19 +20,7 @@ import (
 // Daytona's spec files, which have no dashboard.
 func newPlainHarness(t *testing.T, eng engine, stateDir string) *harness {
 	t.Helper()
-	s, err := newServer(Options{APIKeys: []string{testKey}, StateDir: stateDir}, eng, 5*time.Millisecond, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	s, srv := serveTest(t, Options{APIKeys: []string{testKey}, StateDir: stateDir}, eng)
 	return &harness{t: t, s: s, url: srv.URL, client: srv.Client(), stateDir: stateDir}
 }
 

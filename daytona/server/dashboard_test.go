@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -31,19 +30,7 @@ func newDashServer(t *testing.T, stateDir string, keyed bool) (*Server, *dashCli
 	if keyed {
 		opts.APIKeys = []string{testKey}
 	}
-	s, err := newServer(opts, newFakeEngine(t), 5*time.Millisecond, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Error(err)
-		}
-	})
+	s, srv := serveTest(t, opts, newFakeEngine(t))
 	return s, &dashClient{t: t, url: srv.URL}
 }
 

@@ -13,7 +13,15 @@ import (
 // keylessServer starts a Server without API keys over eng on loopback.
 func keylessServer(t *testing.T, eng engine, keys ...string) *httptest.Server {
 	t.Helper()
-	s, err := newServer(Options{StateDir: t.TempDir(), APIKeys: keys}, eng, 5*time.Millisecond, time.Now)
+	_, srv := serveTest(t, Options{StateDir: t.TempDir(), APIKeys: keys}, eng)
+	return srv
+}
+
+// serveTest starts a Server of opts over eng on loopback, closed (server
+// and listener) when the test ends.
+func serveTest(t *testing.T, opts Options, eng engine) (*Server, *httptest.Server) {
+	t.Helper()
+	s, err := newServer(opts, eng, 5*time.Millisecond, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +34,7 @@ func keylessServer(t *testing.T, eng engine, keys ...string) *httptest.Server {
 			t.Error(err)
 		}
 	})
-	return srv
+	return s, srv
 }
 
 // send sends method path to srv with the headers hdr (Host: the request's
