@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +40,11 @@ type crashRun struct {
 	client *http.Client
 	mu     sync.Mutex
 	serve  *serveProcess
+	// ended is set when the test is ending, perhaps early on a failure
+	// of its own goroutine: the workers stop at their next request
+	// rather than outlive the test.
+	ended atomic.Bool
+	dump  sync.Once // of the serve's goroutines, at the first stuck sandbox
 }
 
 func (c *crashRun) url() string {
@@ -86,7 +93,7 @@ func (c *crashRun) retry(method, path string, body, out any) int {
 	deadline := time.Now().Add(settleBound)
 	for {
 		st := c.call(method, path, body, out)
-		if st != 0 && st < 500 || time.Now().After(deadline) {
+		if st != 0 && st < 500 || time.Now().After(deadline) || c.ended.Load() {
 			return st
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -117,8 +124,12 @@ func (c *crashRun) settle(id, want, action string) apiSandbox {
 				c.call(method, p, nil, nil)
 			}
 		}
+		if c.ended.Load() {
+			return sb
+		}
 		if time.Now().After(deadline) {
-			c.t.Errorf("sandbox %s stuck: state %q (error %q), want %q", id, sb.State, sb.ErrorReason, want)
+			c.errorf("sandbox %s stuck: state %q (error %q), want %q", id, sb.State, sb.ErrorReason, want)
+			c.dump.Do(c.dumpServe)
 			return sb
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -133,7 +144,7 @@ func (c *crashRun) exec(id, command string) (string, bool) {
 		Result   string `json:"result"`
 	}
 	deadline := time.Now().Add(settleBound)
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && !c.ended.Load() {
 		res.ExitCode, res.Result = -1, ""
 		if st := c.call("POST", "/toolbox/"+id+"/process/execute", map[string]string{"command": command}, &res); st == http.StatusOK && res.ExitCode == 0 {
 			return res.Result, true
@@ -141,6 +152,36 @@ func (c *crashRun) exec(id, command string) (string, bool) {
 		c.settle(id, stateStarted, "start")
 	}
 	return "", false
+}
+
+// errorf fails the test unless it is ending: a worker that sees the
+// test end leaves without a word, since the test's own goroutine has
+// already said why.
+func (c *crashRun) errorf(format string, args ...any) {
+	if !c.ended.Load() {
+		c.t.Errorf(format, args...)
+	}
+}
+
+// dumpServe ends serve with SIGQUIT, which makes it print its
+// goroutines, logs those of agentbox's code (where a stuck operation
+// waits), and starts a new serve in its place.
+func (c *crashRun) dumpServe() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.serve
+	if p.cmd.Process.Signal(syscall.SIGQUIT) != nil {
+		return
+	}
+	<-p.exited
+	var ours []string
+	for _, g := range strings.Split(p.stderr.String(), "\n\n") {
+		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "agentbox-dev/agentbox/") {
+			ours = append(ours, g)
+		}
+	}
+	c.t.Logf("serve's goroutines in agentbox's code at the first stuck sandbox:\n%s", strings.Join(ours, "\n\n"))
+	c.serve = startServe(c.t, c.dir)
 }
 
 // restart kills serve with SIGKILL and starts a new one on the state dir.
@@ -192,6 +233,9 @@ func crashSeed(t *testing.T) uint64 {
 // contents.
 func (c *crashRun) crashWorker(w int, kept map[string]string, mu *sync.Mutex) {
 	for i := range crashPerWorker {
+		if c.ended.Load() {
+			return
+		}
 		var sb apiSandbox
 		if st := c.call("POST", "/sandbox", map[string]any{"name": fmt.Sprintf("crash-%d-%d", w, i)}, &sb); st != http.StatusOK {
 			continue // not acknowledged: it may exist or not
@@ -199,13 +243,13 @@ func (c *crashRun) crashWorker(w int, kept map[string]string, mu *sync.Mutex) {
 		token := fmt.Sprintf("w%d-i%d", w, i)
 		c.settle(sb.ID, stateStarted, "start")
 		if _, ok := c.exec(sb.ID, "echo "+token+" > ~/f"); !ok {
-			c.t.Errorf("sandbox %s: the write never ran", sb.ID)
+			c.errorf("sandbox %s: the write never ran", sb.ID)
 			continue
 		}
 		c.settle(sb.ID, stateStopped, "stop")
 		c.settle(sb.ID, stateStarted, "start")
 		if out, _ := c.exec(sb.ID, "cat ~/f"); strings.TrimSpace(out) != token {
-			c.t.Errorf("sandbox %s after stop and start: file %q, want %q", sb.ID, out, token)
+			c.errorf("sandbox %s after stop and start: file %q, want %q", sb.ID, out, token)
 		}
 		if i%2 == 1 {
 			c.settle(sb.ID, "gone", "delete")
@@ -228,6 +272,7 @@ func TestCrashesLeaveNoSandboxStuck(t *testing.T) {
 	kept := map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	t.Cleanup(func() { c.ended.Store(true); wg.Wait() })
 	for w := range crashClients {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.crashWorker(w, kept, &mu) }()

@@ -13,6 +13,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,6 +79,37 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// report is what a failure shows of a serve's stderr: from the first
+// crash report (a panic, a fatal error, a data race) on when there is
+// one, since the goroutine dump that follows it would push the cause out
+// of a truncated log, else its last lines; at most maxReport bytes, with
+// the whole saved in the test's artifact dir.
+func (p *serveProcess) report(t *testing.T) string {
+	const maxReport = 8 << 10
+	s := p.stderr.String()
+	file := filepath.Join(t.ArtifactDir(), fmt.Sprintf("serve-%d.stderr", p.cmd.Process.Pid))
+	saved := ""
+	if err := os.WriteFile(file, []byte(s), 0o644); err == nil {
+		saved = " (all of it in " + file + ")"
+	}
+	for _, mark := range []string{"panic: ", "fatal error: ", "WARNING: DATA RACE"} {
+		if i := strings.Index(s, mark); i >= 0 {
+			if j := strings.LastIndexByte(s[:i], '\n'); j >= 0 {
+				i = j + 1
+			}
+			s = s[i:]
+			if len(s) > maxReport {
+				s = s[:maxReport] + "\n…"
+			}
+			return fmt.Sprintf("stderr from its crash report on%s:\n%s", saved, s)
+		}
+	}
+	if len(s) > maxReport {
+		s = "…" + s[len(s)-maxReport:]
+	}
+	return fmt.Sprintf("stderr%s:\n%s", saved, s)
+}
+
 // startServe starts a serve process on stateDir, killed when the test
 // ends.
 func startServe(t *testing.T, stateDir string) *serveProcess {
@@ -120,11 +152,11 @@ func startServe(t *testing.T, stateDir string) *serveProcess {
 	case u, ok := <-urls:
 		if !ok {
 			<-p.exited
-			t.Fatalf("serve exited before serving: %v: %s", p.err, p.stderr.String())
+			t.Fatalf("serve exited before serving: %v; %s", p.err, p.report(t))
 		}
 		p.url = u
 	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not start: %s", p.stderr.String())
+		t.Fatalf("serve did not start; %s", p.report(t))
 	}
 	return p
 }
@@ -134,7 +166,7 @@ func (p *serveProcess) kill(t *testing.T) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		<-p.exited
-		t.Fatalf("serve ended before the kill: %v (%v): %s", err, p.err, p.stderr.String())
+		t.Fatalf("serve ended before the kill: %v (%v); %s", err, p.err, p.report(t))
 	}
 	<-p.exited
 }
@@ -256,7 +288,7 @@ func TestKilledServeLosesNothing(t *testing.T) {
 	}
 	<-serve.exited
 	if serve.err != nil {
-		t.Fatalf("serve after SIGTERM: %v: %s", serve.err, serve.stderr.String())
+		t.Fatalf("serve after SIGTERM: %v; %s", serve.err, serve.report(t))
 	}
 }
 
@@ -312,6 +344,6 @@ func TestKeysOfARunningServeProcess(t *testing.T) {
 	}
 	<-serve.exited
 	if serve.err != nil {
-		t.Fatalf("serve after SIGTERM: %v: %s", serve.err, serve.stderr.String())
+		t.Fatalf("serve after SIGTERM: %v; %s", serve.err, serve.report(t))
 	}
 }
