@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -83,14 +84,16 @@ func (b *syncBuffer) String() string {
 // crash report (a panic, a fatal error, a data race) on when there is
 // one, since the goroutine dump that follows it would push the cause out
 // of a truncated log, else its last lines; at most maxReport bytes, with
-// the whole saved in the test's artifact dir.
+// the whole saved in the test's artifact dir with -test.artifacts.
 func (p *serveProcess) report(t *testing.T) string {
 	const maxReport = 8 << 10
 	s := p.stderr.String()
-	file := filepath.Join(t.ArtifactDir(), fmt.Sprintf("serve-%d.stderr", p.cmd.Process.Pid))
 	saved := ""
-	if err := os.WriteFile(file, []byte(s), 0o644); err == nil {
-		saved = " (all of it in " + file + ")"
+	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" { // else the dir goes with the test
+		file := filepath.Join(t.ArtifactDir(), fmt.Sprintf("serve-%d.stderr", p.cmd.Process.Pid))
+		if err := os.WriteFile(file, []byte(s), 0o644); err == nil {
+			saved = " (all of it in " + file + ")"
+		}
 	}
 	for _, mark := range []string{"panic: ", "fatal error: ", "WARNING: DATA RACE"} {
 		if i := strings.Index(s, mark); i >= 0 {
