@@ -398,7 +398,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // routes returns the server's router.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	api := func(pattern string, h handlerFunc) { mux.Handle(pattern, s.handle(h, true)) }
+	api := func(pattern string, h handlerFunc) { mux.Handle(pattern, s.handle(s.trailed(pattern, h), true)) }
 	mux.Handle("GET /api/config", s.handle(s.getConfig, false))
 	// The key comes in the stream's CONNECT packet.
 	mux.Handle("GET /api/socket.io/", s.handle(s.serveEvents, false))

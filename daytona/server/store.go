@@ -106,12 +106,12 @@ func openStore(stateDir string) (*store, error) {
 		return nil, fmt.Errorf("agentbox serve: opening the records %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots, bucketWarmPools} {
+		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots, bucketWarmPools, bucketActivity, bucketActivityMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return dropOrphanTrails(tx) // activitytrail.go
 	})
 	if err != nil {
 		db.Close()
@@ -263,7 +263,8 @@ func appendHistory(tx *bolt.Tx, id string, hist []historyEntry) error {
 	return nil
 }
 
-// remove deletes record key of bucket (and its history, for a sandbox).
+// remove deletes record key of bucket (and its history and activity
+// trail, for a sandbox).
 func (st *store) remove(bucket []byte, key string) error {
 	return st.removeAsync(bucket, key, nil).wait()
 }
@@ -276,9 +277,14 @@ func (st *store) removeAsync(bucket []byte, key string, failed func(error)) *sto
 			return err
 		}
 		if h := tx.Bucket(bucketHistory); h.Bucket([]byte(key)) != nil {
-			return h.DeleteBucket([]byte(key))
+			if err := h.DeleteBucket([]byte(key)); err != nil {
+				return err
+			}
 		}
-		return nil
+		if string(bucket) != string(bucketSandboxes) {
+			return nil
+		}
+		return removeActivityTx(tx, key)
 	}, failed)
 }
 
