@@ -14,7 +14,8 @@ import (
 
 // The activity tab in a real browser against a real serve: a command run
 // through the toolbox shows with its exit code and who ran it, next to
-// the sandbox's creation; the kind filter keeps the commands only.
+// the sandbox's creation, its change of network policy and the
+// connection the policy refused; the kind filter keeps the commands only.
 func TestDashboardActivityBrowser(t *testing.T) {
 	needRoot(t)
 	dir := newLocalStateDir(t)
@@ -26,7 +27,7 @@ func TestDashboardActivityBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sb, err := c.CreateSandbox(context.Background(), daytona.CreateSandbox{Name: "trail"})
+	sb, err := c.CreateSandbox(context.Background(), daytona.CreateSandbox{Name: "trail", DomainAllowList: "allowed.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +42,18 @@ func TestDashboardActivityBrowser(t *testing.T) {
 	if err != nil || res.ExitCode != 5 {
 		t.Fatalf("execute: %+v, %v", res, err)
 	}
+	// A name the sandbox's domain allow list does not hold: its egress
+	// proxy refuses it (nothing leaves the machine), and the policy log
+	// says so.
+	allow := "allowed.test,also.test"
+	if st := h.call("POST", "/sandbox/"+sb.ID+"/network-settings", networkSettings{DomainAllowList: &allow}, nil); st != 200 {
+		t.Fatalf("network settings: %d", st)
+	}
+	res, err = tc.Execute(context.Background(), toolbox.ExecuteRequest{Command: "curl -sS --max-time 10 http://refused.test/ 2>&1"})
+	if err != nil {
+		t.Fatalf("curl: %v", err)
+	}
+	t.Logf("curl through the egress proxy: exit %d %q", res.ExitCode, res.Result)
 
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -81,6 +94,8 @@ func TestDashboardActivityBrowser(t *testing.T) {
 	if command == "" || !strings.Contains(strings.Join(kinds, ","), "lifecycle") {
 		t.Fatalf("activity rows %q: want the command and the sandbox's creation", rows())
 	}
+	waitText(t, ctx, "#activity", "refused.test:80")
+	waitText(t, ctx, "#activity", "network-settings")
 	waitText(t, ctx, "#activity caption", "entries, page 1 of 1")
 	shot(t, ctx, shots, "activity")
 
