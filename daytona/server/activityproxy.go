@@ -35,7 +35,7 @@ const trailMargin = 1024
 // the request was proxied, records its entry. For any other request it
 // returns w itself and an end doing nothing.
 func (s *Server) trailToolbox(w http.ResponseWriter, out *http.Request, id string, actor func() string) (http.ResponseWriter, func()) {
-	if out.Method != http.MethodPost {
+	if out.Method != http.MethodPost || s.noTrail {
 		return w, func() {}
 	}
 	path := out.URL.Path

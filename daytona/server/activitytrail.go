@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,12 +32,13 @@ import (
 // bucket per sandbox id, keyed by a big-endian sequence number, each
 // value a kind byte (activityCodes) then the entry's JSON; the last
 // maxTrail entries are kept, the oldest dropped. It is deleted with the
-// sandbox's record. Entries are queued to the store's writer without
-// waiting: a command's answer never waits for the trail's fsync, and the
-// entries of commands that end together share one commit. A clean stop
-// of serve (Close) commits what was queued, so the trail is kept across
-// restarts; a kill -9 loses the entries queued and not yet committed — at
-// most those of the last commit's few milliseconds.
+// sandbox's record. Entries wait in memory for trailFlushDelay, then go
+// to the store's writer together: a command's answer never waits for the
+// trail's fsync, and a run of commands makes one commit every
+// trailFlushDelay at most. A clean stop of serve (Close) commits what
+// waits, so the trail is kept across restarts; a kill -9 loses the
+// entries of the last trailFlushDelay (100 ms) and of the commit in
+// flight.
 //
 // Commands are kept as sent, cut at maxTrailCommand bytes, with the user
 // information of URLs in them (https://user:token@host) and the values
@@ -263,12 +265,93 @@ func (st *store) activityPage(id, kind string, page, limit int) (activityPage, e
 	return out, nil
 }
 
-// trail queues the append of entries to the trail of sandbox id, without
-// waiting for it; a failed write is logged.
+// trail adds entries to the trail of sandbox id, without waiting: they
+// are queued to the store's writer within trailFlushDelay, with the
+// entries of that time; a failed write is logged.
 func (s *Server) trail(id string, entries ...activityEntry) {
-	s.store.appendActivity(id, entries, func(err error) {
+	s.store.bufferActivity(id, entries, func(err error) {
 		s.logf("agentbox serve: recording the activity of sandbox %s: %v", id, err)
 	})
+}
+
+// trailFlushDelay is how long the activity entries wait in memory before
+// they are queued to the store's writer, all those of that time in one
+// write: a steady run of commands makes an fsync of the records every
+// trailFlushDelay at most, not one per command, whose flushes would slow
+// the sandboxes' own writes to the same disk. A kill -9 loses the entries
+// of that time (and those of the commit in flight); Close and a read of
+// the trail queue them at once.
+const trailFlushDelay = 100 * time.Millisecond
+
+// trailBuffer holds activity entries not queued to the store yet.
+type trailBuffer struct {
+	mu      sync.Mutex
+	pending []pendingEntries
+	timer   *time.Timer // set while entries wait
+	closed  bool        // the store is closing: entries are queued at once
+}
+
+// pendingEntries are entries of one sandbox's trail waiting in a
+// trailBuffer.
+type pendingEntries struct {
+	id      string
+	entries []activityEntry
+	failed  func(error)
+}
+
+// bufferActivity adds entries to the trail of sandbox id within
+// trailFlushDelay; failed, when not nil, is told the write's error.
+func (st *store) bufferActivity(id string, entries []activityEntry, failed func(error)) {
+	t := &st.trail
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		st.appendActivity(id, entries, failed)
+		return
+	}
+	t.pending = append(t.pending, pendingEntries{id: id, entries: entries, failed: failed})
+	if t.timer == nil {
+		t.timer = time.AfterFunc(trailFlushDelay, func() { st.flushTrail() })
+	}
+}
+
+// flushTrail queues the entries waiting, in one write, and returns it
+// (nil when none wait).
+func (st *store) flushTrail() *storeWrite {
+	t := &st.trail
+	t.mu.Lock()
+	defer t.mu.Unlock() // held while queueing: close waits for it
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	batch := t.pending
+	t.pending = nil
+	if len(batch) == 0 {
+		return nil
+	}
+	return st.enqueue(func(tx *bolt.Tx) error {
+		for _, p := range batch {
+			if err := appendActivityTx(tx, p.id, p.entries); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, func(err error) {
+		for _, p := range batch {
+			if p.failed != nil {
+				p.failed(err)
+			}
+		}
+	})
+}
+
+// closeTrail queues the entries waiting; later ones are queued at once.
+func (st *store) closeTrail() {
+	st.flushTrail()
+	st.trail.mu.Lock()
+	st.trail.closed = true
+	st.trail.mu.Unlock()
 }
 
 // actorOf returns who made request r, as the trail names them: its API
@@ -427,6 +510,9 @@ func (s *Server) getActivity(w http.ResponseWriter, r *http.Request) error {
 	s.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if err := s.store.flushTrail().wait(); err != nil {
+		s.logf("agentbox serve: recording the activity: %v", err)
 	}
 	if state == stateStarted && (kind == "" || kind == activityNetwork) {
 		s.samplePolicyLog(r.Context(), id)

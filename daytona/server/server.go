@@ -156,6 +156,9 @@ type Server struct {
 	// noWriteAhead lets a create reach the engine before its record is
 	// on disk (awaitRecord): the benchmarks' baseline of write-ahead.
 	noWriteAhead bool
+	// noTrail makes the toolbox proxy record nothing in the activity
+	// trail: the benchmarks' baseline (activity_bench_test.go).
+	noTrail bool
 
 	// ctx is the context of lifecycle operations, cancelled when Close
 	// gives up waiting for them; timers ends the reconciler.

@@ -68,6 +68,9 @@ type store struct {
 	wake   chan struct{} // holds a value when queue has writes
 	closed bool          // no more writes are queued
 	done   chan struct{} // closed when the writer has ended
+
+	// trail holds the activity entries not queued yet (activitytrail.go).
+	trail trailBuffer
 }
 
 // A storeWrite is one write queued to the store.
@@ -122,8 +125,10 @@ func openStore(stateDir string) (*store, error) {
 	return st, nil
 }
 
-// close commits the writes queued, then closes the store's file.
+// close commits the writes queued (the activity trail's too), then
+// closes the store's file.
 func (st *store) close() error {
+	st.closeTrail()
 	st.mu.Lock()
 	if !st.closed {
 		st.closed = true
