@@ -96,7 +96,7 @@ func TestActivityCommands(t *testing.T) {
 	if err != nil || sync1.ExitCode == nil || *sync1.ExitCode != 1 {
 		t.Fatalf("session exec: %+v, %v", sync1, err)
 	}
-	async, err := nc.SessionExecute(ctx, "s1", toolbox.SessionExecuteRequest{Command: "sleep 0.1", RunAsync: true})
+	async, err := nc.SessionExecute(ctx, "s1", toolbox.SessionExecuteRequest{Command: "sleep 60", RunAsync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestActivityCommands(t *testing.T) {
 		timed                          bool
 	}
 	wants := []want{
-		{"sleep 0.1", "ci-bot", "s1", async.CmdID, -1, false},
+		{"sleep 60", "ci-bot", "s1", async.CmdID, -1, false},
 		{"false", "ci-bot", "s1", sync1.CmdID, 1, true},
 		{"echo https://REDACTED@example.com REDACTED", "ci-bot", "", "", 0, true},
 		{fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", big), DefaultOrganizationID, "", "", 0, true},
@@ -129,16 +129,50 @@ func TestActivityCommands(t *testing.T) {
 			t.Errorf("entry %d has no time or id: %+v", i, e)
 		}
 	}
-	if p.Items[0].Reason != "started in the background" {
+	if p.Items[0].Reason != reasonBackground {
 		t.Errorf("async entry's reason %q", p.Items[0].Reason)
+	}
+	// A background command's exit code, which the proxy does not see,
+	// is in once it has ended: the trail asks the toolbox when read.
+	if err := nc.CreateSession(ctx, "s2"); err != nil { // s1 is busy with sleep 60
+		t.Fatal(err)
+	}
+	quick, err := nc.SessionExecute(ctx, "s2", toolbox.SessionExecuteRequest{Command: "sh -c 'exit 4'", RunAsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		e := h.activity(testKey, sb.ID, "kind=command&limit=1").Items[0]
+		if e.CommandID == quick.CmdID && e.ExitCode != nil && *e.ExitCode == 4 && e.Reason == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the background command's entry: %+v, want exit code 4", e)
+		}
+	}
+	// Written back: the trail has it without asking again.
+	if err := h.s.store.update(func(*bolt.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := h.s.store.activityPage(sb.ID, activityCommand, 1, 1); p.Items[0].ExitCode == nil || *p.Items[0].ExitCode != 4 {
+		t.Errorf("the stored entry: %+v", p.Items)
+	}
+	if err := nc.DeleteSession(ctx, "s1"); err != nil {
+		t.Fatal(err)
 	}
 	// A refused command says so.
 	if _, err := c.Execute(ctx, toolbox.ExecuteRequest{Command: "sleep 5", Timeout: 1}); err == nil {
 		t.Fatal("a command past its timeout did not fail")
 	}
-	p = h.waitActivity(sb.ID, activityCommand, 6)
+	p = h.waitActivity(sb.ID, activityCommand, 7)
 	if e := p.Items[0]; e.Command != "sleep 5" || e.ExitCode != nil || !strings.Contains(e.Reason, "408") {
 		t.Errorf("timed-out command: %+v", e)
+	}
+	// The background command whose session was deleted says so.
+	for _, e := range p.Items {
+		if e.CommandID == async.CmdID && (e.ExitCode != nil || !strings.Contains(e.Reason, "session ended")) {
+			t.Errorf("the command of a deleted session: %+v", e)
+		}
 	}
 }
 
@@ -366,6 +400,9 @@ func TestActivityBounded(t *testing.T) {
 	h := newHarness(t, newFakeEngine(t), harnessOptions{})
 	sb := h.create(map[string]any{})
 	h.waitState(sb.ID, stateStarted)
+	if err := h.s.store.flushTrail().wait(); err != nil { // the create's entry first
+		t.Fatal(err)
+	}
 	entries := make([]activityEntry, maxTrail+50)
 	for i := range entries {
 		entries[i] = activityEntry{Time: time.Now(), Kind: activityCommand, Command: fmt.Sprint(i)}

@@ -56,7 +56,11 @@ func (s *Server) trailToolbox(w http.ResponseWriter, out *http.Request, id strin
 	start := s.now()
 	req := newJSONFields(map[string]int{"command": maxTrailCommand + trailMargin, "runAsync": 8, "async": 8})
 	body := watchBody(out, req)
-	tw := &trailWriter{ResponseWriter: w, fields: newJSONFields(map[string]int{"exitCode": 16, "cmdId": 128})}
+	answer := map[string]int{"exitCode": 16} // an execute's; the scan ends once it has them all
+	if session != "" {
+		answer["cmdId"] = 128
+	}
+	tw := &trailWriter{ResponseWriter: w, fields: newJSONFields(answer)}
 	return tw, func() {
 		body.end()
 		command, cut, ok := req.text("command")
@@ -84,7 +88,7 @@ func (s *Server) trailToolbox(w http.ResponseWriter, out *http.Request, id strin
 			}
 			e.CommandID, _, _ = tw.fields.text("cmdId")
 			if async && e.ExitCode == nil {
-				e.Reason = "started in the background"
+				e.Reason = reasonBackground // completeBackground asks later
 			}
 		}
 		if !async || tw.status >= http.StatusMultipleChoices {

@@ -56,7 +56,14 @@ func (j *jsonFields) Write(p []byte) (int, error) {
 	for len(p) > 0 && !j.done {
 		if j.inStr && !j.esc && j.cur == "" && j.phase != phaseKey {
 			// A string nobody keeps: jump to its next quote or escape.
-			i := bytes.IndexAny(p, "\"\\")
+			i := bytes.IndexByte(p, '"')
+			before := p
+			if i >= 0 {
+				before = p[:i]
+			}
+			if e := bytes.IndexByte(before, '\\'); e >= 0 {
+				i = e
+			}
 			if i < 0 {
 				return n, nil
 			}
@@ -87,8 +94,8 @@ func (j *jsonFields) step(c byte) {
 	switch c {
 	case ' ', '\t', '\n', '\r':
 		if j.depth == 1 && j.phase == phaseScalar {
-			j.phase = phaseAfter
-			j.cur = ""
+			j.phase, j.cur = phaseAfter, ""
+			j.checkDone()
 		}
 		return
 	}
@@ -147,6 +154,7 @@ func (j *jsonFields) step(c byte) {
 		switch c {
 		case ',':
 			j.phase, j.cur = phaseKeyOrEnd, ""
+			j.checkDone()
 		case '}':
 			j.done = true
 		default:
@@ -190,6 +198,14 @@ func (j *jsonFields) endString() {
 	}
 	if j.phase == phaseString {
 		j.phase, j.cur = phaseAfter, ""
+		j.checkDone()
+	}
+}
+
+// checkDone ends the scan once every wanted key has a value.
+func (j *jsonFields) checkDone() {
+	if len(j.got) == len(j.want) {
+		j.done = true
 	}
 }
 
