@@ -2,11 +2,15 @@ package server
 
 import "time"
 
-// The JSON bodies of the dashboard's own routes (dashboard*.go). The
-// pages also read three routes not served yet (they say so where their
-// data would be): GET /api/sandbox/{idOrName}/activity (the activity
-// trail), …/metrics/history (samples of /system/metrics) and …/network
-// (policy and policy log).
+// The JSON bodies of the dashboard's own routes (dashboard*.go), and of
+// agentbox's API routes the pages read besides Daytona's (under /api, with
+// the same keys or the dashboard's session):
+//
+//	GET  /api/sandbox/{idOrName}/activity?page=N&limit=N&kind=K   activityPage, newest first (activitytrail.go)
+//
+// The pages also read two routes not served yet (they say so where their
+// data would be): …/metrics/history (samples of /system/metrics) and
+// …/network (policy and policy log).
 //
 //	GET  /dashboard/...          the embedded pages (package dashboard)
 //	POST /dashboard/login        a JSON body {"key": …}: sets the session cookie
@@ -21,4 +25,57 @@ type dashboardSession struct {
 	KeyName        string    `json:"keyName,omitempty"`
 	CSRFToken      string    `json:"csrfToken"`
 	ExpiresAt      time.Time `json:"expiresAt"`
+}
+
+// Kinds of activityEntry.
+const (
+	activityCommand   = "command"   // a command run through the toolbox API
+	activityFile      = "file"      // a file written (uploaded) through the toolbox API
+	activityNetwork   = "network"   // a connection the sandbox's network policy refused
+	activityLifecycle = "lifecycle" // created, started, stopped, paused, forked, …
+)
+
+// activityEntry is one entry of a sandbox's activity trail
+// (activitytrail.go).
+type activityEntry struct {
+	// ID orders the entries of a sandbox: later entries have greater ids.
+	ID   string    `json:"id"`
+	Time time.Time `json:"time"`
+	Kind string    `json:"kind"`
+	// Actor is who did it: the API key's name, or its organization for a
+	// key without a name (and on a server without keys); "preview token"
+	// for a toolbox call made with the sandbox's preview token; "sandbox"
+	// for what the sandbox itself did (network refusals).
+	Actor string `json:"actor"`
+	// Command, ExitCode, DurationMs, SessionID and CommandID describe a
+	// command: its text (shortened past maxTrailCommand bytes, credentials
+	// redacted), its exit code (absent while it runs in the background or
+	// when the toolbox did not answer one), how long serve took to proxy
+	// it, and for a session command the session and command ids.
+	Command    string `json:"command,omitempty"`
+	ExitCode   *int   `json:"exitCode,omitempty"`
+	DurationMs int64  `json:"durationMs,omitempty"`
+	SessionID  string `json:"sessionId,omitempty"`
+	CommandID  string `json:"commandId,omitempty"`
+	// Path and Bytes describe a file written.
+	Path  string `json:"path,omitempty"`
+	Bytes int64  `json:"bytes,omitempty"`
+	// Destination is a refused connection's host:port.
+	Destination string `json:"destination,omitempty"`
+	// Action is a lifecycle call: create, start, stop, pause, fork,
+	// archive, recover, resize, snapshot, secrets (replaced),
+	// network-settings or delete.
+	Action string `json:"action,omitempty"`
+	// Reason says why a refusal was refused, why a call failed, or more
+	// about a lifecycle change ("forked from …").
+	Reason string `json:"reason,omitempty"`
+}
+
+// activityPage is a page of a sandbox's activity trail, shaped as
+// Daytona's paginated lists are.
+type activityPage struct {
+	Items      []activityEntry `json:"items"`
+	Total      int             `json:"total"`
+	Page       int             `json:"page"`
+	TotalPages int             `json:"totalPages"`
 }

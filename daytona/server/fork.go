@@ -36,6 +36,7 @@ func (s *Server) lifecycleRoutes(api func(pattern string, h handlerFunc)) {
 	}, 0))
 	api("POST /api/sandbox/{id}/last-activity", s.updateLastActivity)
 	api("POST /api/sandbox/{id}/snapshot", s.snapshotSandbox)
+	api("GET /api/sandbox/{id}/activity", s.getActivity) // activitytrail.go
 }
 
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {

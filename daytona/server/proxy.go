@@ -66,9 +66,10 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	org, keyed := s.requestOrg(r)
 	s.mu.Lock()
 	rec, err := s.lookup(org, r.PathValue("id"))
+	byToken := false // the preview token let r in
 	if !keyed || err != nil {
 		if byID := s.byID[r.PathValue("id")]; byID != nil && hasPreviewToken(r, byID.previewToken) {
-			rec, err, keyed = byID, nil, true
+			rec, err, keyed, byToken = byID, nil, true, true
 		}
 	}
 	var id, state string
@@ -113,7 +114,14 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	// downloads cut short). A writer that cannot (HTTP/2, which is full
 	// duplex anyway) is left as it is.
 	_ = http.NewResponseController(w).EnableFullDuplex()
+	w, endTrail := s.trailToolbox(w, out, id, func() string { // activityproxy.go
+		if byToken {
+			return "preview token"
+		}
+		return s.actorOf(r)
+	})
 	p.rp.ServeHTTP(w, out)
+	endTrail()
 	return nil
 }
 

@@ -156,6 +156,9 @@ type Server struct {
 	// noWriteAhead lets a create reach the engine before its record is
 	// on disk (awaitRecord): the benchmarks' baseline of write-ahead.
 	noWriteAhead bool
+	// noTrail makes the toolbox proxy record nothing in the activity
+	// trail: the benchmarks' baseline (activity_bench_test.go).
+	noTrail bool
 
 	// ctx is the context of lifecycle operations, cancelled when Close
 	// gives up waiting for them; timers ends the reconciler.
@@ -398,7 +401,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // routes returns the server's router.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	api := func(pattern string, h handlerFunc) { mux.Handle(pattern, s.handle(h, true)) }
+	api := func(pattern string, h handlerFunc) { mux.Handle(pattern, s.handle(s.trailed(pattern, h), true)) }
 	mux.Handle("GET /api/config", s.handle(s.getConfig, false))
 	// The key comes in the stream's CONNECT packet.
 	mux.Handle("GET /api/socket.io/", s.handle(s.serveEvents, false))

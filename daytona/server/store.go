@@ -68,6 +68,9 @@ type store struct {
 	wake   chan struct{} // holds a value when queue has writes
 	closed bool          // no more writes are queued
 	done   chan struct{} // closed when the writer has ended
+
+	// trail holds the activity entries not queued yet (activitytrail.go).
+	trail trailBuffer
 }
 
 // A storeWrite is one write queued to the store.
@@ -106,12 +109,12 @@ func openStore(stateDir string) (*store, error) {
 		return nil, fmt.Errorf("agentbox serve: opening the records %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots, bucketWarmPools} {
+		for _, b := range [][]byte{bucketSandboxes, bucketHistory, bucketVolumes, bucketKeys, bucketOrgs, bucketSnapshots, bucketWarmPools, bucketActivity, bucketActivityMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return dropOrphanTrails(tx) // activitytrail.go
 	})
 	if err != nil {
 		db.Close()
@@ -122,8 +125,10 @@ func openStore(stateDir string) (*store, error) {
 	return st, nil
 }
 
-// close commits the writes queued, then closes the store's file.
+// close commits the writes queued (the activity trail's too), then
+// closes the store's file.
 func (st *store) close() error {
+	st.closeTrail()
 	st.mu.Lock()
 	if !st.closed {
 		st.closed = true
@@ -263,7 +268,8 @@ func appendHistory(tx *bolt.Tx, id string, hist []historyEntry) error {
 	return nil
 }
 
-// remove deletes record key of bucket (and its history, for a sandbox).
+// remove deletes record key of bucket (and its history and activity
+// trail, for a sandbox).
 func (st *store) remove(bucket []byte, key string) error {
 	return st.removeAsync(bucket, key, nil).wait()
 }
@@ -276,9 +282,14 @@ func (st *store) removeAsync(bucket []byte, key string, failed func(error)) *sto
 			return err
 		}
 		if h := tx.Bucket(bucketHistory); h.Bucket([]byte(key)) != nil {
-			return h.DeleteBucket([]byte(key))
+			if err := h.DeleteBucket([]byte(key)); err != nil {
+				return err
+			}
 		}
-		return nil
+		if string(bucket) != string(bucketSandboxes) {
+			return nil
+		}
+		return removeActivityTx(tx, key)
 	}, failed)
 }
 

@@ -271,7 +271,7 @@ async function activity(sb, panel) {
     const q = new URLSearchParams({ page: String(pageNo), limit: '50' });
     if (kind.value) q.set('kind', kind.value);
     const res = await json('GET', `/api/sandbox/${encodeURIComponent(sb.id)}/activity?${q}`);
-    const what = (e) => e.command || (e.path ? `${e.path} (${bytes(e.bytes)})` : '') || e.destination || '';
+    const what = (e) => e.command || (e.path ? `${e.path} (${bytes(e.bytes)})` : '') || e.destination || e.action || '';
     box.replaceChildren(
       table(`${res.total} entries, page ${res.page} of ${Math.max(1, res.totalPages)}`, ['Time', 'Kind', 'Who', 'What', 'Exit code', 'Duration', 'Reason'],
         res.items.map((e) => h('tr', { class: `activity-${e.kind}` },
