@@ -243,8 +243,10 @@ func newPID1(cfg *initConfig, env []string, fds []int) (*pid1, error) {
 	p.act = newActivity(cfg.activityPath(fds))
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p.act.begin()
-			defer p.act.end()
+			if !passive(r) {
+				p.act.begin()
+				defer p.act.end()
+			}
 			d.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: time.Minute,

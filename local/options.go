@@ -127,7 +127,8 @@ type Config struct {
 	Ephemeral bool `json:"ephemeral,omitempty"`
 	// AutoStopInterval is the idle time (no toolbox request) after which
 	// the sandbox stops itself. 0 means 15 minutes; negative means never.
-	// Info reports the last request as LastUsedAt and, while the sandbox
+	// Info reports the last request (but a passive one,
+	// PassiveRequestHeader) as LastUsedAt and, while the sandbox
 	// runs, LastUsedAt + AutoStopInterval as TimeoutAt.
 	AutoStopInterval time.Duration `json:"autoStopInterval"`
 	// AutoDeleteInterval is how long a stopped sandbox is kept before it is

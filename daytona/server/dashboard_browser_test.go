@@ -27,8 +27,14 @@ func newPlainHarness(t *testing.T, eng engine, stateDir string) *harness {
 // chromium is Debian's headless browser, which scripts/test.sh installs.
 const chromium = "/usr/bin/chromium"
 
-// newBrowser starts one headless Chromium for the test.
+// newBrowser starts one headless Chromium for the test, for 90 s.
 func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	return newBrowserFor(t, 90*time.Second)
+}
+
+// newBrowserFor starts one headless Chromium for the test, for d.
+func newBrowserFor(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	testenv.NeedTool(t, chromium, "chromium")
 	opts := []chromedp.ExecAllocatorOption{
@@ -39,7 +45,7 @@ func newBrowser(t *testing.T) context.Context {
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancelC := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelC := context.WithTimeout(ctx, d)
 	t.Cleanup(func() { cancelC(); cancelB(); cancelA() })
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)

@@ -46,6 +46,8 @@ type engine interface {
 	lifecycleEngine
 	// Secrets (secretsandbox.go).
 	secretsEngine
+	// Metrics and network views (metrics.go).
+	metricsEngine
 }
 
 // spec is what a sandbox is created with.

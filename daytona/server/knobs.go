@@ -58,6 +58,9 @@ type Knobs struct {
 	// CountRequests counts the requests of every sandbox, by route
 	// (Server.RequestCounts).
 	CountRequests bool
+	// MetricsInterval is how often the metrics of each started sandbox
+	// are sampled for the dashboard's history (metrics.go); 0: every 10 s.
+	MetricsInterval time.Duration
 }
 
 // FaultKind says what a Fault does.

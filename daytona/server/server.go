@@ -202,6 +202,9 @@ type Server struct {
 
 	// dash are the dashboard's sessions (dashboardauth.go).
 	dash dashSessions
+
+	// metrics is the sandboxes' metrics history (metrics.go).
+	metrics metricsSet
 }
 
 // New returns a Server over the local engine's sandboxes in
@@ -327,6 +330,7 @@ func newServer(opts Options, eng engine, tick time.Duration, now func() time.Tim
 	}
 	s.wg.Add(1)
 	go s.reconcileLoop()
+	s.wg.Go(s.sampleLoop) // metrics.go
 	// The local engine's secrets of started sandboxes, again from the
 	// records, with their current values.
 	s.wg.Go(func() { s.reapply(s.timers, nil) })
@@ -421,6 +425,7 @@ func (s *Server) routes() *http.ServeMux {
 	api("POST /api/sandbox/{id}/public/{isPublic}", s.setPublic)
 	s.lifecycleRoutes(api)
 	s.secretRoutes(api)
+	s.metricsRoutes(api)
 	api("POST /api/sandbox/{id}/network-settings", s.updateNetwork)
 	api("GET /api/sandbox/{id}/toolbox-proxy-url", s.getToolboxProxyURL)
 	api("POST /api/volumes", s.createVolume)

@@ -226,7 +226,7 @@ async function network(sb, panel) {
         h('dt', {}, 'Allowed domains'), h('dd', {}, v.domainAllowList || '—'),
         h('dt', {}, 'Mode'), h('dd', {}, info.mode || '(not started)'),
         h('dt', {}, 'Refused'), h('dd', {}, `${info.refusedConnections || 0} connections, ${info.refusedPackets || 0} packets`)),
-      info.note ? h('p', { class: 'note' }, info.note) : null,
+      info.note ? h('p', { class: 'note' }, info.note) : '',
       table('Policy log (oldest first)', ['Time', 'Protocol', 'Destination', 'Reason'], log.map((e) => h('tr', { class: 'refusal' },
         h('td', {}, new Date(e.time).toLocaleTimeString()), h('td', {}, e.protocol),
         h('th', { scope: 'row' }, e.port ? `${e.host}:${e.port}` : e.host || '—'), h('td', {}, e.reason))), 'Nothing refused.'));
