@@ -29,6 +29,9 @@ func helperMain() (int, bool) {
 		return 0, false
 	}
 	ctx := context.Background()
+	if mode == "rootless-net" {
+		return rootlessNetHelper(ctx), true
+	}
 	var cfg local.Config
 	var err error
 	if cfg.Network, err = sandbox.ParseNetworkPolicy(os.Getenv("HELPER_BLOCK_NETWORK") != "", "", os.Getenv("HELPER_DOMAINS")); err != nil {
