@@ -28,6 +28,17 @@ import (
 // modes.
 func usesUserNet(c *Config) bool { return !hostMakesNetns() && c.needsInterface() }
 
+// tunUsable returns why this process may not open /dev/net/tun, which
+// the init of a sandbox with the user-mode network opens, or nil.
+func tunUsable() error {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /dev/net/tun: %w", err)
+	}
+	unix.Close(fd)
+	return nil
+}
+
 // openTun runs in the init, in the network namespace it made, before
 // pivot_root (it opens the host's /dev/net/tun): it makes the TUN device
 // usernetIface and keeps its descriptor for the host (cfg.handOver).

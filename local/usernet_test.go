@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 	"github.com/agentbox-dev/agentbox/local"
 	"github.com/agentbox-dev/agentbox/sandbox"
 )
@@ -100,7 +101,7 @@ func TestRootlessNetwork(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 2001, Gid: 2001, Groups: []uint32{}}}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	must(t, inNS(lab.uplink, cmd.Start))
+	must(t, testenv.StartUnprivileged(t, lab.uplink, cmd))
 	err := cmd.Wait()
 	t.Logf("as uid 2001:\n%s", out.String())
 	if err != nil {
@@ -130,3 +131,4 @@ func TestRootlessNetwork(t *testing.T) {
 		t.Errorf("Info's note %q does not say ICMP is not relayed", got["note"])
 	}
 }
+
