@@ -29,8 +29,11 @@ func helperMain() (int, bool) {
 		return 0, false
 	}
 	ctx := context.Background()
-	if mode == "rootless-net" {
+	switch mode {
+	case "rootless-net":
 		return rootlessNetHelper(ctx), true
+	case "rootless-bench":
+		return rootlessBenchHelper(ctx), true
 	}
 	var cfg local.Config
 	var err error

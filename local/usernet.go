@@ -18,8 +18,13 @@ import (
 // out, and whatever its root does to its own routes or firewall only
 // changes what reaches the device.
 //
-// Why not pasta (passt): its filter would have to be the sandbox's own
-// firewall, in a namespace whose owner, the sandbox's root, can flush it.
+// Why this and not pasta (passt, as rootless Podman uses): pasta is a
+// package to install, which CI and most laptops do not have, while
+// gVisor's stack is Go code in this binary; and pasta has no destination
+// filter of its own, so the policy would have to be nftables rules in the
+// sandbox's namespace, whose owner, the sandbox's root, can flush them.
+// Here the policy is host code applied to every flow (docs/security.md,
+// "The default network without root").
 
 // The user-mode network's addresses, inside the sandbox: the sandbox's
 // on usernetIface, the gateway (the stack) and the resolver (the stack,
@@ -44,7 +49,7 @@ const (
 )
 
 // usernetNote is what Info.Network.Note says of the user-mode network.
-const usernetNote = "without root the network is user-mode: TCP and UDP over IPv4 are relayed by a host process that applies the policy; ICMP (ping) and IPv6 are not relayed"
+const usernetNote = "without root the network is user-mode: TCP and UDP over IPv4 are relayed by a host process that applies the policy; ICMP (ping) and IPv6 are not relayed; the network mode and Network.Allow cannot change while the sandbox runs"
 
 // usernetRecord is the running host process of a sandbox's user-mode
 // network.
