@@ -65,3 +65,19 @@ func TestUsernetDestination(t *testing.T) {
 		}
 	}
 }
+
+// TestUsernetFlowLimit: past its bound of flows at once the user-mode
+// network refuses a new one, and takes one again once a flow ended.
+func TestUsernetFlowLimit(t *testing.T) {
+	u := &usernet{flows: make(chan struct{}, 2)}
+	if !u.takeFlow() || !u.takeFlow() {
+		t.Fatal("refused a flow under the bound")
+	}
+	if u.takeFlow() {
+		t.Fatal("took a flow past the bound")
+	}
+	u.endFlow()
+	if !u.takeFlow() {
+		t.Fatal("refused a flow once one ended")
+	}
+}

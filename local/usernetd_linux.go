@@ -68,6 +68,13 @@ const (
 	usernetDialTimeout = 10 * time.Second
 )
 
+// usernetMaxFlows bounds the TCP connections and UDP flows a sandbox's
+// user-mode network relays at once (each holds a host socket).
+const usernetMaxFlows = 4096
+
+// usernetTooMany is the refusal reason of a flow past usernetMaxFlows.
+const usernetTooMany = "too many connections at once (the user-mode network relays 4096)"
+
 // usernetMain runs the user-mode network process when this process is
 // one, and exits; otherwise it returns at once.
 func usernetMain() {
@@ -158,7 +165,7 @@ func runUsernet() int {
 		return fail(err)
 	}
 	rec := newPolicyRecorder(os.NewFile(usernetFDLog, "log"))
-	u := &usernet{policy: p, rec: rec, hosts: &hostNetsCache{}}
+	u := &usernet{policy: p, rec: rec, hosts: &hostNetsCache{}, flows: make(chan struct{}, usernetMaxFlows)}
 	closed := make(chan struct{})
 	var once sync.Once
 	s, err := u.stack(usernetFDTun, func() { once.Do(func() { close(closed) }) })
@@ -203,7 +210,25 @@ type usernet struct {
 	policy usernetPolicy
 	rec    *policyRecorder
 	hosts  *hostNetsCache
+	// flows holds a token per relayed flow: at usernetMaxFlows a new
+	// flow is refused, so that a sandbox cannot spend the process's
+	// descriptors.
+	flows chan struct{}
 }
+
+// takeFlow takes a flow's token, or reports false when usernetMaxFlows
+// flows are relayed.
+func (u *usernet) takeFlow() bool {
+	select {
+	case u.flows <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// endFlow gives a flow's token back.
+func (u *usernet) endFlow() { <-u.flows }
 
 // stack makes the TCP/IP stack that serves the TUN device fd; closed is
 // called when the device's peer goes away.
@@ -265,6 +290,12 @@ func (u *usernet) forwardTCP(r *tcp.ForwarderRequest) {
 		r.Complete(true)
 		return
 	}
+	if !u.takeFlow() {
+		u.refused("tcp", id.LocalAddress, id.LocalPort, usernetTooMany)
+		r.Complete(true)
+		return
+	}
+	defer u.endFlow()
 	up, err := net.DialTimeout("tcp", to, usernetDialTimeout)
 	if err != nil {
 		r.Complete(true)
@@ -313,13 +344,19 @@ func (u *usernet) forwardUDP(r *udp.ForwarderRequest) {
 		u.refused("udp", id.LocalAddress, id.LocalPort, why)
 		return
 	}
+	if !u.takeFlow() {
+		u.refused("udp", id.LocalAddress, id.LocalPort, usernetTooMany)
+		return
+	}
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
+		u.endFlow()
 		return
 	}
 	in := gonet.NewUDPConn(&wq, ep)
 	go func() {
+		defer u.endFlow()
 		defer in.Close()
 		up, err := net.DialTimeout("udp", to, usernetDialTimeout)
 		if err != nil {
