@@ -100,6 +100,9 @@ func rootlessNetHelper(ctx context.Context) int {
 		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Printf("refused %d\nnote %s\n", info.Network.RefusedConnections, info.Network.Note)
+	// The user-mode network's mode is the one it started with.
+	err = sb.UpdateNetworkSettings(ctx, sandbox.NetworkPolicy{Mode: sandbox.NetworkBlocked})
+	fmt.Printf("liveswitch %v\n", err)
 	pid := local.UserNetPID(sb)
 	if err := sb.Destroy(ctx); err != nil {
 		fmt.Println("error: destroy:", err)
@@ -184,6 +187,9 @@ func TestRootlessNetwork(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(got["refused"]); n < 10 {
 		t.Errorf("Info counts %d refused connections, want at least 10", n)
+	}
+	if !strings.Contains(got["liveswitch"], "stop the sandbox") {
+		t.Errorf("switching a running rootless sandbox to the blocked mode: %q, want an error saying to stop it first", got["liveswitch"])
 	}
 	if !strings.Contains(got["note"], "ICMP") {
 		t.Errorf("Info's note %q does not say ICMP is not relayed", got["note"])
