@@ -70,8 +70,10 @@ func TestUsernetDestination(t *testing.T) {
 // network refuses a new one, and takes one again once a flow ended.
 func TestUsernetFlowLimit(t *testing.T) {
 	u := &usernet{flows: make(chan struct{}, 2)}
-	if !u.takeFlow() || !u.takeFlow() {
-		t.Fatal("refused a flow under the bound")
+	for i := range 2 {
+		if !u.takeFlow() {
+			t.Fatalf("refused flow %d under the bound of 2", i+1)
+		}
 	}
 	if u.takeFlow() {
 		t.Fatal("took a flow past the bound")
