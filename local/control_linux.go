@@ -62,8 +62,12 @@ type initConfig struct {
 	// sandbox's root.
 	RunAs *runAs `json:"runAs,omitempty"`
 
-	// handOver are the descriptors the init sends the host with its "ok".
+	// handOver are the descriptors the init sends the host with its "ok":
+	// the egress proxy's listening sockets, then the user-mode network's
+	// TUN device (Net.Tun).
 	handOver []*os.File
+	// tun is the TUN device between openTun and tunUp.
+	tun *os.File
 	// egressFDs are the init's own descriptors of the egress proxy's
 	// listening sockets, which it names in its "ok" (listenForEgress).
 	egressFDs []int

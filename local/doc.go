@@ -92,9 +92,15 @@
 // already. Refusals answer at once (a TCP reset, an ICMP
 // administratively-prohibited error) and are counted (Info:
 // Network.RefusedPackets). What this changes on the host, and when it is
-// undone, is in package internal/uplink. Without root the default network is not
-// available (Start says so): use the blocked mode or an allow list of
-// names alone, which need no root.
+// undone, is in package internal/uplink. Without root the public and
+// allowList modes are a user-mode network: a TUN device in the namespace
+// the init made, served by a host process of the sandbox with gVisor's
+// userspace TCP/IP stack, which relays TCP and UDP over IPv4 (not ICMP,
+// not IPv6) from the host as the user, refusing what root's firewall
+// refuses (docs/security.md, "The default network without root"). It
+// needs a /dev/net/tun the user may open (mode 0666, as most systems
+// have it); otherwise Start says so: use the blocked mode or an allow
+// list of names alone, which need neither.
 //
 // [Config.Network] is a [sandbox.NetworkPolicy], the type and validator
 // every engine shares: its blocked mode leaves loopback only; its

@@ -159,3 +159,13 @@ func FreezeSandbox(ctx context.Context, s *Sandbox) (func(context.Context) error
 	}
 	return freezeSandbox(ctx, &m)
 }
+
+// UserNetPID returns the pid of the running sandbox's user-mode network
+// process, or 0.
+func UserNetPID(s *Sandbox) int {
+	m, err := readMeta(s.dir)
+	if err != nil || m.UserNet == nil {
+		return 0
+	}
+	return m.UserNet.PID
+}

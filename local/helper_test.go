@@ -29,6 +29,12 @@ func helperMain() (int, bool) {
 		return 0, false
 	}
 	ctx := context.Background()
+	switch mode {
+	case "rootless-net":
+		return rootlessNetHelper(ctx), true
+	case "rootless-bench":
+		return rootlessBenchHelper(ctx), true
+	}
 	var cfg local.Config
 	var err error
 	if cfg.Network, err = sandbox.ParseNetworkPolicy(os.Getenv("HELPER_BLOCK_NETWORK") != "", "", os.Getenv("HELPER_DOMAINS")); err != nil {
@@ -74,12 +80,18 @@ func helperMain() (int, bool) {
 		fmt.Println("outcome", outcome)
 		return 0, true
 	case "unprivileged":
-		r, err := sb.ExecuteCommand(ctx, "id -u; cat /proc/1/cmdline | tr '\\0' ' '; echo; hostname; cat /proc/self/uid_map; echo x > ~/owned; echo y > /usr/x 2>/dev/null || echo ro", nil, nil)
+		r, err := sb.ExecuteCommand(ctx, "id -u; cat /proc/1/cmdline | tr '\\0' ' '; echo; hostname; cat /proc/self/uid_map; echo x > ~/owned; echo y > /usr/x 2>/dev/null || echo ro; cat /proc/net/dev", nil, nil)
 		if err != nil {
 			fmt.Println("error: command:", err)
 			return 1, true
 		}
 		fmt.Printf("%q\n", r.Stdout)
+		info, err := sb.Info(ctx)
+		if err != nil {
+			fmt.Println("error: info:", err)
+			return 1, true
+		}
+		fmt.Printf("mode %s\nnote %s\n", info.Network.Mode, info.Network.Note)
 		if err := sb.Destroy(ctx); err != nil {
 			fmt.Println("error: destroy:", err)
 			return 1, true

@@ -3,6 +3,7 @@
 package local_test
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -258,8 +259,8 @@ func TestNetworkBlockAll(t *testing.T) {
 }
 
 // TestUnprivileged runs a sandbox as an ordinary user (uid 2001) with a
-// single-uid user namespace (and loopback only: the default network needs
-// root, which a default sandbox's start says).
+// single-uid user namespace, with the default network (the user-mode
+// network, which Info names) and with the network blocked.
 func TestUnprivileged(t *testing.T) {
 	testenv.NeedRoot(t, "needs root to switch to another uid; as a non-root user every test here is the unprivileged case")
 	stateDir := newSharedStateDir(t, "agentbox-unpriv-")
@@ -272,24 +273,47 @@ func TestUnprivileged(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 2001, Gid: 2001, Groups: []uint32{}}}
 		return cmd
 	}
-	if out, err := helper("start").CombinedOutput(); err == nil || !strings.Contains(string(out), "isolation unavailable") || !strings.Contains(string(out), "needs root") {
-		t.Errorf("a default sandbox without root: %v\n%s; want an error saying the mode needs root", err, out)
-	}
-	out, err := helper("unprivileged", "HELPER_BLOCK_NETWORK=1").CombinedOutput()
-	if err != nil {
-		t.Fatalf("helper as uid 2001: %v\n%s", err, out)
-	}
-	var got string
-	if _, err := fmt.Sscanf(string(out), "%q", &got); err != nil {
-		t.Fatalf("helper output %q: %v", out, err)
-	}
-	lines := strings.Split(got, "\n")
-	if len(lines) < 5 || lines[0] != "0" || !strings.HasPrefix(lines[1], "agentbox-init unpriv") || lines[2] != "unpriv" ||
-		strings.Join(strings.Fields(lines[3]), " ") != "0 2001 1" || lines[4] != "ro" {
-		t.Errorf("inside an unprivileged sandbox: %q", got)
-	}
-	if ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes")); len(ents) != 0 {
-		t.Errorf("destroy left %v", ents)
+	for _, network := range []string{"default", "blocked"} {
+		var env []string
+		if network == "blocked" {
+			env = append(env, "HELPER_BLOCK_NETWORK=1")
+		}
+		cmd := helper("unprivileged", env...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := testenv.StartUnprivileged(t, nil, cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("helper as uid 2001, network %s: %v\n%s", network, err, out.String())
+		}
+		var got string
+		if _, err := fmt.Sscanf(out.String(), "%q", &got); err != nil {
+			t.Fatalf("helper output %q: %v", out.String(), err)
+		}
+		lines := strings.Split(got, "\n")
+		if len(lines) < 5 || lines[0] != "0" || !strings.HasPrefix(lines[1], "agentbox-init unpriv") || lines[2] != "unpriv" ||
+			strings.Join(strings.Fields(lines[3]), " ") != "0 2001 1" || lines[4] != "ro" {
+			t.Errorf("inside an unprivileged sandbox, network %s: %q", network, got)
+		}
+		// The mode and the note of Info, and the interfaces inside.
+		info := out.String()
+		switch network {
+		case "default":
+			if !strings.Contains(info, "mode public") || !strings.Contains(info, "user-mode") {
+				t.Errorf("Info of a default sandbox without root does not say its network is the public mode, user-mode: %s", info)
+			}
+			if !strings.Contains(got, "ab0") {
+				t.Errorf("no user-mode network device inside a default sandbox without root: %q", got)
+			}
+		case "blocked":
+			if strings.Contains(info, "user-mode") || strings.Contains(got, "ab0") {
+				t.Errorf("a blocked sandbox without root has the user-mode network: %s", info)
+			}
+		}
+		if ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes")); len(ents) != 0 {
+			t.Errorf("destroy left %v", ents)
+		}
 	}
 }
 

@@ -78,11 +78,31 @@ func (b *booting) steps() []namedStep {
 		{"plan the network", b.planNetwork},
 		{"start the init", b.startInit},
 		{"record the init and wait for it", b.recordAndWait},
-		{"serve egress", func() error { return b.s.serveEgress(b.ctx, b.m, b.answer.files) }},
+		{"serve egress", func() error { return b.s.serveEgress(b.ctx, b.m, b.egressFiles()) }},
+		{"serve the user-mode network", func() error { return b.s.startUserNet(b.ctx, b.dir, b.m, b.tunFile()) }},
 		{"redirect the secrets' traffic", func() error { return b.s.startRedirect(b.ctx, b.m) }},
 		{"put the secrets' placeholders in the environment", b.secretsInside},
 		{"mount volumes again", b.remountVolumes},
 	}
+}
+
+// egressFiles returns the egress proxy's listening sockets among the
+// files the init handed over: all but the user-mode network's TUN
+// device, which comes last.
+func (b *booting) egressFiles() []*os.File {
+	if b.tunFile() != nil {
+		return b.answer.files[:len(b.answer.files)-1]
+	}
+	return b.answer.files
+}
+
+// tunFile returns the user-mode network's TUN device the init handed
+// over, or nil.
+func (b *booting) tunFile() *os.File {
+	if !initNetOf(b.m).Tun || len(b.answer.files) == 0 {
+		return nil
+	}
+	return b.answer.files[len(b.answer.files)-1]
 }
 
 // release undoes what a start leaves behind whatever its end: the disk

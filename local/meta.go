@@ -55,6 +55,9 @@ type meta struct {
 	// Network is the host side of the running sandbox's network
 	// namespace, when the host made it (as root); nil otherwise.
 	Network *netRecord `json:"network,omitempty"`
+	// UserNet is the host process of the running sandbox's user-mode
+	// network (without root, usernet.go); nil otherwise.
+	UserNet *usernetRecord `json:"userNet,omitempty"`
 	// Ports are the published ports, kept across stops and put in place
 	// at every start.
 	Ports []sandbox.PublishedPort `json:"ports,omitempty"`

@@ -60,6 +60,9 @@ func updateNetworkSettings(ctx context.Context, s *Sandbox, p sandbox.NetworkPol
 		if err := checkNetworkAvailable(&next); err != nil && m.alive() {
 			return err
 		}
+		if err := checkLiveNetwork(m, &next); err != nil && m.alive() {
+			return err
+		}
 		if m.alive() {
 			err = s.applyNetwork(ctx, dir, m, next)
 		} else {

@@ -128,4 +128,7 @@ type netRecord struct {
 type netTestHooks struct {
 	Uplink   string
 	Resolver netip.Addr
+	// Allow is a range the user-mode network (without root) reaches
+	// despite its policy: the tests' loopback servers.
+	Allow netip.Prefix
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -27,9 +28,9 @@ import (
 // netfilter.SandboxDNS.
 //
 // Without root the init makes its own network namespace (owned by the
-// sandbox's user namespace) and brings its loopback up itself; only the
-// blocked and domainAllowList modes are available then: a link and a
-// firewall need root.
+// sandbox's user namespace) and brings its loopback up itself; in the
+// public and allowList modes it also makes the TUN device of the
+// user-mode network (usernet.go), whose policy a host process applies.
 
 // sandboxLink returns the addresses of the link of sandbox n (package
 // netfilter's address plan).
@@ -54,11 +55,29 @@ func checkNetworkAvailable(c *Config) error {
 	if hostMakesNetns() || !c.needsInterface() {
 		return nil
 	}
+	tunErr := tunUsable()
+	if tunErr == nil {
+		return nil
+	}
 	what := "The default network (the public internet only)"
 	if len(c.Network.Allow) > 0 {
 		what = "Network.Allow (the allowList mode with address ranges)"
 	}
-	return fmt.Errorf("%w: %s needs root: the sandbox's link and firewall are made by root; without root use the blocked mode (NetworkBlockAll), an allowList of Domains alone (an egress proxy, no root needed) or, for trusted commands only, the host mode (HostNetwork)", sandbox.ErrIsolationUnavailable, what)
+	return fmt.Errorf("%w: %s needs root or, without root, a /dev/net/tun this user may open for reading and writing (%v; most systems make it mode 0666): as root the sandbox's link and firewall are made by root, without root its user-mode network needs a TUN device; else use the blocked mode (NetworkBlockAll), an allowList of Domains alone (an egress proxy, no root needed) or, for trusted commands only, the host mode (HostNetwork)", sandbox.ErrIsolationUnavailable, what, tunErr)
+}
+
+// checkLiveNetwork explains why the network policy of the running
+// sandbox m cannot become next's while it runs, or returns nil: without
+// root, the user-mode network's mode and Network.Allow are those the
+// sandbox started with.
+func checkLiveNetwork(m *meta, next *Config) error {
+	if hostMakesNetns() || !m.Config.needsInterface() && !next.needsInterface() {
+		return nil
+	}
+	if networkMode(&m.Config) == networkMode(next) && slices.Equal(m.Config.Network.Allow, next.Network.Allow) {
+		return nil
+	}
+	return fmt.Errorf("%w: without root, the sandbox's user-mode network keeps the Network.Mode and Network.Allow it started with (%s): stop the sandbox, change them, and start it again", sandbox.ErrIsolationUnavailable, networkMode(&m.Config))
 }
 
 // newNetRecord returns the record of the network the host makes for the
@@ -87,6 +106,9 @@ type initNet struct {
 	Nameserver string `json:"nameserver,omitempty"`
 	// LoopbackUp: the init made the namespace and brings loopback up.
 	LoopbackUp bool `json:"loopbackUp,omitempty"`
+	// Tun: the init makes the user-mode network's TUN device and hands
+	// it to the host.
+	Tun bool `json:"tun,omitempty"`
 }
 
 // initNetOf returns what the init of the sandbox m is told about its
@@ -95,6 +117,8 @@ func initNetOf(m *meta) initNet {
 	switch {
 	case m.Network != nil:
 		return initNet{Nameserver: netfilter.SandboxDNS.String()}
+	case usesUserNet(&m.Config):
+		return initNet{Nameserver: usernetResolver.String(), LoopbackUp: true, Tun: true}
 	case m.Config.ownNetwork():
 		return initNet{LoopbackUp: true}
 	}
@@ -372,6 +396,7 @@ func applyPorts(ctx context.Context, m *meta) error {
 func addNetworkState(dir string, m *meta, n *sandbox.NetworkInfo) {
 	n.Ports = m.Ports
 	addPolicyLog(dir, m, n)
+	addUserNetState(dir, m, n)
 	if !m.alive() {
 		return
 	}

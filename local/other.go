@@ -71,6 +71,15 @@ func addNetworkState(_ string, m *meta, n *sandbox.NetworkInfo) { n.Ports = m.Po
 // checkNetworkAvailable fails: local sandboxes need Linux.
 func checkNetworkAvailable(*Config) error { return checkPlatform(runtime.GOOS) }
 
+// checkLiveNetwork fails: local sandboxes need Linux.
+func checkLiveNetwork(*meta, *Config) error { return checkPlatform(runtime.GOOS) }
+
+// stopUserNet does nothing: no sandbox runs here.
+func stopUserNet(context.Context, *meta) {}
+
+// usernetMain does nothing: no sandbox runs here.
+func usernetMain() {}
+
 // applyNetwork fails: no sandbox runs here.
 func (s *Sandbox) applyNetwork(context.Context, string, *meta, Config) error {
 	return checkPlatform(runtime.GOOS)

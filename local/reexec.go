@@ -14,6 +14,7 @@ func Init() {
 	initMain()
 	egressProxyMain()
 	netsockMain()
+	usernetMain()
 }
 
 func init() { Init() }

@@ -294,6 +294,7 @@ func killInit(ctx context.Context, dir string, m *meta) error {
 	crashPoint("init ended")
 	stopMounts(ctx, dir, m)
 	stopEgressProxy(ctx, filepath.Dir(filepath.Dir(dir)), m)
+	stopUserNet(ctx, m)
 	teardownNetwork(ctx, m)
 	if err := m.Cgroups.Destroy(ctx); err != nil {
 		return err

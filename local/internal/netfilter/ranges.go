@@ -169,3 +169,40 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	a, _ := netip.AddrFromSlice(b)
 	return a
 }
+
+// Refusal returns what the address a lies in when a sandbox of the
+// public mode may not reach it, else "": the ranges the firewall refuses
+// (neverRanges, privateRanges, with their NAT64 and 6to4 images) and
+// hostNets, the host's own networks. The user-mode network of a sandbox
+// without root applies it to every flow (the host's own addresses are
+// the caller's to add to hostNets).
+func Refusal(a netip.Addr, hostNets []netip.Prefix) string {
+	a = a.Unmap()
+	for _, l := range [][]addrRange{neverRanges, privateRanges, hostRanges(hostNets)} {
+		for _, r := range l {
+			for _, p := range blockedPrefixes([]addrRange{r}) {
+				if p.Contains(a) {
+					return r.what
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// NeverRefusal returns what the address a lies in when no sandbox
+// reaches it whatever its policy (neverRanges, with their NAT64 and 6to4
+// images, and hostNets), else "": the check of the allowList mode.
+func NeverRefusal(a netip.Addr, hostNets []netip.Prefix) string {
+	a = a.Unmap()
+	for _, l := range [][]addrRange{neverRanges, hostRanges(hostNets)} {
+		for _, r := range l {
+			for _, p := range blockedPrefixes([]addrRange{r}) {
+				if p.Contains(a) {
+					return r.what
+				}
+			}
+		}
+	}
+	return ""
+}

@@ -60,3 +60,24 @@ func TestMergePrefixes(t *testing.T) {
 		t.Errorf("merged %s", got)
 	}
 }
+
+func TestRefusal(t *testing.T) {
+	host := []netip.Prefix{netip.MustParsePrefix("203.0.113.7/32")}
+	for a, refused := range map[string]bool{
+		"127.0.0.1": true, "10.1.2.3": true, "172.16.0.1": true, "192.168.1.1": true,
+		"100.64.0.1": true, "169.254.169.254": true, "fd00::1": true, "fe80::1": true,
+		"224.0.0.1": true, "0.0.0.0": true, "10.231.0.6": true, "64:ff9b::a01:203": true,
+		"::ffff:10.0.0.1": true, "203.0.113.7": true,
+		"203.0.113.10": false, "198.51.100.5": false, "8.8.8.8": false, "2001:db8:2::10": false,
+	} {
+		if got := Refusal(netip.MustParseAddr(a), host); (got != "") != refused {
+			t.Errorf("Refusal(%s) = %q, want refused %v", a, got, refused)
+		}
+	}
+	if got := NeverRefusal(netip.MustParseAddr("10.1.2.3"), host); got != "" {
+		t.Errorf("NeverRefusal(10.1.2.3) = %q: a private range may be allowed", got)
+	}
+	if got := NeverRefusal(netip.MustParseAddr("127.0.0.1"), host); got == "" {
+		t.Error("NeverRefusal(127.0.0.1) is empty")
+	}
+}

@@ -1,0 +1,68 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// StartUnprivileged starts cmd, which the caller (root) made run as an
+// ordinary uid, in the network namespace netns (nil: the caller's).
+//
+// A sandbox started without root has a user-mode network that needs a
+// /dev/net/tun the user may open, mode 0666 as most systems make it.
+// Where the host's is not (a container's 0600 node), cmd gets a mount
+// namespace of its own in which a node of the same device, mode 0666,
+// made in a temporary folder of t, covers /dev/net/tun: nothing of the
+// host changes. Without any /dev/net/tun, t is skipped (failed under
+// AGENTBOX_REQUIRE_ALL=1).
+func StartUnprivileged(t testing.TB, netns *os.File, cmd *exec.Cmd) error {
+	t.Helper()
+	var st unix.Stat_t
+	err := unix.Stat("/dev/net/tun", &st)
+	Need(t, err == nil, fmt.Sprintf("needs /dev/net/tun (the user-mode network of a sandbox without root): %v", err))
+	if st.Mode&0o006 == 0o006 && netns == nil {
+		return cmd.Start()
+	}
+	node := ""
+	if st.Mode&0o006 != 0o006 {
+		node = filepath.Join(t.TempDir(), "tun")
+		if err := unix.Mknod(node, unix.S_IFCHR|0o666, int(st.Rdev)); err != nil {
+			return fmt.Errorf("make a node of /dev/net/tun's device: %w", err)
+		}
+		if err := os.Chmod(node, 0o666); err != nil {
+			return fmt.Errorf("make the node of /dev/net/tun's device mode 0666: %w", err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with the goroutine, and its
+		// namespaces with it.
+		runtime.LockOSThread()
+		errc <- func() error {
+			if node != "" {
+				if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+					return fmt.Errorf("unshare the mount namespace: %w", err)
+				}
+				if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+					return fmt.Errorf("make the mounts private: %w", err)
+				}
+				if err := unix.Mount(node, "/dev/net/tun", "", unix.MS_BIND, ""); err != nil {
+					return fmt.Errorf("cover /dev/net/tun: %w", err)
+				}
+			}
+			if netns != nil {
+				if err := unix.Setns(int(netns.Fd()), unix.CLONE_NEWNET); err != nil {
+					return fmt.Errorf("enter the network namespace: %w", err)
+				}
+			}
+			return cmd.Start()
+		}()
+	}()
+	return <-errc
+}
