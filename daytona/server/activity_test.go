@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -508,5 +509,36 @@ func TestJSONFields(t *testing.T) {
 	j.Write([]byte(`["command","x"]`))
 	if _, _, ok := j.text("command"); ok {
 		t.Error("a value read out of an array")
+	}
+}
+
+// A session command sent with the sandbox's preview token (as a browser
+// does), answered in JSON (no agentbox extension asked for): the trail
+// names the token as who ran it, with the JSON answer's exit code.
+func TestActivityPreviewToken(t *testing.T) {
+	h := newHarness(t, newFakeEngine(t), harnessOptions{})
+	sb := h.create(map[string]any{})
+	h.waitState(sb.ID, stateStarted)
+	if err := h.toolboxClient(sb, testKey).CreateSession(context.Background(), "web"); err != nil {
+		t.Fatal(err)
+	}
+	var link portPreviewURL
+	h.call("GET", "/sandbox/"+sb.ID+"/ports/1234/preview-url", nil, &link)
+	req, _ := http.NewRequest("POST", sb.ToolboxProxyURL+"/"+sb.ID+"/process/session/web/exec", strings.NewReader(`{"command":"sh -c 'exit 2'"}`))
+	req.Header.Set(previewTokenHeader, link.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer toolbox.SessionExecuteResponse
+	err = json.NewDecoder(resp.Body).Decode(&answer)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || answer.ExitCode == nil || *answer.ExitCode != 2 || resp.Header.Get("Content-Type") == toolbox.ContentTypeBinary {
+		t.Fatalf("exec: %d %+v, %v", resp.StatusCode, answer, err)
+	}
+	p := h.waitActivity(sb.ID, activityCommand, 1)
+	if e := p.Items[0]; e.Actor != "preview token" || e.Command != "sh -c 'exit 2'" || e.ExitCode == nil || *e.ExitCode != 2 || e.SessionID != "web" || e.CommandID != answer.CmdID {
+		t.Errorf("entry %+v, want the preview token's command, exit 2, command %s", e, answer.CmdID)
 	}
 }

@@ -164,6 +164,7 @@ type trailWriter struct {
 	binaryCmd  string
 }
 
+// WriteHeader notes the answer's status (and a binary exec's exit code).
 func (tw *trailWriter) WriteHeader(code int) {
 	if tw.status == 0 {
 		tw.status = code
@@ -177,6 +178,7 @@ func (tw *trailWriter) WriteHeader(code int) {
 	tw.ResponseWriter.WriteHeader(code)
 }
 
+// Write scans p and passes it on unchanged.
 func (tw *trailWriter) Write(p []byte) (int, error) {
 	if tw.status == 0 {
 		tw.WriteHeader(http.StatusOK)
@@ -206,16 +208,19 @@ type watchedBody struct {
 }
 
 // watchBody makes out's body a watchedBody showing its bytes to w (which
-// may be nil: counted only).
+// may be nil: counted only). A request without a body keeps none (a
+// body, even empty, would change how the transport sends it).
 func watchBody(out *http.Request, w io.Writer) *watchedBody {
 	b := &watchedBody{rc: out.Body, w: w}
 	if out.Body == nil || out.Body == http.NoBody {
 		b.rc = http.NoBody
+		return b
 	}
 	out.Body = b
 	return b
 }
 
+// Read reads from the body, showing what it read to the watcher.
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if n > 0 {
@@ -231,6 +236,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close closes the body.
 func (b *watchedBody) Close() error { return b.rc.Close() }
 
 // end stops the watching, ends a multipartScan watcher, and returns the
@@ -273,6 +279,7 @@ func newMultipartScan(boundary string, bulk bool) *multipartScan {
 	return ms
 }
 
+// Write hands p to the scan.
 func (ms *multipartScan) Write(p []byte) (int, error) { return ms.pw.Write(p) }
 
 // run parses the parts until the body's end; whatever it cannot parse it

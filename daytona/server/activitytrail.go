@@ -464,6 +464,7 @@ type callWriter struct {
 	fields *jsonFields
 }
 
+// WriteHeader notes the answer's status.
 func (cw *callWriter) WriteHeader(code int) {
 	if cw.status == 0 {
 		cw.status = code
@@ -471,6 +472,7 @@ func (cw *callWriter) WriteHeader(code int) {
 	cw.ResponseWriter.WriteHeader(code)
 }
 
+// Write scans p (when asked to) and passes it on unchanged.
 func (cw *callWriter) Write(p []byte) (int, error) {
 	if cw.status == 0 {
 		cw.status = http.StatusOK

@@ -120,8 +120,8 @@ func (p *toolboxProxy) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.actorOf(r)
 	})
+	defer endTrail() // also when the proxy aborts a cut answer (it panics)
 	p.rp.ServeHTTP(w, out)
-	endTrail()
 	return nil
 }
 
