@@ -86,7 +86,12 @@
 // the X-CSRF-Token header (?csrf= and this server's Origin on WebSocket
 // upgrades); the proxies never pass the cookie or token to a sandbox.
 // Every dashboard answer has a strict Content-Security-Policy
-// (dashboard.go, dashboardauth.go).
+// (dashboard.go, dashboardauth.go). Two routes of agentbox's own, which
+// no Daytona spec declares, feed its tabs: GET
+// /api/sandbox/{idOrName}/metrics/history?minutes=N (the samples serve
+// takes of each started sandbox's /system/metrics, every 10 s, the last
+// hour kept; metrics.go) and GET /api/sandbox/{idOrName}/network (the
+// policy and the engine's refusal counters and policy log; network.go).
 //
 // # Browsers
 //

@@ -137,12 +137,13 @@ func (ms *metricsSet) since(id string, t time.Time) []metricsSample {
 }
 
 // prune drops the history of the sandboxes keep does not hold and of
-// those whose newest sample is older than old.
+// those whose newest sample is older than old (a sandbox whose sampling
+// has only failed so far keeps its failure, so that it is logged once).
 func (ms *metricsSet) prune(keep func(id string) bool, old time.Time) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	for id, r := range ms.byID {
-		if !keep(id) || r.latest().Before(old) {
+		if !keep(id) || len(r.samples) > 0 && r.latest().Before(old) {
 			delete(ms.byID, id)
 		}
 	}

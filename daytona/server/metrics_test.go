@@ -237,9 +237,13 @@ func TestMetricsRing(t *testing.T) {
 	if !ms.add("failing", metricsSample{}, true) || ms.add("failing", metricsSample{}, true) {
 		t.Error("a failure is new once, until a sample succeeds")
 	}
+	ms.add("gone", metricsSample{Time: now}, false)
 	ms.prune(func(id string) bool { return id != "gone" }, now.Add(-time.Hour))
-	if ms.len() != 1 || len(ms.since("a", time.Time{})) != metricsHistoryLen {
-		t.Errorf("after pruning %d histories, want only a's", ms.len())
+	if ms.len() != 2 || len(ms.since("a", time.Time{})) != metricsHistoryLen || len(ms.since("old", time.Time{})) != 0 {
+		t.Errorf("after pruning %d histories, want a's and failing's", ms.len())
+	}
+	if ms.add("failing", metricsSample{}, true) {
+		t.Error("a failure kept through pruning is new again: it would be logged at every round")
 	}
 	if s := sampleOf(&toolbox.SystemMetrics{CPUCount: 2, CPUUsedPct: 1e9, MemUsed: -5}, now); s.CPUUsedPct != 200 || s.MemUsed != 0 {
 		t.Errorf("a sandbox's odd figures gave %+v, want them bounded", s)

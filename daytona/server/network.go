@@ -27,7 +27,7 @@ func (s *Server) getNetworkView(w http.ResponseWriter, r *http.Request) error {
 			NetworkAllowList: rec.network.AllowListString(),
 			DomainAllowList:  rec.network.DomainAllowListString(),
 		}
-		live = (rec.state == stateStarted || rec.state == statePaused) && !rec.busy
+		live = rec.state == stateStarted || rec.state == statePaused
 	}
 	s.mu.Unlock()
 	if err != nil {
