@@ -54,11 +54,7 @@ func checkNetworkAvailable(c *Config) error {
 	if hostMakesNetns() || !c.needsInterface() {
 		return nil
 	}
-	what := "The default network (the public internet only)"
-	if len(c.Network.Allow) > 0 {
-		what = "Network.Allow (the allowList mode with address ranges)"
-	}
-	return fmt.Errorf("%w: %s needs root: the sandbox's link and firewall are made by root; without root use the blocked mode (NetworkBlockAll), an allowList of Domains alone (an egress proxy, no root needed) or, for trusted commands only, the host mode (HostNetwork)", sandbox.ErrIsolationUnavailable, what)
+	return networkNeedsRootError(c)
 }
 
 // newNetRecord returns the record of the network the host makes for the

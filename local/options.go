@@ -425,7 +425,7 @@ func (c Config) normalize() (Config, error) {
 		return c, err
 	}
 	if c.ReadOnlyRoot && (c.Image != "" || c.Snapshot != "") {
-		return c, fmt.Errorf("%w: ReadOnlyRoot applies to sandboxes made of the host's system folders, not to one made of an image or snapshot: leave ReadOnlyRoot unset, or Image and Snapshot empty", sandbox.ErrInvalidArgument)
+		return c, sandbox.NewOptionError(sandbox.ErrInvalidArgument, sandbox.OptionReadOnlyRoot, " applies to sandboxes made of the host's system folders, not to one made of an image or snapshot: leave ", sandbox.OptionReadOnlyRoot, " unset, or ", sandbox.OptionImage, " and ", sandbox.OptionSnapshot, " empty")
 	}
 	if reservedPath(c.WorkingDirectory) && !within(c.WorkingDirectory, sandboxTmp) {
 		return c, fmt.Errorf("%w: WorkingDirectory %s is inside a read-only system folder; choose a path under %s, /tmp or a new top-level folder such as /workspace", sandbox.ErrInvalidArgument, c.WorkingDirectory, home)
