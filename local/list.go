@@ -19,9 +19,20 @@ import (
 // fields are decoded, and nothing else of the sandbox is read unless it
 // may have expired or is paused (then List's way is taken for it).
 func ListSummaries(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
+	stateDir, err := useStateDir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	// The files of each sandbox are named relative to the sandboxes
+	// folder: the kernel walks its path once, not twice per sandbox.
+	sfd, err := unix.Open(filepath.Join(stateDir, sandboxesDir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return listWith(ctx, stateDir, lookupSummary) // none (listWith says so), or List's way
+	}
+	defer unix.Close(sfd)
 	buf := make([]byte, maxMetaSummary+1) // shared: one sandbox at a time
 	return listWith(ctx, stateDir, func(ctx context.Context, stateDir, id string) (*sandbox.Info, error) {
-		return summarize(ctx, stateDir, id, buf)
+		return summarize(ctx, stateDir, id, sfd, buf)
 	})
 }
 
@@ -46,12 +57,12 @@ type metaSummary struct {
 // ports, mounts or labels) take List's way.
 const maxMetaSummary = 16 << 10
 
-// summarize describes the sandbox id of stateDir for ListSummaries,
-// reading its metadata into buf.
-func summarize(ctx context.Context, stateDir, id string, buf []byte) (*sandbox.Info, error) {
-	dir := sandboxDir(stateDir, id)
+// summarize describes the sandbox id of stateDir for ListSummaries: its
+// files are found relative to sfd, the sandboxes folder, and its metadata
+// is read into buf.
+func summarize(ctx context.Context, stateDir, id string, sfd int, buf []byte) (*sandbox.Info, error) {
 	var s metaSummary
-	if !readMetaSummary(dir, buf, &s) {
+	if !readMetaSummary(sfd, id, buf, &s) {
 		return lookupSummary(ctx, stateDir, id)
 	}
 	m := meta{ID: s.ID, CreatedAt: s.CreatedAt, Status: s.Status, StoppedAt: s.StoppedAt, PausedAt: s.PausedAt, LastUsedAt: s.LastUsedAt, Init: s.Init}
@@ -61,7 +72,7 @@ func summarize(ctx context.Context, stateDir, id string, buf []byte) (*sandbox.I
 		// It may need stopping or removing first (openMeta).
 		return lookupSummary(ctx, stateDir, id)
 	}
-	info := &sandbox.Info{ID: m.ID, Name: "LocalSandbox", Provider: "local", Status: sandbox.StatusStopped, CreatedAt: m.CreatedAt, LastUsedAt: lastUsed(dir, &m)}
+	info := &sandbox.Info{ID: m.ID, Name: "LocalSandbox", Provider: "local", Status: sandbox.StatusStopped, CreatedAt: m.CreatedAt, LastUsedAt: lastUsedAt(sfd, id, &m)}
 	if alive {
 		info.Status = sandbox.StatusRunning
 		if m.Config.AutoStopInterval > 0 && !info.LastUsedAt.IsZero() {
@@ -71,13 +82,14 @@ func summarize(ctx context.Context, stateDir, id string, buf []byte) (*sandbox.I
 	return info, nil
 }
 
-// readMetaSummary decodes the summary of the metadata of the sandbox
-// folder dir into s, reading it into buf (maxMetaSummary+1 bytes); false
+// readMetaSummary decodes the summary of the metadata of the sandbox id
+// (of the sandboxes folder sfd) into s, reading it into buf
+// (maxMetaSummary+1 bytes); false
 // when it cannot (no metadata, too large, not JSON), for the caller to
 // take List's way, which says why. It reads with plain system calls: a
 // regular file gains nothing from the runtime's poller.
-func readMetaSummary(dir string, buf []byte, s *metaSummary) bool {
-	fd, err := unix.Open(filepath.Join(dir, metaFile), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func readMetaSummary(sfd int, id string, buf []byte, s *metaSummary) bool {
+	fd, err := unix.Openat(sfd, id+"/"+metaFile, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
@@ -97,6 +109,25 @@ func readMetaSummary(dir string, buf []byte, s *metaSummary) bool {
 		n += k
 	}
 	return n <= maxMetaSummary && json.Unmarshal(buf[:n], s) == nil
+}
+
+// lastUsedAt is lastUsed of the sandbox id of the sandboxes folder sfd,
+// whose metadata is m: the later of m's time and the mtime of the
+// activity stamp (a regular file, not followed), capped at now.
+func lastUsedAt(sfd int, id string, m *meta) time.Time {
+	t := m.LastUsedAt
+	var st unix.Stat_t
+	if unix.Fstatat(sfd, id+"/"+toolboxDir+"/"+activityFile, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return t
+	}
+	mt := time.Unix(st.Mtim.Sec, st.Mtim.Nsec).UTC()
+	if now := time.Now().UTC(); mt.After(now) {
+		mt = now
+	}
+	if mt.After(t) {
+		t = mt
+	}
+	return t
 }
 
 // lookupSummary is lookup, trimmed to a summary.
