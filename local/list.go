@@ -94,19 +94,15 @@ func readMetaSummary(sfd int, id string, buf []byte, s *metaSummary) bool {
 		return false
 	}
 	defer unix.Close(fd)
-	n := 0
-	for n < len(buf) {
-		k, err := unix.Read(fd, buf[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return false
-		}
-		if k == 0 {
-			break
-		}
-		n += k
+	// One read: a regular file gives all it has, up to len(buf). A short
+	// read (a file system that gives less) cuts the JSON, which then does
+	// not decode, and List's way reads the file whole.
+	n, err := unix.Read(fd, buf)
+	for err == unix.EINTR {
+		n, err = unix.Read(fd, buf)
+	}
+	if err != nil {
+		return false
 	}
 	return n <= maxMetaSummary && json.Unmarshal(buf[:n], s) == nil
 }
