@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/agentbox-dev/agentbox/local/internal/fuse"
+	"github.com/agentbox-dev/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,10 +46,10 @@ func fuseDevice(dir string, own *ownership) (spec bindSpec, f *os.File, err erro
 	} else {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
-			return spec, nil, fmt.Errorf("AllowFUSE: this host has no /dev/fuse (load the fuse module): %w", err)
+			return spec, nil, sandbox.NewOptionError(nil, sandbox.OptionAllowFUSE, ": this host has no /dev/fuse (load the fuse module)").WithCause(err)
 		}
 		if st.Mode&0o006 != 0o006 {
-			return spec, nil, fmt.Errorf("AllowFUSE: /dev/fuse is open to root only and this process is not root: run as root, or make /dev/fuse mode 0666 as most distributions do")
+			return spec, nil, sandbox.NewOptionError(nil, sandbox.OptionAllowFUSE, ": /dev/fuse is open to root only and this process is not root: run as root, or make /dev/fuse mode 0666 as most distributions do")
 		}
 	}
 	if !own.shifted() {

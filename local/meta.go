@@ -182,8 +182,14 @@ func writeJSON(path string, v any) error { return atomicfile.WriteJSON(path, v) 
 // readMeta reads the metadata of the sandbox folder dir.
 func readMeta(dir string) (meta, error) {
 	var m meta
-	err := readJSON(filepath.Join(dir, metaFile), &m)
-	return m, err
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err != nil {
+		return m, err
+	}
+	// Called directly, not through json.Unmarshal(b, &m), which would
+	// scan b twice more before calling it (checking it, then finding the
+	// value's end).
+	return m, m.UnmarshalJSON(b)
 }
 
 // writeMeta writes m as the metadata of the sandbox folder dir.

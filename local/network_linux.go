@@ -59,11 +59,7 @@ func checkNetworkAvailable(c *Config) error {
 	if tunErr == nil {
 		return nil
 	}
-	what := "The default network (the public internet only)"
-	if len(c.Network.Allow) > 0 {
-		what = "Network.Allow (the allowList mode with address ranges)"
-	}
-	return fmt.Errorf("%w: %s needs root or, without root, a /dev/net/tun this user may open for reading and writing (%v; most systems make it mode 0666): as root the sandbox's link and firewall are made by root, without root its user-mode network needs a TUN device; else use the blocked mode (NetworkBlockAll), an allowList of Domains alone (an egress proxy, no root needed) or, for trusted commands only, the host mode (HostNetwork)", sandbox.ErrIsolationUnavailable, what, tunErr)
+	return networkNeedsRootError(c, tunErr)
 }
 
 // checkLiveNetwork explains why the network policy of the running

@@ -130,15 +130,18 @@ func checkDiskBudget(h hostLimits, r Resources, stateDir string, budgetMB int64)
 	if committed+want <= budget {
 		return nil
 	}
-	what := fmt.Sprintf("a disk image of %d MiB (Resources.DiskMiB)", want)
+	what := []any{fmt.Sprintf("a disk image of %d MiB (", want), sandbox.OptionDiskMiB, ")"}
 	if r.DiskMiB == 0 {
-		what = fmt.Sprintf("even the smallest default disk image (%d MiB)", want)
+		what = []any{fmt.Sprintf("even the smallest default disk image (%d MiB)", want)}
 	}
-	how := "Options.DiskBudgetMB"
+	how := []any{sandbox.OptionDiskBudgetMB}
 	if budgetMB == 0 {
-		how = fmt.Sprintf("the default: the space free on the state dir's file system plus what its images take, less a reserve of 5%% of it, at least %d MiB", diskReserveMB)
+		how = []any{fmt.Sprintf("the default: the space free on the state dir's file system plus what its images take, less a reserve of 5%% of it, at least %d MiB", diskReserveMB)}
 	}
-	return fmt.Errorf("%w: %s does not fit: the state dir's sandboxes' disk images already take %d MiB (at their full sizes) of its disk budget of %d MiB (%s); remove sandboxes, ask for a smaller Resources.DiskMiB, or raise Options.DiskBudgetMB", ErrDiskBudget, what, committed, budget, how)
+	parts := append(what, fmt.Sprintf(" does not fit: the state dir's sandboxes' disk images already take %d MiB (at their full sizes) of its disk budget of %d MiB (", committed, budget))
+	parts = append(parts, how...)
+	parts = append(parts, "); remove sandboxes, ask for a smaller ", sandbox.OptionDiskMiB, ", or raise ", sandbox.OptionDiskBudgetMB)
+	return sandbox.NewOptionError(ErrDiskBudget, parts...)
 }
 
 // checkResourcesOn is checkResources on a host offering h.

@@ -101,7 +101,7 @@ func resolveRoot(ctx context.Context, stateDir, id string, c *Config) (*rootReco
 		return hostRoot(stateDir)
 	}
 	if !writableRootAvailable() {
-		return nil, fmt.Errorf("%w: %s %s: a sandbox's root made of an image is not writable without root: run as root, or leave Image and Snapshot empty", sandbox.ErrIsolationUnavailable, what, ref)
+		return nil, sandbox.NewOptionError(sandbox.ErrIsolationUnavailable, what, " ", ref, ": a sandbox's root made of an image is not writable without root: run as root, or leave ", sandbox.OptionImage, " and ", sandbox.OptionSnapshot, " empty")
 	}
 	st, err := openImages(stateDir)
 	if err != nil {

@@ -126,6 +126,11 @@ func stateDirError(stateDir string, err error) error {
 // sandboxes past their AutoDeleteInterval and stopped ephemeral sandboxes
 // are removed first.
 func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
+	return listWith(ctx, stateDir, lookup)
+}
+
+// listWith is List, describing each sandbox with describe.
+func listWith(ctx context.Context, stateDir string, describe func(ctx context.Context, stateDir, id string) (*sandbox.Info, error)) ([]sandbox.Info, error) {
 	stateDir, err := useStateDir(stateDir)
 	if err != nil {
 		return nil, err
@@ -150,7 +155,7 @@ func List(ctx context.Context, stateDir string) ([]sandbox.Info, error) {
 		if !e.IsDir() || ValidateID(e.Name()) != nil {
 			continue
 		}
-		info, err := lookup(ctx, stateDir, e.Name())
+		info, err := describe(ctx, stateDir, e.Name())
 		if err != nil {
 			continue
 		}

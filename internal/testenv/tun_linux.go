@@ -39,6 +39,29 @@ func StartUnprivileged(t testing.TB, netns *os.File, cmd *exec.Cmd) error {
 			return fmt.Errorf("make the node of /dev/net/tun's device mode 0666: %w", err)
 		}
 	}
+	return startCovering(node, netns, cmd)
+}
+
+// StartWithoutTUN starts cmd, which the caller (root) made run as an
+// ordinary uid, in a mount namespace of its own in which /dev/net/tun is
+// a file only root may open: a host without a TUN device the user may
+// use, as in some containers, whatever this host's is.
+func StartWithoutTUN(t testing.TB, cmd *exec.Cmd) error {
+	t.Helper()
+	node := filepath.Join(t.TempDir(), "no-tun")
+	if err := os.WriteFile(node, nil, 0o600); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return cmd.Start() // no TUN device at all: the host is already so
+	}
+	return startCovering(node, nil, cmd)
+}
+
+// startCovering starts cmd with node (if not "") bind-mounted over
+// /dev/net/tun in a mount namespace of its own, and in the network
+// namespace netns (if not nil).
+func startCovering(node string, netns *os.File, cmd *exec.Cmd) error {
 	errc := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread ends with the goroutine, and its

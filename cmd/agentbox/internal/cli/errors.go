@@ -134,7 +134,7 @@ func classify(ctx context.Context, cmd *cobra.Command, err error) failure {
 		code, msg := interruptCode(ctx)
 		return failure{code: code, kind: KindInterrupted, message: msg}
 	}
-	f := failure{kind: KindInternal, code: ExitError, message: err.Error()}
+	f := failure{kind: KindInternal, code: ExitError, message: cliMessage(err)}
 	var ke *kindError
 	var ue *usageError
 	var sde *stateDirError

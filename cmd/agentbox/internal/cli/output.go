@@ -35,7 +35,9 @@ func newTable(w io.Writer, header ...string) *table {
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		// A tab or newline in a cell would break the layout.
-		cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
+		if strings.ContainsAny(c, "\t\n") {
+			cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(c)
+		}
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -75,8 +76,20 @@ func notFound(err error, id string) error {
 	return err
 }
 
+// SummaryLister is an Engine that lists its sandboxes more cheaply when
+// only what 'agentbox sandbox ls' prints is needed: each Info's ID,
+// Status, CreatedAt and LastUsedAt, as truthful as List's. The local
+// engine is one (local.ListSummaries); --json lists with List.
+type SummaryLister interface {
+	ListSummaries(ctx context.Context, stateDir string) ([]sandbox.Info, error)
+}
+
 func (a *app) sandboxList(ctx context.Context, w io.Writer) error {
-	infos, err := a.engine.List(ctx, a.stateDir)
+	list := a.engine.List
+	if sl, ok := a.engine.(SummaryLister); ok && !a.json {
+		list = sl.ListSummaries
+	}
+	infos, err := list(ctx, a.stateDir)
 	if err != nil {
 		return fmt.Errorf("list sandboxes in %s: %w", a.stateDir, err)
 	}
@@ -88,11 +101,15 @@ func (a *app) sandboxList(ctx context.Context, w io.Writer) error {
 		return writeJSON(w, infos)
 	}
 	now := time.Now()
-	t := newTable(w, "ID", "STATUS", "CREATED", "LAST USED")
+	bw := bufio.NewWriter(w) // one write, not one a line
+	t := newTable(bw, "ID", "STATUS", "CREATED", "LAST USED")
 	for _, in := range infos {
 		t.row(in.ID, string(in.Status), ago(now, in.CreatedAt), ago(now, in.LastUsedAt))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // withHandle runs f on the handle of the existing sandbox id
