@@ -22,17 +22,7 @@ func TestDashboardActivityBrowser(t *testing.T) {
 	h := newPlainHarness(t, localEngine{stateDir: dir}, dir)
 	ctx := newBrowser(t)
 	shots := screenshotDir(t)
-	c, err := daytona.NewClient(daytona.Config{APIURL: h.url + "/api", APIKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sb, err := c.CreateSandbox(context.Background(), daytona.CreateSandbox{Name: "trail", DomainAllowList: "allowed.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.call("DELETE", "/sandbox/"+sb.ID, nil, nil); h.waitState(sb.ID, "gone") })
-	h.waitState(sb.ID, stateStarted)
+	sb := sdkSandbox(t, h, daytona.CreateSandbox{Name: "trail", DomainAllowList: "allowed.test"})
 	tc, err := toolbox.NewClient(toolbox.ClientOptions{BaseURL: h.url + "/toolbox/" + sb.ID, Token: testKey, HTTPClient: h.client})
 	if err != nil {
 		t.Fatal(err)
@@ -55,12 +45,7 @@ func TestDashboardActivityBrowser(t *testing.T) {
 	}
 	t.Logf("curl through the egress proxy: exit %d %q", res.ExitCode, res.Result)
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := browse(t, ctx)
 	run("login", chromedp.Navigate(h.url+"/dashboard/"), chromedp.WaitVisible(chromedp.CSS("#key")),
 		chromedp.SendKeys(chromedp.CSS("#key"), testKey), chromedp.Click(chromedp.CSS("#login-button")))
 	waitText(t, ctx, "#sandbox-list", "trail")

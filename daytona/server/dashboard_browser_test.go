@@ -94,6 +94,36 @@ func waitText(t *testing.T, ctx context.Context, sel, want string) {
 	}
 }
 
+// sdkSandbox creates a sandbox through the Daytona SDK against h, as an
+// agent would, waits until it is started, and deletes it when the test
+// ends.
+func sdkSandbox(t *testing.T, h *harness, req daytona.CreateSandbox) *daytona.SandboxDTO {
+	t.Helper()
+	c, err := daytona.NewClient(daytona.Config{APIURL: h.url + "/api", APIKey: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sb, err := c.CreateSandbox(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.call("DELETE", "/sandbox/"+sb.ID, nil, nil); h.waitState(sb.ID, "gone") })
+	h.waitState(sb.ID, stateStarted)
+	return sb
+}
+
+// browse returns a function that runs actions in the browser ctx,
+// failing t with what when they fail.
+func browse(t *testing.T, ctx context.Context) func(what string, actions ...chromedp.Action[chromedp.Void]) {
+	return func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
 func jsString(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
 
 // The dashboard in a real browser against a real serve: log in, see a
@@ -105,24 +135,9 @@ func TestDashboardBrowser(t *testing.T) {
 	h := newPlainHarness(t, localEngine{stateDir: dir}, dir)
 	ctx := newBrowser(t)
 	shots := screenshotDir(t)
-	c, err := daytona.NewClient(daytona.Config{APIURL: h.url + "/api", APIKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	sb, err := c.CreateSandbox(context.Background(), daytona.CreateSandbox{Name: "from-sdk", Labels: map[string]string{"team": "web"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.call("DELETE", "/sandbox/"+sb.ID, nil, nil); h.waitState(sb.ID, "gone") })
-	h.waitState(sb.ID, stateStarted)
+	sb := sdkSandbox(t, h, daytona.CreateSandbox{Name: "from-sdk", Labels: map[string]string{"team": "web"}})
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := browse(t, ctx)
 	run("login", chromedp.Navigate(h.url+"/dashboard/"), chromedp.WaitVisible(chromedp.CSS("#key")))
 	shot(t, ctx, shots, "login")
 	run("login", chromedp.SendKeys(chromedp.CSS("#key"), testKey), chromedp.Click(chromedp.CSS("#login-button")))

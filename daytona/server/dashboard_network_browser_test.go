@@ -31,26 +31,11 @@ func TestDashboardNetworkAndCharts(t *testing.T) {
 	h := newSampledHarness(t, 200*time.Millisecond)
 	ctx := newBrowser(t)
 	shots := screenshotDir(t)
-	c, err := daytona.NewClient(daytona.Config{APIURL: h.url + "/api", APIKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	// Names only, through the egress proxy: any address is refused
 	// there, without a packet leaving.
-	sb, err := c.CreateSandbox(context.Background(), daytona.CreateSandbox{Name: "net-policy", DomainAllowList: "example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.call("DELETE", "/sandbox/"+sb.ID, nil, nil); h.waitState(sb.ID, "gone") })
-	h.waitState(sb.ID, stateStarted)
+	sb := sdkSandbox(t, h, daytona.CreateSandbox{Name: "net-policy", DomainAllowList: "example.com"})
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := browse(t, ctx)
 	run("login", chromedp.Navigate(h.url+"/dashboard/"), chromedp.WaitVisible(chromedp.CSS("#key")),
 		chromedp.SendKeys(chromedp.CSS("#key"), testKey), chromedp.Click(chromedp.CSS("#login-button")))
 	waitText(t, ctx, "#sandbox-list", "net-policy")
