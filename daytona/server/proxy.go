@@ -7,6 +7,8 @@ import (
 	"net/http/httputil"
 	"strings"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/local"
 )
 
 // toolboxProxy forwards toolbox requests to the toolbox server of each
@@ -45,6 +47,10 @@ func newToolboxProxy(s *Server) *toolboxProxy {
 			pr.Out.Header.Del("Authorization")
 			pr.Out.Header.Del(previewTokenHeader)
 			dropDashboardCredentials(pr.Out.Header)
+			// Only serve's own sampler reads a sandbox passively: a
+			// client's call through the proxy is a use of it, whatever
+			// it says.
+			pr.Out.Header.Del(local.PassiveRequestHeader)
 		},
 		Transport:     p.transport,
 		FlushInterval: -1, // streams (logs, PTY output) pass at once
