@@ -19,26 +19,35 @@ func summaryOf(in sandbox.Info) sandbox.Info {
 }
 
 // checkSummaries fails unless ListSummaries of stateDir agrees with List
-// and gives want's statuses, by id.
+// and gives want's statuses, by id. A running sandbox's use is stamped a
+// moment after it happens, so the summary is read between two Lists: its
+// LastUsedAt (and TimeoutAt, which follows it) must lie between theirs.
 func checkSummaries(t *testing.T, stateDir string, want map[string]sandbox.Status) {
 	t.Helper()
 	ctx := context.Background()
-	full, err := local.List(ctx, stateDir)
-	if err != nil {
-		t.Fatal(err)
+	list := func() []sandbox.Info {
+		t.Helper()
+		full, err := local.List(ctx, stateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return full
 	}
+	before := list()
 	sums, err := local.ListSummaries(ctx, stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sums) != len(full) || len(sums) != len(want) {
-		t.Fatalf("ListSummaries: %d sandboxes, List %d, want %d", len(sums), len(full), len(want))
+	after := list()
+	if len(sums) != len(before) || len(sums) != len(after) || len(sums) != len(want) {
+		t.Fatalf("ListSummaries: %d sandboxes, List %d then %d, want %d", len(sums), len(before), len(after), len(want))
 	}
+	within := func(x, lo, hi time.Time) bool { return !x.Before(lo) && !x.After(hi) }
 	for i := range sums {
-		f := summaryOf(full[i])
-		s := sums[i]
-		if s.ID != f.ID || s.Status != f.Status || s.Name != f.Name || s.Provider != f.Provider || !s.CreatedAt.Equal(f.CreatedAt) || !s.LastUsedAt.Equal(f.LastUsedAt) || !s.TimeoutAt.Equal(f.TimeoutAt) {
-			t.Errorf("ListSummaries[%d] = %+v, List's %+v", i, s, f)
+		b, a, s := summaryOf(before[i]), summaryOf(after[i]), sums[i]
+		if s.ID != b.ID || s.Status != b.Status || s.Name != b.Name || s.Provider != b.Provider || !s.CreatedAt.Equal(b.CreatedAt) ||
+			!within(s.LastUsedAt, b.LastUsedAt, a.LastUsedAt) || !within(s.TimeoutAt, b.TimeoutAt, a.TimeoutAt) {
+			t.Errorf("ListSummaries[%d] = %+v, List's before %+v and after %+v", i, s, b, a)
 		}
 		if s.Status != want[s.ID] {
 			t.Errorf("sandbox %s: status %s, want %s", s.ID, s.Status, want[s.ID])

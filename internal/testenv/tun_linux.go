@@ -62,30 +62,43 @@ func StartWithoutTUN(t testing.TB, cmd *exec.Cmd) error {
 // /dev/net/tun in a mount namespace of its own, and in the network
 // namespace netns (if not nil).
 func startCovering(node string, netns *os.File, cmd *exec.Cmd) error {
+	return onThreadOfItsOwn(func() error {
+		if node != "" {
+			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+				return fmt.Errorf("unshare the mount namespace: %w", err)
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return fmt.Errorf("make the mounts private: %w", err)
+			}
+			if err := unix.Mount(node, "/dev/net/tun", "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("cover /dev/net/tun: %w", err)
+			}
+		}
+		if netns != nil {
+			if err := unix.Setns(int(netns.Fd()), unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("enter the network namespace: %w", err)
+			}
+		}
+		return cmd.Start() // forks from this thread: the child has its namespaces
+	})
+}
+
+// onThreadOfItsOwn runs f, which may change its thread's namespaces, on
+// a thread that ends with it. Never on the process's main thread: a
+// goroutine that ends locked to it leaves it parked, not ended, and
+// /proc/self shows the main thread's namespaces, which would then stay
+// f's for the rest of the process. While a goroutine holds the main
+// thread, no other goroutine runs on it.
+func onThreadOfItsOwn(f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with the goroutine, and its
-		// namespaces with it.
 		runtime.LockOSThread()
-		errc <- func() error {
-			if node != "" {
-				if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-					return fmt.Errorf("unshare the mount namespace: %w", err)
-				}
-				if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-					return fmt.Errorf("make the mounts private: %w", err)
-				}
-				if err := unix.Mount(node, "/dev/net/tun", "", unix.MS_BIND, ""); err != nil {
-					return fmt.Errorf("cover /dev/net/tun: %w", err)
-				}
-			}
-			if netns != nil {
-				if err := unix.Setns(int(netns.Fd()), unix.CLONE_NEWNET); err != nil {
-					return fmt.Errorf("enter the network namespace: %w", err)
-				}
-			}
-			return cmd.Start()
-		}()
+		if unix.Gettid() == unix.Getpid() {
+			errc <- onThreadOfItsOwn(f)
+			runtime.UnlockOSThread()
+			return
+		}
+		errc <- f() // never unlocked: the thread, and its namespaces, end with the goroutine
 	}()
 	return <-errc
 }
